@@ -1,0 +1,141 @@
+/**
+ * Connecting Docket to its database: a `SqlClient` layer for PostgreSQL or a
+ * SQLite file, chosen from a URL, with the schema migrated when the layer is
+ * built (unless told not to).
+ *
+ * `postgres://` or `postgresql://` means PostgreSQL; anything else is a SQLite
+ * file path (`sqlite:` / `file:` prefixes are accepted and removed).
+ */
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Config, Data, Effect, Layer, Option, Redacted } from "effect"
+import { existsSync, statSync } from "node:fs"
+import { dirname, resolve } from "node:path"
+import type { MigrationFailed } from "./Errors.js"
+import * as Migrations from "./Migrations.js"
+
+/** Where the queue lives. */
+export type Target =
+  | { readonly _tag: "Pg"; readonly url: string }
+  | { readonly _tag: "Sqlite"; readonly filename: string }
+
+/** The database named cannot be opened or reached. */
+export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
+  readonly target: string
+  readonly reason: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `cannot open ${this.target}: ${this.reason}`
+  }
+}
+
+/** The default: a SQLite file in the working directory. */
+export const DEFAULT_URL = "./docket.db"
+
+/** Reads a database URL. */
+export const parse = (url: string): Target => {
+  if (/^postgres(ql)?:\/\//i.test(url)) return { _tag: "Pg", url }
+  const filename = url.replace(/^sqlite:(\/\/)?/i, "").replace(/^file:(\/\/)?/i, "")
+  return { _tag: "Sqlite", filename }
+}
+
+/** A URL for logs: the password hidden. */
+export const describe = (target: Target): string =>
+  target._tag === "Pg" ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@") : target.filename
+
+export interface Options {
+  /** Migrate the schema when the layer is built (default true). */
+  readonly migrate?: boolean | undefined
+  /** PostgreSQL pool size (default 10). */
+  readonly maxConnections?: number | undefined
+  /** SQLite `synchronous` pragma: "full" (default, durable on power loss) or "normal" (faster). */
+  readonly sqliteSynchronous?: "full" | "normal" | undefined
+  /** PostgreSQL application_name, shown in pg_stat_activity (default "docket"). */
+  readonly applicationName?: string | undefined
+}
+
+const pgLayer = (url: string, options: Options) =>
+  PgClient.layer({
+    url: Redacted.make(url),
+    maxConnections: options.maxConnections ?? 10,
+    applicationName: options.applicationName ?? "docket",
+    connectTimeout: "10 seconds"
+  })
+
+const sqliteLayer = (filename: string, options: Options) =>
+  Layer.effectDiscard(
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.all([
+        // Another process holding the write lock is waited for, not an error.
+        sql.unsafe("PRAGMA busy_timeout = 10000"),
+        sql.unsafe(`PRAGMA synchronous = ${options.sqliteSynchronous === "normal" ? "NORMAL" : "FULL"}`),
+        sql.unsafe("PRAGMA foreign_keys = ON")
+      ], { discard: true }))
+  ).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+
+const checkSqlitePath = (filename: string) =>
+  Effect.suspend(() => {
+    if (filename === ":memory:") return Effect.void
+    const dir = dirname(resolve(filename))
+    if (!existsSync(dir)) {
+      return Effect.fail(new DatabaseUnavailable({ target: filename, reason: `directory ${dir} does not exist` }))
+    }
+    if (!statSync(dir).isDirectory()) {
+      return Effect.fail(new DatabaseUnavailable({ target: filename, reason: `${dir} is not a directory` }))
+    }
+    return Effect.void
+  })
+
+/**
+ * A `SqlClient` for the target, migrated unless `migrate: false`. Fails with
+ * `DatabaseUnavailable` (cannot open or connect) or `MigrationFailed`.
+ */
+export const layer = (
+  target: Target | string,
+  options: Options = {}
+): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed> => {
+  const t = typeof target === "string" ? parse(target) : target
+  const name = describe(t)
+  const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
+    ? pgLayer(t.url, options).pipe(
+      Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause }))
+    )
+    : Layer.unwrapEffect(Effect.as(checkSqlitePath(t.filename), sqliteLayer(t.filename, options))).pipe(
+      Layer.catchAllCause((cause) =>
+        Layer.fail(
+          Option.match(causeFailure(cause), {
+            onSome: (error) =>
+              error instanceof DatabaseUnavailable
+                ? error
+                : new DatabaseUnavailable({ target: name, reason: String((error as Error).message ?? error), cause: error }),
+            onNone: () => new DatabaseUnavailable({ target: name, reason: String(squashMessage(cause)), cause })
+          })
+        )
+      )
+    )
+  if (options.migrate === false) return client
+  return Layer.effectDiscard(Migrations.run).pipe(Layer.provideMerge(client))
+}
+
+/** The layer from `DOCKET_DATABASE_URL` (default `./docket.db`). */
+export const layerConfig = (options: Options = {}) =>
+  Layer.unwrapEffect(
+    Effect.map(
+      Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
+      (url) => layer(url, options)
+    )
+  )
+
+import { Cause } from "effect"
+const causeFailure = (cause: Cause.Cause<unknown>): Option.Option<unknown> => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return failure
+  const defect = Cause.dieOption(cause)
+  return defect
+}
+const squashMessage = (cause: Cause.Cause<unknown>) => {
+  const error = Cause.squash(cause)
+  return error instanceof Error ? error.message : String(error)
+}

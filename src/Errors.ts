@@ -1,0 +1,59 @@
+/**
+ * The typed errors of Docket's storage layer.
+ *
+ * Every operation of {@link QueueRepo} fails with one of these, never with an
+ * exception: bad input is refused before anything is written, and a database
+ * failure is reported as a `StorageError` so the caller knows the operation did
+ * not take effect (an enqueue that fails with it was not queued).
+ */
+import { Data } from "effect"
+
+/** The field of an operation's input that was refused. */
+export type InvalidField =
+  | "kind"
+  | "payload"
+  | "key"
+  | "delay"
+  | "runAt"
+  | "priority"
+  | "maxAttempts"
+  | "limit"
+  | "lease"
+  | "worker"
+  | "error"
+  | "ids"
+  | "page"
+
+/** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
+export class InvalidInput extends Data.TaggedError("InvalidInput")<{
+  readonly field: InvalidField
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `invalid ${this.field}: ${this.reason}`
+  }
+}
+
+/** The database refused or could not be reached; the operation did not take effect. */
+export class StorageError extends Data.TaggedError("StorageError")<{
+  readonly operation: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    const cause = this.cause
+    const detail = cause instanceof Error
+      ? (cause.cause instanceof Error ? `${cause.message}: ${cause.cause.message}` : cause.message)
+      : String(cause)
+    return `storage error in ${this.operation}: ${detail}`
+  }
+}
+
+/** Migrating the database failed (or timed out waiting for another migrator). */
+export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{
+  readonly reason: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `migration failed: ${this.reason}`
+  }
+}

@@ -1,0 +1,513 @@
+/**
+ * `QueueRepo`: Docket's storage service. One service, one implementation per
+ * SQL dialect (PostgreSQL or SQLite), chosen once when the service is built
+ * from the `SqlClient` in context.
+ *
+ * Every operation validates its input first (a typed `InvalidInput`, nothing
+ * written) and reports database failures as a typed `StorageError`. Every
+ * change after a claim is fenced by the claim's token: a worker whose lease was
+ * lost, and whose item another worker claimed, changes nothing.
+ *
+ * @example
+ * ```ts
+ * const repo = yield* QueueRepo.QueueRepo
+ * yield* repo.enqueue("email.send", { to: "a@example.com" }, { key: "msg-1" })
+ * const [claim] = yield* repo.claim({ worker: "w1", limit: 1, lease: "30 seconds" })
+ * yield* repo.complete(claim)
+ * ```
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { InvalidInput, StorageError } from "./Errors.js"
+import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
+import * as Pg from "./internal/pg.js"
+import { type ItemRow, type KeyRow, num, numOrNull } from "./internal/rows.js"
+import * as Sqlite from "./internal/sqlite.js"
+import * as V from "./internal/validate.js"
+
+/** Where an item is: waiting (due now or scheduled), running (leased) or dead. */
+export type State = "waiting" | "running" | "dead"
+
+/** Options of one enqueue. `delay` and `runAt` are exclusive. */
+export interface EnqueueOptions {
+  /** Dedupe key: while an item of this kind and key WAITS, another enqueue of it is not added. */
+  readonly key?: string | undefined
+  /** Due this long after now (database clock); a `Duration` input or milliseconds. */
+  readonly delay?: Duration.DurationInput | undefined
+  /** Due at this time (a `Date` or epoch milliseconds). */
+  readonly runAt?: Date | number | undefined
+  /** Higher runs first among due items; default 0. */
+  readonly priority?: number | undefined
+  /** Attempts before the item is dead; default 8. */
+  readonly maxAttempts?: number | undefined
+}
+
+/** One item of an `enqueueMany` batch. */
+export interface EnqueueRequest extends EnqueueOptions {
+  readonly kind: string
+  readonly payload: unknown
+}
+
+/** What an enqueue did: added a new item, or found a waiting item with the same kind and key. */
+export type EnqueueResult =
+  | { readonly _tag: "Enqueued"; readonly id: number }
+  | { readonly _tag: "Deduplicated"; readonly id: number }
+
+/** A claimed item: the handle for complete, fail, release and extend. */
+export interface Claim {
+  readonly id: number
+  /** The claim token: fresh for every claim of the item. */
+  readonly token: number
+  readonly kind: string
+  /** The payload as stored (JSON text). */
+  readonly payloadJson: string
+  readonly key: string | null
+  readonly priority: number
+  /** This attempt's number, from 1. */
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly runAt: number
+  readonly createdAt: number
+  /** The lease's end on the database's clock (epoch ms). */
+  readonly leaseUntil: number
+  readonly worker: string
+  /** The previous attempt's error, if any. */
+  readonly lastError: string | null
+}
+
+/** An item as stored, for people and tools. */
+export interface Item {
+  readonly id: number
+  readonly kind: string
+  readonly payload: unknown
+  readonly key: string | null
+  readonly priority: number
+  readonly state: State
+  readonly runAt: number
+  readonly attempts: number
+  readonly maxAttempts: number
+  readonly lastError: string | null
+  readonly claimedBy: string | null
+  readonly leaseUntil: number | null
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+/** What to do with a failed item: retry after a delay (if attempts remain), or dead at once. */
+export type FailNext =
+  | { readonly _tag: "Retry"; readonly delay: Duration.DurationInput }
+  | { readonly _tag: "Dead" }
+
+/**
+ * What a fail did: "retried" (waiting again), "dead", "absorbed" (a waiting twin with
+ * the same key stands for it, so it was removed) or "stale" (the claim was no longer
+ * held: nothing changed).
+ */
+export type FailOutcome = "retried" | "dead" | "absorbed" | "stale"
+
+/** What a release did: "released" (waiting, attempt not counted), "absorbed" or "stale". */
+export type ReleaseOutcome = "released" | "absorbed" | "stale"
+
+/** Counts of items by visible state. Due includes items whose lease ran out. */
+export interface Counts {
+  readonly due: number
+  readonly scheduled: number
+  readonly running: number
+  readonly dead: number
+}
+
+export interface Stats extends Counts {
+  readonly byKind: Readonly<Record<string, Counts>>
+}
+
+/** Which dead items a retry or delete applies to. */
+export type DeadSelection =
+  | { readonly ids: ReadonlyArray<number> }
+  | { readonly all: true; readonly kind?: string | undefined }
+
+export interface ClaimOptions {
+  readonly worker: string
+  readonly limit: number
+  readonly lease: Duration.DurationInput
+  /** Claim only these kinds (default: every kind). */
+  readonly kinds?: ReadonlyArray<string> | undefined
+}
+
+export interface DeadPageOptions {
+  readonly kind?: string | undefined
+  /** Items with an id greater than this (the previous page's last id). */
+  readonly after?: number | undefined
+  readonly limit?: number | undefined
+}
+
+type E = StorageError
+type EI = InvalidInput | StorageError
+
+/** The storage service. */
+export interface Service {
+  readonly dialect: "pg" | "sqlite"
+  /** Adds an item; joins the caller's transaction when there is one. */
+  readonly enqueue: (kind: string, payload: unknown, options?: EnqueueOptions) => Effect.Effect<EnqueueResult, EI>
+  /** Adds many items in one statement, dedupe respected; results in input order. */
+  readonly enqueueMany: (requests: ReadonlyArray<EnqueueRequest>) => Effect.Effect<ReadonlyArray<EnqueueResult>, EI>
+  /** Leases up to `limit` due items: highest priority first, then run-after, then id. */
+  readonly claim: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claim>, EI>
+  /** Done: the item leaves the queue. False when the claim was stale. */
+  readonly complete: (claim: Claim) => Effect.Effect<boolean, E>
+  readonly completeMany: (claims: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyArray<boolean>, E>
+  /** Records a failure: retry later (when attempts remain) or dead. */
+  readonly fail: (claim: Claim, error: string, next: FailNext) => Effect.Effect<FailOutcome, EI>
+  readonly failMany: (
+    failures: ReadonlyArray<{ readonly claim: Claim; readonly error: string; readonly next: FailNext }>
+  ) => Effect.Effect<ReadonlyArray<FailOutcome>, EI>
+  /** Gives the item back unrun: waiting again, this attempt not counted. */
+  readonly release: (claim: Claim) => Effect.Effect<ReleaseOutcome, E>
+  readonly releaseMany: (claims: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyArray<ReleaseOutcome>, E>
+  /** Renews the lease for `lease` from now. False when the claim was stale. */
+  readonly extend: (claim: Claim, lease: Duration.DurationInput) => Effect.Effect<boolean, EI>
+  readonly extendMany: (
+    claims: ReadonlyArray<Claim>,
+    lease: Duration.DurationInput
+  ) => Effect.Effect<ReadonlyArray<boolean>, EI>
+  readonly stats: Effect.Effect<Stats, E>
+  readonly get: (id: number) => Effect.Effect<Option.Option<Item>, E>
+  readonly listDead: (options?: DeadPageOptions) => Effect.Effect<ReadonlyArray<Item>, EI>
+  /** Dead items back to waiting with a fresh attempt budget; returns their ids. */
+  readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
+  readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
+  /** Time until the next item is due (a waiting item or a lease ending): None when nothing waits or runs. */
+  readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
+}
+
+/** The `QueueRepo` service tag. */
+export class QueueRepo extends Context.Tag("docket/QueueRepo")<QueueRepo, Service>() {}
+
+export interface Options {
+  /** Largest accepted payload, as JSON bytes (default 1 MiB). */
+  readonly maxPayloadBytes?: number | undefined
+  /** Default attempts before dead (default 8, as the reference). */
+  readonly defaultMaxAttempts?: number | undefined
+}
+
+export const DEFAULT_MAX_ATTEMPTS = 8
+
+const storage = (operation: string) => (cause: SqlError) => new StorageError({ operation, cause })
+
+const toClaim = (row: ItemRow): Claim => ({
+  id: num(row.id),
+  token: num(row.lease_seq),
+  kind: row.kind,
+  payloadJson: row.payload,
+  key: row.dedupe_key,
+  priority: num(row.priority),
+  attempt: num(row.attempts),
+  maxAttempts: num(row.max_attempts),
+  runAt: num(row.run_at),
+  createdAt: num(row.created_at),
+  leaseUntil: num(row.lease_until),
+  worker: row.claimed_by ?? "",
+  lastError: row.last_error
+})
+
+const parsePayload = (json: string): unknown => {
+  try {
+    return JSON.parse(json)
+  } catch {
+    return json
+  }
+}
+
+/** Decodes a stored row for people and tools. */
+export const toItem = (row: ItemRow): Item => ({
+  id: num(row.id),
+  kind: row.kind,
+  payload: parsePayload(row.payload),
+  key: row.dedupe_key,
+  priority: num(row.priority),
+  state: row.state,
+  runAt: num(row.run_at),
+  attempts: num(row.attempts),
+  maxAttempts: num(row.max_attempts),
+  lastError: row.last_error,
+  claimedBy: row.claimed_by,
+  leaseUntil: numOrNull(row.lease_until),
+  createdAt: num(row.created_at),
+  updatedAt: num(row.updated_at)
+})
+
+const claimOrder = (a: Claim, b: Claim) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id
+
+const INT32 = 2_147_483_647
+
+/** Builds the service over the `SqlClient` in context (PostgreSQL or SQLite). */
+export const make = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const dialect: Dialect = sql.onDialectOrElse({
+      pg: () => Pg.make(sql),
+      sqlite: () => Sqlite.make(sql),
+      orElse: () => {
+        throw new Error("Docket supports PostgreSQL and SQLite only")
+      }
+    })
+    return makeWith(dialect, options)
+  })
+
+const makeWith = (dialect: Dialect, options: Options): Service => {
+  const maxPayloadBytes = options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES
+  const defaultMaxAttempts = options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS
+
+  const prepare = (request: EnqueueRequest, index: number | null): Effect.Effect<InsertRow, InvalidInput> => {
+    const at = (error: InvalidInput) =>
+      index === null ? error : new InvalidInput({ field: error.field, reason: `item ${index}: ${error.reason}` })
+    return Effect.gen(function*() {
+      const kind = yield* V.lift(V.checkKind(request.kind))
+      const payload = yield* V.lift(V.encodePayload(request.payload, maxPayloadBytes))
+      const key = yield* V.lift(V.checkKey(request.key))
+      if (request.delay !== undefined && request.runAt !== undefined) {
+        return yield* new InvalidInput({ field: "delay", reason: "give delay or runAt, not both" })
+      }
+      const delayMs = request.delay === undefined ? 0 : yield* V.lift(V.checkMillis("delay", request.delay, 0, V.MAX_DELAY_MS))
+      const runAt = request.runAt === undefined ? null : yield* V.lift(V.checkRunAt(request.runAt))
+      const priority = request.priority === undefined ? 0 : yield* V.lift(V.checkIntegerIn("priority", request.priority, -INT32, INT32))
+      const maxAttempts = request.maxAttempts === undefined
+        ? defaultMaxAttempts
+        : yield* V.lift(V.checkIntegerIn("maxAttempts", request.maxAttempts, 1, V.MAX_ATTEMPTS_LIMIT))
+      return { kind, payload, key, priority, runAt, delayMs, maxAttempts }
+    }).pipe(Effect.mapError(at))
+  }
+
+  // Inserts, then looks up the waiting item for each keyed row that was skipped.
+  // If that item was claimed in between (so nothing waits any more), the row is
+  // inserted again: every result is either a new item or one that waited.
+  const insertAll = (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
+    Effect.gen(function*() {
+      const results: Array<EnqueueResult | undefined> = new Array(rows.length)
+      let pending = rows.map((_, i) => i)
+      for (let round = 0; pending.length > 0; round++) {
+        if (round === 5) {
+          return yield* Effect.die(new Error("enqueue: a keyed item kept changing state while enqueuing"))
+        }
+        const inserted = yield* dialect.insert(pending.map((i) => rows[i]))
+        const skipped = matchInserted(rows, pending, inserted, results)
+        if (skipped.length === 0) break
+        const pairs = skipped.map((i) => [rows[i].kind, rows[i].key!] as const)
+        const waiting = yield* dialect.findWaiting(pairs)
+        const byPair = new Map(waiting.map((w) => [pairKey(w.kind, w.dedupe_key!), num(w.id)]))
+        pending = []
+        for (const i of skipped) {
+          const id = byPair.get(pairKey(rows[i].kind, rows[i].key!))
+          if (id === undefined) pending.push(i)
+          else results[i] = { _tag: "Deduplicated", id }
+        }
+      }
+      return results as ReadonlyArray<EnqueueResult>
+    })
+
+  const enqueueRows = (rows: ReadonlyArray<InsertRow>) =>
+    rows.length === 0
+      ? Effect.succeed([])
+      : dialect.atomic(insertAll(rows)).pipe(
+        Effect.mapError(storage("enqueue"))
+      )
+
+  const self: Service = {
+    dialect: dialect.name,
+    enqueue: (kind, payload, opts = {}) =>
+      prepare({ ...opts, kind, payload }, null).pipe(
+        Effect.flatMap((row) => enqueueRows([row])),
+        Effect.map((results) => results[0]),
+        Effect.withSpan("docket.enqueue", { attributes: { kind } })
+      ),
+    enqueueMany: (requests) =>
+      Effect.forEach(requests, (request, index) => prepare(request, index)).pipe(
+        Effect.flatMap(enqueueRows),
+        Effect.withSpan("docket.enqueueMany", { attributes: { count: requests.length } })
+      ),
+    claim: ({ kinds, lease, limit, worker }) =>
+      Effect.gen(function*() {
+        const w = yield* V.lift(V.checkWorker(worker))
+        const n = yield* V.lift(V.checkIntegerIn("limit", limit, 1, V.MAX_CLAIM_LIMIT))
+        const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
+        if (kinds !== undefined) {
+          for (const kind of kinds) yield* V.lift(V.checkKind(kind))
+        }
+        const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds).pipe(
+          Effect.mapError(storage("claim"))
+        )
+        return rows.map(toClaim).sort(claimOrder)
+      }),
+    complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
+    completeMany: (claims) =>
+      claims.length === 0 ? Effect.succeed([]) : dialect.complete(claims.map(fence)).pipe(
+        Effect.map((rows) => applied(claims, rows.map((r) => num(r.id)))),
+        Effect.mapError(storage("complete"))
+      ),
+    fail: (claim, error, next) => Effect.map(self.failMany([{ claim, error, next }]), (r) => r[0]),
+    failMany: (failures) =>
+      Effect.gen(function*() {
+        if (failures.length === 0) return []
+        const rows: Array<FailRow> = []
+        for (const { claim, error, next } of failures) {
+          const delayMs = next._tag === "Dead" ? null : yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS))
+          rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs })
+        }
+        const outcomes = yield* withTwinFallback(rows, dialect.fail).pipe(Effect.mapError(storage("fail")))
+        return failures.map(({ claim }): FailOutcome => {
+          const outcome = outcomes.get(claim.id)
+          return outcome === undefined ? "stale" : outcome === "waiting" ? "retried" : outcome === "dead" ? "dead" : "absorbed"
+        })
+      }),
+    release: (claim) => Effect.map(self.releaseMany([claim]), (r) => r[0]),
+    releaseMany: (claims) =>
+      claims.length === 0 ? Effect.succeed([]) : withTwinFallback(claims.map(fence), dialect.release).pipe(
+        Effect.map((outcomes) =>
+          claims.map((claim): ReleaseOutcome => {
+            const outcome = outcomes.get(claim.id)
+            return outcome === undefined ? "stale" : outcome === "waiting" ? "released" : "absorbed"
+          })
+        ),
+        Effect.mapError(storage("release"))
+      ),
+    extend: (claim, lease) => Effect.map(self.extendMany([claim], lease), (r) => r[0]),
+    extendMany: (claims, lease) =>
+      Effect.gen(function*() {
+        const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
+        if (claims.length === 0) return []
+        const rows = yield* dialect.extend(claims.map(fence), leaseMs).pipe(Effect.mapError(storage("extend")))
+        return applied(claims, rows.map((r) => num(r.id)))
+      }),
+    stats: dialect.stats.pipe(
+      Effect.map((rows) => {
+        const byKind: Record<string, Counts> = {}
+        const total = { due: 0, scheduled: 0, running: 0, dead: 0 }
+        for (const row of rows) {
+          const counts = { due: num(row.due), scheduled: num(row.scheduled), running: num(row.running), dead: num(row.dead) }
+          byKind[row.kind] = counts
+          total.due += counts.due
+          total.scheduled += counts.scheduled
+          total.running += counts.running
+          total.dead += counts.dead
+        }
+        return { ...total, byKind }
+      }),
+      Effect.mapError(storage("stats"))
+    ),
+    get: (id) =>
+      dialect.get(id).pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toItem)),
+        Effect.mapError(storage("get"))
+      ),
+    listDead: (page = {}) =>
+      Effect.gen(function*() {
+        const kind = page.kind === undefined ? null : yield* V.lift(V.checkKind(page.kind))
+        const after = page.after === undefined ? 0 : yield* V.lift(V.checkIntegerIn("page", page.after, 0, Number.MAX_SAFE_INTEGER))
+        const limit = page.limit === undefined ? 100 : yield* V.lift(V.checkIntegerIn("page", page.limit, 1, 10_000))
+        const rows = yield* dialect.listDead(kind, after, limit).pipe(Effect.mapError(storage("listDead")))
+        return rows.map(toItem)
+      }),
+    retryDead: (selection) =>
+      checkSelection(selection).pipe(
+        Effect.flatMap((s) => Effect.mapError(dialect.retryDead(s), storage("retryDead"))),
+        Effect.map((rows) => rows.map((r) => num(r.id)).sort((a, b) => a - b))
+      ),
+    deleteDead: (selection) =>
+      checkSelection(selection).pipe(
+        Effect.flatMap((s) => Effect.mapError(dialect.deleteDead(s), storage("deleteDead"))),
+        Effect.map((rows) => rows.map((r) => num(r.id)).sort((a, b) => a - b))
+      ),
+    nextDueIn: dialect.nextDue.pipe(
+      Effect.map((rows) => {
+        const wait = rows[0]?.wait_ms
+        if (wait === null || wait === undefined) return Option.none()
+        const ms = num(wait)
+        return ms > 1e14 ? Option.none() : Option.some(Duration.millis(Math.max(0, ms)))
+      }),
+      Effect.mapError(storage("nextDueIn"))
+    )
+  }
+
+  // Two items of one batch that share a key cannot both go back to waiting in
+  // one statement (the unique index refuses the second). Then the batch is
+  // applied one item at a time, in order: the first waits, the rest are
+  // absorbed by it. A concurrent enqueue of the key can cause the same refusal;
+  // the per-item retry resolves that too.
+  const withTwinFallback = <Row extends Fence>(
+    rows: ReadonlyArray<Row>,
+    apply: (rows: ReadonlyArray<Row>) => Effect.Effect<ReadonlyArray<{ id: number | string; outcome: string }>, SqlError>
+  ): Effect.Effect<Map<number, string>, SqlError> => {
+    const collect = (result: ReadonlyArray<{ id: number | string; outcome: string }>) =>
+      new Map(result.map((r) => [num(r.id), r.outcome]))
+    const one = (row: Row, attemptsLeft: number): Effect.Effect<ReadonlyArray<{ id: number | string; outcome: string }>, SqlError> =>
+      apply([row]).pipe(
+        Effect.catchIf(
+          (error) => attemptsLeft > 0 && dialect.isUniqueViolation(error),
+          () => one(row, attemptsLeft - 1)
+        )
+      )
+    return apply(rows).pipe(
+      Effect.map(collect),
+      Effect.catchIf(
+        (error) => dialect.isUniqueViolation(error),
+        () => Effect.map(Effect.forEach(rows, (row) => one(row, 3)), (results) => collect(results.flat()))
+      )
+    )
+  }
+
+  return self
+}
+
+const fence = (claim: Claim): Fence => ({ id: claim.id, token: claim.token })
+
+const applied = (claims: ReadonlyArray<Claim>, ids: ReadonlyArray<number>): ReadonlyArray<boolean> => {
+  const set = new Set(ids)
+  return claims.map((c) => set.has(c.id))
+}
+
+const pairKey = (kind: string, key: string) => `${kind}\u0000${key}`
+
+// Walks the input in order beside the inserted rows (ascending ids follow
+// input order), recording each inserted row's id; returns the indexes of rows
+// that were skipped (their key was held).
+const matchInserted = (
+  rows: ReadonlyArray<InsertRow>,
+  pending: ReadonlyArray<number>,
+  inserted: ReadonlyArray<KeyRow>,
+  results: Array<EnqueueResult | undefined>
+): Array<number> => {
+  const skipped: Array<number> = []
+  let next = 0
+  for (const i of pending) {
+    const row = rows[i]
+    const candidate = inserted[next]
+    if (candidate !== undefined && candidate.kind === row.kind && (candidate.dedupe_key ?? null) === row.key) {
+      results[i] = { _tag: "Enqueued", id: num(candidate.id) }
+      next++
+    } else if (row.key === null) {
+      throw new Error(`enqueue: inserted rows do not follow input order at item ${i}`)
+    } else {
+      skipped.push(i)
+    }
+  }
+  if (next !== inserted.length) throw new Error("enqueue: more rows inserted than matched")
+  return skipped
+}
+
+const checkSelection = (selection: DeadSelection) =>
+  Effect.gen(function*() {
+    if ("ids" in selection) {
+      if (!Array.isArray(selection.ids) || selection.ids.length === 0) {
+        return yield* new InvalidInput({ field: "ids", reason: "give at least one id (or all)" })
+      }
+      for (const id of selection.ids) yield* V.lift(V.checkIntegerIn("ids", id, 1, Number.MAX_SAFE_INTEGER))
+      return { ids: selection.ids, kind: null }
+    }
+    if (selection.all !== true) return yield* new InvalidInput({ field: "ids", reason: "give ids or all: true" })
+    const kind = selection.kind === undefined ? null : yield* V.lift(V.checkKind(selection.kind))
+    return { ids: null, kind }
+  })
+
+/** The service over the `SqlClient` in context. */
+export const layer = (options: Options = {}): Layer.Layer<QueueRepo, never, SqlClient.SqlClient> =>
+  Layer.effect(QueueRepo, make(options))

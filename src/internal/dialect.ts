@@ -1,0 +1,76 @@
+/**
+ * The storage operations one SQL dialect must provide. `QueueRepo` validates
+ * input, maps errors and decodes rows; a dialect only runs statements. Every
+ * statement is a constant text with positional parameters: no input is ever
+ * spliced into SQL.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Effect } from "effect"
+import type { IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+
+export interface InsertRow {
+  readonly kind: string
+  readonly payload: string
+  readonly key: string | null
+  readonly priority: number
+  /** Absolute due time, or null to use the database's now plus `delayMs`. */
+  readonly runAt: number | null
+  readonly delayMs: number
+  readonly maxAttempts: number
+}
+
+export interface Fence {
+  readonly id: number
+  readonly token: number
+}
+
+export interface FailRow extends Fence {
+  readonly error: string
+  /** Delay before the retry, or null for dead at once. */
+  readonly delayMs: number | null
+}
+
+export interface DeadSelection {
+  readonly ids: ReadonlyArray<number> | null
+  readonly kind: string | null
+}
+
+export interface Dialect {
+  readonly name: "pg" | "sqlite"
+  /** Inserts rows in order, skipping those whose key a waiting item holds; returns inserted rows in id order. */
+  readonly insert: (rows: ReadonlyArray<InsertRow>) => Effect.Effect<ReadonlyArray<KeyRow>, SqlError>
+  /** The waiting items holding these (kind, key) pairs. */
+  readonly findWaiting: (
+    pairs: ReadonlyArray<readonly [string, string]>
+  ) => Effect.Effect<ReadonlyArray<KeyRow>, SqlError>
+  readonly claim: (
+    worker: string,
+    limit: number,
+    leaseMs: number,
+    kinds: ReadonlyArray<string> | null
+  ) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
+  readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  /** outcome: "waiting" | "dead" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
+  readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
+  /** outcome: "waiting" | "absorbed". */
+  readonly release: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
+  readonly extend: (fences: ReadonlyArray<Fence>, leaseMs: number) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  readonly stats: Effect.Effect<ReadonlyArray<StatsRow>, SqlError>
+  readonly get: (id: number) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
+  readonly listDead: (
+    kind: string | null,
+    afterId: number,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
+  readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  /** Milliseconds from the database's now to the next due time (waiting item or lease end), if any. */
+  readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>
+  readonly isUniqueViolation: (error: SqlError) => boolean
+  /**
+   * Runs an enqueue's insert and dedupe look-up as one unit where the dialect
+   * needs it (SQLite: one transaction, so the look-up sees what the insert
+   * skipped); PostgreSQL runs them as they are and retries a lost race.
+   */
+  readonly atomic: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}

@@ -1,0 +1,230 @@
+/**
+ * PostgreSQL statements. Batches travel as parallel arrays expanded with
+ * `unnest`, so one statement text serves any batch size. Times come from
+ * `docket_now_ms()` (the database's clock).
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Dialect } from "./dialect.js"
+import type { IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import { ITEM_COLUMNS } from "./rows.js"
+
+/** The channel enqueues notify and idle workers listen on. */
+export const NOTIFY_CHANNEL = "docket_items"
+
+// Inserts in input order (ids follow ORDER BY ord), skipping rows whose key a
+// waiting item (or an earlier row of this batch) holds. One NOTIFY per
+// statement, delivered when the enclosing transaction commits; PostgreSQL
+// folds identical notifications of one transaction into one.
+const INSERT = `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[], $7::int[])
+    WITH ORDINALITY AS t(kind, payload, dedupe_key, priority, run_at, delay_ms, max_attempts, ord)
+), ins AS (
+  INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
+  SELECT i.kind, i.payload, i.dedupe_key, i.priority,
+         coalesce(i.run_at, docket_now_ms() + i.delay_ms), i.max_attempts, docket_now_ms(), docket_now_ms()
+  FROM input i ORDER BY i.ord
+  ON CONFLICT DO NOTHING
+  RETURNING id, kind, dedupe_key
+)
+SELECT id, kind, dedupe_key, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'enqueued')) IS NULL AS notified
+FROM ins ORDER BY id`
+
+const FIND_WAITING = `
+SELECT i.id, i.kind, i.dedupe_key FROM docket_items i
+JOIN unnest($1::text[], $2::text[]) AS p(kind, dedupe_key) ON i.kind = p.kind AND i.dedupe_key = p.dedupe_key
+WHERE i.state = 'waiting' AND i.dedupe_key IS NOT NULL`
+
+// Two sources of due items, each walking its own partial index in order and
+// skipping rows other claimers hold (SKIP LOCKED): items whose lease ran out
+// (their worker died) and waiting items in claim order. A waiting keyed item
+// is not due while an item with the same kind and key holds a live lease: the
+// enqueue that arrived while it ran runs after it, not beside it.
+const CLAIM = `
+WITH now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
+expired AS (
+  SELECT i.id FROM docket_items i
+  WHERE i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
+    AND ($4::text[] IS NULL OR i.kind = ANY($4::text[]))
+  ORDER BY i.lease_until
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+),
+waiting AS (
+  SELECT i.id FROM docket_items i
+  WHERE i.state = 'waiting' AND i.run_at <= (SELECT ms FROM now)
+    AND ($4::text[] IS NULL OR i.kind = ANY($4::text[]))
+    AND (i.dedupe_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM docket_items r
+      WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
+        AND r.lease_until > (SELECT ms FROM now)))
+  ORDER BY i.priority DESC, i.run_at, i.id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+),
+picked AS (
+  SELECT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM waiting) p LIMIT $2
+)
+UPDATE docket_items i
+SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+    lease_until = (SELECT ms FROM now) + $3, updated_at = (SELECT ms FROM now)
+FROM picked
+WHERE i.id = picked.id
+RETURNING ${ITEM_COLUMNS.split(", ").map((c) => `i.${c}`).join(", ")}`
+
+const COMPLETE = `
+DELETE FROM docket_items i USING unnest($1::bigint[], $2::bigint[]) AS c(id, seq)
+WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
+RETURNING i.id`
+
+// A failed item goes back to waiting unless it has no attempts left or the
+// caller asked for dead (delay_ms null). A keyed item going back to waiting
+// while a twin with its key waits is absorbed by the twin (deleted): the twin
+// was enqueued after this item started, so it stands for the same work.
+const FAIL = `
+WITH input AS (
+  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS c(id, seq, error, delay_ms)
+), target AS (
+  SELECT i.id, i.kind, i.dedupe_key, c.error, c.delay_ms,
+         (c.delay_ms IS NOT NULL AND i.attempts < i.max_attempts) AS retry
+  FROM docket_items i JOIN input c ON i.id = c.id AND i.lease_seq = c.seq
+  WHERE i.state = 'running'
+  FOR UPDATE OF i
+), absorbed AS (
+  DELETE FROM docket_items d USING target t
+  WHERE d.id = t.id AND t.retry AND t.dedupe_key IS NOT NULL
+    AND EXISTS (SELECT 1 FROM docket_items w
+                WHERE w.state = 'waiting' AND w.kind = t.kind AND w.dedupe_key = t.dedupe_key)
+  RETURNING d.id
+), updated AS (
+  UPDATE docket_items u
+  SET state = CASE WHEN t.retry THEN 'waiting' ELSE 'dead' END,
+      run_at = CASE WHEN t.retry THEN docket_now_ms() + t.delay_ms ELSE u.run_at END,
+      last_error = t.error, claimed_by = NULL, lease_until = NULL, updated_at = docket_now_ms()
+  FROM target t
+  WHERE u.id = t.id AND NOT EXISTS (SELECT 1 FROM absorbed a WHERE a.id = t.id)
+  RETURNING u.id, u.state AS outcome
+)
+SELECT id, outcome FROM updated
+UNION ALL SELECT id, 'absorbed' AS outcome FROM absorbed`
+
+const RELEASE = `
+WITH target AS (
+  SELECT i.id, i.kind, i.dedupe_key
+  FROM docket_items i JOIN unnest($1::bigint[], $2::bigint[]) AS c(id, seq) ON i.id = c.id AND i.lease_seq = c.seq
+  WHERE i.state = 'running'
+  FOR UPDATE OF i
+), absorbed AS (
+  DELETE FROM docket_items d USING target t
+  WHERE d.id = t.id AND t.dedupe_key IS NOT NULL
+    AND EXISTS (SELECT 1 FROM docket_items w
+                WHERE w.state = 'waiting' AND w.kind = t.kind AND w.dedupe_key = t.dedupe_key)
+  RETURNING d.id
+), updated AS (
+  UPDATE docket_items u
+  SET state = 'waiting', attempts = greatest(u.attempts - 1, 0), claimed_by = NULL, lease_until = NULL,
+      updated_at = docket_now_ms()
+  FROM target t
+  WHERE u.id = t.id AND NOT EXISTS (SELECT 1 FROM absorbed a WHERE a.id = t.id)
+  RETURNING u.id, 'waiting' AS outcome
+)
+SELECT id, outcome FROM updated
+UNION ALL SELECT id, 'absorbed' AS outcome FROM absorbed`
+
+const EXTEND = `
+UPDATE docket_items i SET lease_until = docket_now_ms() + $3, updated_at = docket_now_ms()
+FROM unnest($1::bigint[], $2::bigint[]) AS c(id, seq)
+WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
+RETURNING i.id`
+
+// Shared with SQLite but for the clock expression.
+export const statsSql = (now: string) => `
+SELECT kind,
+  sum(CASE WHEN (state = 'waiting' AND run_at <= ${now}) OR (state = 'running' AND lease_until <= ${now}) THEN 1 ELSE 0 END) AS due,
+  sum(CASE WHEN state = 'waiting' AND run_at > ${now} THEN 1 ELSE 0 END) AS scheduled,
+  sum(CASE WHEN state = 'running' AND lease_until > ${now} THEN 1 ELSE 0 END) AS running,
+  sum(CASE WHEN state = 'dead' THEN 1 ELSE 0 END) AS dead
+FROM docket_items GROUP BY kind ORDER BY kind`
+
+const GET = `SELECT ${ITEM_COLUMNS} FROM docket_items WHERE id = $1`
+
+const LIST_DEAD = `
+SELECT ${ITEM_COLUMNS} FROM docket_items
+WHERE state = 'dead' AND ($1::text IS NULL OR kind = $1) AND id > $2
+ORDER BY id LIMIT $3`
+
+// Retrying a dead item makes it waiting again with a fresh attempt budget. A
+// dead item whose key a waiting item already holds (or a lower-id dead twin
+// retried by the same call) stays dead: the waiting item stands for it.
+const RETRY_DEAD = `
+WITH candidates AS (
+  SELECT DISTINCT ON (d.kind, d.dedupe_key IS NULL, coalesce(d.dedupe_key, d.id::text)) d.id
+  FROM docket_items d
+  WHERE d.state = 'dead' AND ($1::bigint[] IS NULL OR d.id = ANY($1::bigint[]))
+    AND ($2::text IS NULL OR d.kind = $2)
+    AND (d.dedupe_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM docket_items w WHERE w.state = 'waiting' AND w.kind = d.kind AND w.dedupe_key = d.dedupe_key))
+  ORDER BY d.kind, d.dedupe_key IS NULL, coalesce(d.dedupe_key, d.id::text), d.id
+), retried AS (
+  UPDATE docket_items u
+  SET state = 'waiting', attempts = 0, run_at = docket_now_ms(), claimed_by = NULL, lease_until = NULL,
+      updated_at = docket_now_ms()
+  FROM candidates c WHERE u.id = c.id
+  RETURNING u.id
+)
+SELECT id, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'retried')) IS NULL AS notified FROM retried`
+
+const DELETE_DEAD = `
+DELETE FROM docket_items
+WHERE state = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[])) AND ($2::text IS NULL OR kind = $2)
+RETURNING id`
+
+const NEXT_DUE = `
+SELECT least(
+  (SELECT min(run_at) FROM docket_items WHERE state = 'waiting'),
+  (SELECT min(lease_until) FROM docket_items WHERE state = 'running')
+) - docket_now_ms() AS wait_ms`
+
+
+export const make = (sql: SqlClient): Dialect => {
+  const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
+  return {
+    name: "pg",
+    insert: (rows) =>
+      run<KeyRow>(INSERT, [
+        rows.map((r) => r.kind),
+        rows.map((r) => r.payload),
+        rows.map((r) => r.key),
+        rows.map((r) => r.priority),
+        rows.map((r) => r.runAt),
+        rows.map((r) => r.delayMs),
+        rows.map((r) => r.maxAttempts)
+      ]),
+    findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
+    claim: (worker, limit, leaseMs, kinds) => run<ItemRow>(CLAIM, [worker, limit, leaseMs, kinds]),
+    complete: (fences) => run<IdRow>(COMPLETE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
+    fail: (rows) =>
+      run<OutcomeRow>(FAIL, [
+        rows.map((r) => r.id),
+        rows.map((r) => r.token),
+        rows.map((r) => r.error),
+        rows.map((r) => r.delayMs)
+      ]),
+    release: (fences) => run<OutcomeRow>(RELEASE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
+    extend: (fences, leaseMs) => run<IdRow>(EXTEND, [fences.map((f) => f.id), fences.map((f) => f.token), leaseMs]),
+    stats: run<StatsRow>(statsSql("docket_now_ms()"), []),
+    get: (id) => run<ItemRow>(GET, [id]),
+    listDead: (kind, afterId, limit) => run<ItemRow>(LIST_DEAD, [kind, afterId, limit]),
+    retryDead: (selection) => run<IdRow>(RETRY_DEAD, [selection.ids, selection.kind]),
+    deleteDead: (selection) => run<IdRow>(DELETE_DEAD, [selection.ids, selection.kind]),
+    nextDue: run<{ wait_ms: number | string | null }>(NEXT_DUE, []),
+    isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
+    atomic: (effect) => effect
+  }
+}
+
+const pgCode = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined

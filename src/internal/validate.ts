@@ -1,0 +1,146 @@
+/**
+ * Input checks shared by every dialect. Each returns a typed `InvalidInput`
+ * before any statement is sent, so bad input changes nothing.
+ */
+import { Duration, Effect, Either } from "effect"
+import { InvalidInput, type InvalidField } from "../Errors.js"
+
+export const KIND_MAX_LENGTH = 128
+export const KEY_MAX_LENGTH = 512
+export const WORKER_MAX_LENGTH = 255
+export const ERROR_MAX_LENGTH = 16_384
+export const MAX_CLAIM_LIMIT = 10_000
+export const MAX_ATTEMPTS_LIMIT = 10_000
+/** About 100 years: far enough for any schedule, small enough to stay exact in a double. */
+export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+export const MAX_LEASE_MS = 7 * 24 * 3600 * 1000
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+
+const KIND_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
+
+const invalid = (field: InvalidField, reason: string) => Either.left(new InvalidInput({ field, reason }))
+
+export const checkKind = (kind: unknown): Either.Either<string, InvalidInput> => {
+  if (typeof kind !== "string") return invalid("kind", "must be a string")
+  if (kind.length === 0) return invalid("kind", "must not be empty")
+  if (kind.length > KIND_MAX_LENGTH) return invalid("kind", `must be at most ${KIND_MAX_LENGTH} characters`)
+  if (!KIND_PATTERN.test(kind)) {
+    return invalid("kind", "may hold only letters, digits and _ . : - (and must start with a letter or digit)")
+  }
+  return Either.right(kind)
+}
+
+export const checkKey = (key: unknown): Either.Either<string | null, InvalidInput> => {
+  if (key === undefined || key === null) return Either.right(null)
+  if (typeof key !== "string") return invalid("key", "must be a string")
+  if (key.length === 0) return invalid("key", "must not be empty (leave it out for no dedupe)")
+  if (key.length > KEY_MAX_LENGTH) return invalid("key", `must be at most ${KEY_MAX_LENGTH} characters`)
+  if (key.includes("\u0000")) return invalid("key", "must not contain NUL characters")
+  if (!key.isWellFormed()) return invalid("key", "must be well-formed Unicode (no lone surrogates)")
+  return Either.right(key)
+}
+
+class NotJson extends Error {}
+
+const strictReplacer = (_key: string, value: unknown): unknown => {
+  switch (typeof value) {
+    case "number":
+      if (!Number.isFinite(value)) throw new NotJson(`${value} is not a JSON number`)
+      return value
+    case "function":
+    case "symbol":
+      throw new NotJson(`a ${typeof value} is not JSON`)
+    default:
+      return value
+  }
+}
+
+/** Encodes a payload as JSON text; refuses what JSON would silently change or cannot hold. */
+export const encodePayload = (
+  payload: unknown,
+  maxBytes: number
+): Either.Either<string, InvalidInput> => {
+  if (payload === undefined) return invalid("payload", "must not be undefined (use null or {} for none)")
+  let json: string | undefined
+  try {
+    json = JSON.stringify(payload, strictReplacer)
+  } catch (error) {
+    const reason = error instanceof NotJson
+      ? error.message
+      : error instanceof RangeError
+      ? "is nested too deeply to encode"
+      : `is not JSON-serialisable (${error instanceof Error ? error.message : String(error)})`
+    return invalid("payload", reason)
+  }
+  if (json === undefined) return invalid("payload", "is not JSON-serialisable")
+  // Byte length only matters near the limit; a string of N UTF-16 units is at most 3N UTF-8 bytes.
+  if (json.length * 3 > maxBytes && Buffer.byteLength(json, "utf8") > maxBytes) {
+    return invalid("payload", `is larger than ${maxBytes} bytes as JSON`)
+  }
+  return Either.right(json)
+}
+
+const isInteger = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value)
+
+export const checkIntegerIn = (
+  field: InvalidField,
+  value: unknown,
+  min: number,
+  max: number
+): Either.Either<number, InvalidInput> =>
+  isInteger(value) && value >= min && value <= max
+    ? Either.right(value)
+    : invalid(field, `must be an integer from ${min} to ${max} (got ${describe(value)})`)
+
+/** A delay or lease as a `Duration` input or a number of milliseconds. */
+export const checkMillis = (
+  field: InvalidField,
+  value: unknown,
+  min: number,
+  max: number
+): Either.Either<number, InvalidInput> => {
+  let ms: number
+  if (typeof value === "number") {
+    ms = value
+  } else {
+    const decoded = Duration.decodeUnknown(value)
+    if (decoded._tag === "None") return invalid(field, `must be a duration or a number of milliseconds (got ${describe(value)})`)
+    ms = Duration.toMillis(decoded.value)
+  }
+  if (!Number.isFinite(ms) || ms < min || ms > max) {
+    return invalid(field, `must be from ${min} to ${max} milliseconds (got ${describe(value)})`)
+  }
+  return Either.right(Math.round(ms))
+}
+
+export const checkRunAt = (value: unknown): Either.Either<number, InvalidInput> => {
+  const ms = value instanceof Date ? value.getTime() : value
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > 8.64e15) {
+    return invalid("runAt", `must be a valid Date or epoch milliseconds (got ${describe(value)})`)
+  }
+  return Either.right(Math.round(ms))
+}
+
+export const checkWorker = (worker: unknown): Either.Either<string, InvalidInput> =>
+  typeof worker === "string" && worker.length > 0 && worker.length <= WORKER_MAX_LENGTH && !worker.includes("\u0000")
+    ? Either.right(worker)
+    : invalid("worker", `must be a non-empty name of at most ${WORKER_MAX_LENGTH} characters`)
+
+/** Error text kept on the item: bounded, and without NUL (PostgreSQL text cannot hold it). */
+export const normaliseError = (error: string): string => {
+  const clean = error.includes("\u0000") ? error.replaceAll("\u0000", "\\u0000") : error
+  const wellFormed = clean.isWellFormed() ? clean : clean.toWellFormed()
+  return wellFormed.length > ERROR_MAX_LENGTH ? `${wellFormed.slice(0, ERROR_MAX_LENGTH)}… (truncated)` : wellFormed
+}
+
+const describe = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) {
+    return String(value)
+  }
+  return typeof value
+}
+
+/** Lifts an `Either` of a check into an `Effect`. */
+export const lift = <A>(either: Either.Either<A, InvalidInput>): Effect.Effect<A, InvalidInput> =>
+  Either.isRight(either) ? Effect.succeed(either.right) : Effect.fail(either.left)
