@@ -1,0 +1,126 @@
+/**
+ * Real databases for tests: a fresh SQLite file, or a fresh PostgreSQL database
+ * made for the test file and dropped after it.
+ *
+ * PostgreSQL is reached at DOCKET_TEST_PG_URL (default
+ * postgres://root@127.0.0.1:5432/postgres). Outside CI, an unreachable server
+ * skips the PostgreSQL tests with a warning; with CI=true it fails them.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import pg from "pg"
+import * as Database from "../../src/Database.js"
+import * as QueueRepo from "../../src/QueueRepo.js"
+
+export const PG_ADMIN_URL = process.env.DOCKET_TEST_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
+export const IN_CI = process.env.CI === "true" || process.env.CI === "1"
+
+const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>): Promise<A> => {
+  const client = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 5000 })
+  await client.connect()
+  try {
+    return await f(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/** Whether PostgreSQL can be reached (checked once per test file). */
+export const pgAvailable: boolean = await withAdmin(async () => true).catch((error: unknown) => {
+  if (IN_CI) throw new Error(`PostgreSQL is required in CI and cannot be reached at ${PG_ADMIN_URL}: ${String(error)}`)
+  console.warn(`PostgreSQL tests skipped: cannot reach ${PG_ADMIN_URL} (${String(error)})`)
+  return false
+})
+
+const urlFor = (database: string) => {
+  const url = new URL(PG_ADMIN_URL)
+  url.pathname = `/${database}`
+  return url.toString()
+}
+
+/** Makes a fresh database; returns its URL and a function that drops it. */
+export const freshPgDatabase = async (): Promise<{ url: string; drop: () => Promise<void> }> => {
+  const name = `docket_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`
+  await withAdmin((c) => c.query(`CREATE DATABASE ${name}`))
+  return {
+    url: urlFor(name),
+    drop: () => withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined)
+  }
+}
+
+/** A fresh directory for SQLite files; removed by the returned function. */
+export const freshDir = (): { dir: string; remove: () => void } => {
+  const dir = mkdtempSync(join(tmpdir(), "docket-test-"))
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+export interface Backend {
+  readonly name: "sqlite" | "pg"
+  /** A database URL for a fresh, empty database (made on call). */
+  readonly fresh: () => Promise<string>
+  /** Drops everything made by `fresh`. */
+  readonly cleanup: () => Promise<void>
+}
+
+export const sqliteBackend = (): Backend => {
+  const made: Array<() => void> = []
+  return {
+    name: "sqlite",
+    fresh: async () => {
+      const d = freshDir()
+      made.push(d.remove)
+      return join(d.dir, "docket.db")
+    },
+    cleanup: async () => {
+      for (const remove of made.splice(0)) remove()
+    }
+  }
+}
+
+export const pgBackend = (): Backend => {
+  const made: Array<() => Promise<void>> = []
+  return {
+    name: "pg",
+    fresh: async () => {
+      const db = await freshPgDatabase()
+      made.push(db.drop)
+      return db.url
+    },
+    cleanup: async () => {
+      for (const drop of made.splice(0)) await drop()
+    }
+  }
+}
+
+/** The SqlClient (migrated) and QueueRepo over a database URL. */
+export const repoLayer = (url: string, options: QueueRepo.Options = {}) =>
+  QueueRepo.layer(options).pipe(Layer.provideMerge(Database.layer(url)))
+
+/** Sets columns of an item directly (tests move time by editing rows, never by sleeping). */
+export const setRow = (id: number, set: Record<string, number | string | null>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const columns = Object.keys(set)
+    const marks = sql.onDialectOrElse({ pg: () => (i: number) => `$${i + 1}`, orElse: () => (_: number) => "?" })
+    const text = `UPDATE docket_items SET ${columns.map((c, i) => `${c} = ${marks(i)}`).join(", ")} WHERE id = ${
+      marks(columns.length)
+    }`
+    yield* sql.unsafe(text, [...columns.map((c) => set[c]), id])
+  })
+
+/** Makes an item's lease run out now. */
+export const expireLease = (id: number) => setRow(id, { lease_until: 0 })
+
+/** Makes a scheduled item due now. */
+export const makeDue = (id: number) => setRow(id, { run_at: 0 })
+
+/** Counts rows of the queue table in a state. */
+export const countState = (state: "waiting" | "running" | "dead") =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.onDialectOrElse({
+      pg: () => sql.unsafe<{ n: string }>(`SELECT count(*) AS n FROM docket_items WHERE state = $1`, [state]),
+      orElse: () => sql.unsafe<{ n: number }>(`SELECT count(*) AS n FROM docket_items WHERE state = ?`, [state])
+    })).pipe(Effect.map((rows) => Number(rows[0].n)))
