@@ -18,7 +18,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import { InvalidInput, StorageError } from "./Errors.js"
 import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
 import * as Pg from "./internal/pg.js"
@@ -178,6 +178,12 @@ export interface Service {
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   /** Time until the next item is due (a waiting item or a lease ending): None when nothing waits or runs. */
   readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
+  /**
+   * Calls `listener` after every enqueue through this service that added an
+   * item, for in-process wake-ups; `inTransaction` tells that the items become
+   * visible only when the caller's transaction commits. Removed with the scope.
+   */
+  readonly onEnqueued: (listener: (inTransaction: boolean) => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The `QueueRepo` service tag. */
@@ -305,11 +311,22 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       return results as ReadonlyArray<EnqueueResult>
     })
 
+  const listeners = new Set<(inTransaction: boolean) => void>()
+  const announce = (results: ReadonlyArray<EnqueueResult>) =>
+    listeners.size === 0 || !results.some((r) => r._tag === "Enqueued")
+      ? Effect.void
+      : Effect.serviceOption(SqlClient.TransactionConnection).pipe(
+        Effect.map((tx) => {
+          for (const listener of listeners) listener(Option.isSome(tx))
+        })
+      )
+
   const enqueueRows = (rows: ReadonlyArray<InsertRow>) =>
     rows.length === 0
       ? Effect.succeed([])
-      : dialect.atomic(insertAll(rows)).pipe(
-        Effect.mapError(storage("enqueue"))
+      : (rows.some((r) => r.key !== null) ? dialect.atomic(insertAll(rows)) : insertAll(rows)).pipe(
+        Effect.mapError(storage("enqueue")),
+        Effect.tap(announce)
       )
 
   const self: Service = {
@@ -425,7 +442,12 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
         return ms > 1e14 ? Option.none() : Option.some(Duration.millis(Math.max(0, ms)))
       }),
       Effect.mapError(storage("nextDueIn"))
-    )
+    ),
+    onEnqueued: (listener) =>
+      Effect.acquireRelease(
+        Effect.sync(() => listeners.add(listener)),
+        () => Effect.sync(() => listeners.delete(listener))
+      )
   }
 
   // Two items of one batch that share a key cannot both go back to waiting in

@@ -1,0 +1,143 @@
+/**
+ * Docket in an Effect application: one layer for the database, the queue and
+ * the worker pool; typed clients that enqueue through a handler's Schema; and
+ * the "try at once, queue only on failure" helper.
+ *
+ * @example
+ * ```ts
+ * const SendEmail = Handler.make("email.send", { payload: Email, run: send })
+ * const DocketLive = Docket.layer({ database: "./docket.db", handlers: [SendEmail] })
+ *
+ * const program = Effect.gen(function*() {
+ *   yield* Docket.client(SendEmail).enqueue({ to: "a@example.com", subject: "Hi" })
+ * })
+ * program.pipe(Effect.provide(DocketLive), NodeRuntime.runMain)
+ * ```
+ */
+import type { SqlClient } from "@effect/sql"
+import { Duration, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import * as Backoff from "./Backoff.js"
+import * as Database from "./Database.js"
+import { InvalidInput, type MigrationFailed, type StorageError } from "./Errors.js"
+import type * as Handler from "./Handler.js"
+import { decide } from "./Outcome.js"
+import * as QueueRepo from "./QueueRepo.js"
+import * as Worker from "./Worker.js"
+
+export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
+  /** A database URL or target (default: DOCKET_DATABASE_URL, else ./docket.db). */
+  readonly database?: string | Database.Target | undefined
+  readonly databaseOptions?: Database.Options | undefined
+  readonly repo?: QueueRepo.Options | undefined
+}
+
+/**
+ * The database (migrated), the `QueueRepo` and a running worker pool, in one
+ * layer. Releasing the layer shuts the pool down gracefully.
+ */
+export const layer = <H extends Handler.Any>(
+  options: LayerOptions<H>
+): Layer.Layer<
+  Worker.Worker | QueueRepo.QueueRepo | SqlClient.SqlClient,
+  Database.DatabaseUnavailable | MigrationFailed,
+  Handler.Requirements<H>
+> => {
+  const database = options.database === undefined
+    ? Database.layerConfig(options.databaseOptions).pipe(
+      Layer.catchAll((error) =>
+        error._tag === "DatabaseUnavailable" || error._tag === "MigrationFailed"
+          ? Layer.fail(error)
+          : Layer.fail(new Database.DatabaseUnavailable({ target: "DOCKET_DATABASE_URL", reason: String(error) }))
+      )
+    )
+    : Database.layer(options.database, options.databaseOptions)
+  const store = QueueRepo.layer(options.repo).pipe(Layer.provideMerge(database))
+  return Worker.layer(options).pipe(Layer.provideMerge(store))
+}
+
+/** The queue without a worker pool (for processes that only enqueue). */
+export const layerClient = (
+  database: string | Database.Target,
+  options: { readonly databaseOptions?: Database.Options; readonly repo?: QueueRepo.Options } = {}
+): Layer.Layer<QueueRepo.QueueRepo | SqlClient.SqlClient, Database.DatabaseUnavailable | MigrationFailed> =>
+  QueueRepo.layer(options.repo).pipe(Layer.provideMerge(Database.layer(database, options.databaseOptions)))
+
+/** Enqueues items of one handler's kind, encoded and checked with its Schema. */
+export interface Client<A> {
+  readonly kind: string
+  /** Adds an item; joins the caller's transaction when there is one. */
+  readonly enqueue: (
+    payload: A,
+    options?: QueueRepo.EnqueueOptions
+  ) => Effect.Effect<QueueRepo.EnqueueResult, InvalidInput | StorageError, QueueRepo.QueueRepo>
+  readonly enqueueMany: (
+    items: ReadonlyArray<{ readonly payload: A } & QueueRepo.EnqueueOptions>
+  ) => Effect.Effect<ReadonlyArray<QueueRepo.EnqueueResult>, InvalidInput | StorageError, QueueRepo.QueueRepo>
+}
+
+/** A typed client for a handler's kind: a payload of the wrong type is a compile error. */
+export const client = <A, I, E, R>(handler: Handler.Handler<A, I, E, R>): Client<A> => {
+  const encode = Schema.encodeEither(handler.payload)
+  const encoded = (payload: A, index: number | null) =>
+    Either.mapLeft(encode(payload), (error) =>
+      new InvalidInput({
+        field: "payload",
+        reason: `${index === null ? "" : `item ${index}: `}does not match the schema of ${handler.kind}: ${
+          ParseResult.TreeFormatter.formatErrorSync(error)
+        }`
+      }))
+  const withDefaults = (options: QueueRepo.EnqueueOptions | undefined): QueueRepo.EnqueueOptions => ({
+    ...options,
+    maxAttempts: options?.maxAttempts ?? handler.maxAttempts
+  })
+  return {
+    kind: handler.kind,
+    enqueue: (payload, options) =>
+      Effect.flatMap(encoded(payload, null), (json) =>
+        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue(handler.kind, json, withDefaults(options)))),
+    enqueueMany: (items) =>
+      Effect.forEach(items, (item, i) =>
+        Effect.map(encoded(item.payload, i), (json): QueueRepo.EnqueueRequest => ({
+          ...withDefaults(item),
+          kind: handler.kind,
+          payload: json
+        }))).pipe(
+          Effect.flatMap((requests) => Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueueMany(requests)))
+        )
+  }
+}
+
+/** What `attemptOrEnqueue` did. */
+export type Attempted<A> =
+  | { readonly _tag: "Done"; readonly value: A }
+  | { readonly _tag: "Queued"; readonly result: QueueRepo.EnqueueResult; readonly error: string }
+
+/**
+ * The reference's "try at once, queue only on failure": runs `effect` now; if
+ * it fails (or dies), queues the handler's item with `payload`, due after the
+ * handler's first backoff delay unless `options` say otherwise. Fails only if
+ * the item could not be queued.
+ */
+export const attemptOrEnqueue = <A, X, RX, P, I, E, R>(
+  effect: Effect.Effect<A, X, RX>,
+  handler: Handler.Handler<P, I, E, R>,
+  payload: P,
+  options?: QueueRepo.EnqueueOptions
+): Effect.Effect<Attempted<A>, InvalidInput | StorageError, RX | QueueRepo.QueueRepo> =>
+  Effect.matchCauseEffect(effect, {
+    onSuccess: (value) => Effect.succeed({ _tag: "Done", value } as const),
+    onFailure: (cause) =>
+      Effect.gen(function*() {
+        const delay = options?.delay !== undefined || options?.runAt !== undefined
+          ? options?.delay
+          : yield* Backoff.delayFor(handler.backoff ?? Backoff.defaultPolicy, 1)
+        const result = yield* client(handler).enqueue(payload, { ...options, delay })
+        const decision = decide(cause)
+        const error = decision._tag === "Done" ? "" : decision.error
+        yield* Effect.logInfo(`docket: ${handler.kind} failed at once; queued for retry`)
+        return { _tag: "Queued", result, error } as const
+      })
+  })
+
+/** Milliseconds of a duration input (for options read from strings). */
+export const toMillis = (input: Duration.DurationInput): number => Duration.toMillis(Duration.decode(input))

@@ -1,0 +1,29 @@
+/**
+ * The worker pool's lifecycle, published as events an application can
+ * subscribe to (a live status line, an audit log, a test latch). The pool
+ * publishes into a sliding buffer: a slow subscriber loses its oldest events,
+ * and never slows the pool.
+ */
+import type { Claim } from "./QueueRepo.js"
+
+export type Event =
+  /** Leased by this worker (may wait briefly in the prefetch buffer). */
+  | { readonly _tag: "Claimed"; readonly claim: Claim }
+  /** Its handler started. */
+  | { readonly _tag: "Started"; readonly claim: Claim }
+  /** Done: the item left the queue. */
+  | { readonly _tag: "Completed"; readonly claim: Claim; readonly durationMs: number }
+  /** Failed; waits `delayMs` for its next attempt. */
+  | { readonly _tag: "Retried"; readonly claim: Claim; readonly error: string; readonly delayMs: number }
+  /** Failed for good; kept as dead. */
+  | { readonly _tag: "Dead"; readonly claim: Claim; readonly error: string }
+  /** Failed or released while a twin with its key waited: the twin stands for it. */
+  | { readonly _tag: "Absorbed"; readonly claim: Claim }
+  /** Given back unrun (shutdown, or a prefetched item that could not start soon). */
+  | { readonly _tag: "Released"; readonly claim: Claim }
+  /** Its lease was taken by another worker: the run was interrupted and nothing recorded. */
+  | { readonly _tag: "LeaseLost"; readonly claim: Claim }
+  /** A storage operation failed; the pool keeps going and retries. */
+  | { readonly _tag: "StorageFailed"; readonly operation: string; readonly error: string }
+
+export type Tag = Event["_tag"]

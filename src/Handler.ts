@@ -1,0 +1,96 @@
+/**
+ * A handler: how items of one kind are run. It names the kind, the payload's
+ * Schema (items are decoded with it before `run`; enqueues through
+ * `Docket.client` are encoded and checked with it) and per-kind options.
+ *
+ * @example
+ * ```ts
+ * const SendEmail = Handler.make("email.send", {
+ *   payload: Schema.Struct({ to: Schema.String, subject: Schema.String }),
+ *   run: (mail, job) => Mailer.send(mail).pipe(Effect.mapError((e) => new Retry({ reason: e.message }))),
+ *   maxAttempts: 8,
+ *   timeout: "1 minute"
+ * })
+ * ```
+ */
+import { type Duration, Effect, Schema } from "effect"
+import type { Backoff } from "./Backoff.js"
+
+/** What a handler is told about the item it runs. */
+export interface Job {
+  readonly id: number
+  readonly kind: string
+  /** This attempt's number, from 1. */
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly key: string | null
+  readonly priority: number
+  /** When the item was enqueued (epoch ms, database clock). */
+  readonly createdAt: number
+  /** The previous attempt's error, if any. */
+  readonly lastError: string | null
+  readonly worker: string
+  /**
+   * Aborted when the run is interrupted (shutdown past its grace, lease lost,
+   * timeout), for promise-based code; Effect code is interrupted directly.
+   */
+  readonly signal: AbortSignal
+}
+
+export interface Options<A, I, E, R> {
+  readonly payload: Schema.Schema<A, I, never>
+  readonly run: (payload: A, job: Job) => Effect.Effect<void, E, R>
+  /** Attempts before the item is dead (default: the queue's default, 8). Applied when enqueued through a client. */
+  readonly maxAttempts?: number | undefined
+  /** Backoff between attempts (default: 30 s doubling to 1 h, with jitter). */
+  readonly backoff?: Backoff | undefined
+  /** A run longer than this is interrupted and retried. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** At most this many items of this kind run at once in one worker process. */
+  readonly concurrency?: number | undefined
+}
+
+/** A handler for one kind. `A` is the payload's type, `I` its encoded (JSON) form. */
+export interface Handler<A, I, E, R> extends Options<A, I, E, R> {
+  readonly kind: string
+}
+
+/**
+ * Any handler, for collections of handlers of different kinds. (`any` is the
+ * existential here, as in Effect's own `Schema.Any`: a payload type is
+ * invariant, so no other type admits every handler.)
+ */
+export type Any = Handler<any, any, any, any>
+
+/** The services a collection of handlers needs. */
+export type Requirements<H extends Any> = H extends Handler<infer _A, infer _I, infer _E, infer R> ? R : never
+
+/** The payload type of a handler. */
+export type Payload<H extends Any> = H extends Handler<infer A, infer _I, infer _E, infer _R> ? A : never
+
+/** Defines the handler of a kind. */
+export const make = <A, I, E, R>(kind: string, options: Options<A, I, E, R>): Handler<A, I, E, R> => ({
+  kind,
+  ...options
+})
+
+/**
+ * A handler from a plain async function (for task files and JavaScript users):
+ * the payload is taken as it is (any JSON), and a throw or rejection is a retry.
+ */
+export const fromPromise = (
+  kind: string,
+  run: (payload: unknown, job: Job) => Promise<unknown> | unknown,
+  options: Omit<Options<unknown, unknown, never, never>, "payload" | "run"> = {}
+): Handler<unknown, unknown, unknown, never> => ({
+  kind,
+  ...options,
+  payload: Schema.Unknown,
+  run: (payload, job) =>
+    Effect.tryPromise({
+      try: async () => {
+        await run(payload, job)
+      },
+      catch: (error) => error
+    })
+})

@@ -1,0 +1,648 @@
+/**
+ * The worker pool: claims due items in batches, runs each under its kind's
+ * handler, keeps their leases alive, and records outcomes.
+ *
+ * - Concurrency: at most `concurrency` handlers run at once (and at most a
+ *   kind's own `concurrency` of that kind). The pool claims as many items as
+ *   it has free slots plus a bounded prefetch, so the next batch is ready when
+ *   slots free up; a prefetched item that cannot start within `prefetchHold`
+ *   is released (waiting again, attempt not counted) for other workers.
+ * - Leases: one renewal fiber extends the leases of every running item in one
+ *   fenced statement every third of the lease. A renewal that finds a lease
+ *   taken by another worker (or that cannot reach the database until the
+ *   lease surely ran out) interrupts that run and records nothing.
+ * - Outcomes: recorded in batches (one statement for all completions and one
+ *   for all failures ready at that moment), each fenced by its claim token.
+ * - Wake-ups: PostgreSQL NOTIFY from enqueues in any process, an in-process
+ *   signal from enqueues through this process's `QueueRepo`, a timer at the
+ *   next due time; the poll is only the fallback.
+ * - Shutdown (when the layer's scope closes): stop claiming, release the
+ *   prefetched items, let running items finish for up to `grace`, then
+ *   interrupt them and release their leases (attempt not counted).
+ */
+import { PgClient } from "@effect/sql-pg"
+import {
+  Cause,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Metric,
+  MetricBoundaries,
+  Option,
+  PubSub,
+  Queue,
+  type Scope,
+  Schedule,
+  Schema,
+  Stream
+} from "effect"
+import { hostname } from "node:os"
+import * as Backoff from "./Backoff.js"
+import type { InvalidInput, StorageError } from "./Errors.js"
+import type { Event } from "./Events.js"
+import type * as Handler from "./Handler.js"
+import { NOTIFY_CHANNEL } from "./internal/pg.js"
+import { type Decision, decide, Timeout } from "./Outcome.js"
+import { type Claim, type FailNext, QueueRepo } from "./QueueRepo.js"
+
+export interface Options<H extends Handler.Any = Handler.Any> {
+  /** The handlers, one per kind. */
+  readonly handlers: ReadonlyArray<H>
+  /** Handlers running at once in this process (default 10). */
+  readonly concurrency?: number | undefined
+  /** Items claimed ahead of free slots (default: as many as `concurrency`). */
+  readonly prefetch?: number | undefined
+  /** How long a prefetched item may wait for a slot before it is released (default 1 s). */
+  readonly prefetchHold?: Duration.DurationInput | undefined
+  /** Lease length; renewed every third of it while the handler runs (default 30 s). */
+  readonly lease?: Duration.DurationInput | undefined
+  /** Fallback poll when no wake-up arrives (default 2 s). */
+  readonly poll?: Duration.DurationInput | undefined
+  /** On shutdown, how long running items may finish before they are interrupted (default 10 s). */
+  readonly grace?: Duration.DurationInput | undefined
+  /** This worker's name (default host:pid:random). */
+  readonly worker?: string | undefined
+  /**
+   * "all" (default): claim every kind; an item of a kind with no handler is dead
+   * at once. "handled": claim only kinds with a handler here (for several
+   * applications sharing one queue, each with its own kinds).
+   */
+  readonly claimKinds?: "all" | "handled" | undefined
+  /** Listen for PostgreSQL notifications (default true; off behind a transaction-pooling PgBouncer). */
+  readonly listen?: boolean | undefined
+}
+
+/** Counters since the pool started. */
+export interface Counters {
+  readonly claimed: number
+  readonly completed: number
+  readonly retried: number
+  readonly dead: number
+  readonly absorbed: number
+  readonly released: number
+  readonly leaseLost: number
+  readonly stale: number
+  readonly running: number
+  readonly buffered: number
+}
+
+/** The running pool. */
+export interface Service {
+  /** This worker's name, as recorded in `claimed_by`. */
+  readonly id: string
+  /** A subscription to the pool's events, for the subscription's scope. */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<Event>, never, Scope.Scope>
+  readonly counters: Effect.Effect<Counters>
+  /**
+   * Waits until this pool is idle: nothing running, buffered or waiting to be
+   * recorded here, and its last claim found nothing due.
+   */
+  readonly whenIdle: Effect.Effect<void>
+  /** Makes the pool look for due items now. */
+  readonly wake: Effect.Effect<void>
+}
+
+export class Worker extends Context.Tag("docket/Worker")<Worker, Service>() {}
+
+/** A worker name: host:pid plus a short random part (two processes never share one). */
+export const defaultName = (): string => `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
+
+const metrics = {
+  claimed: Metric.counter("docket_items_claimed", { description: "Items claimed by this worker" }),
+  completed: Metric.counter("docket_items_completed", { description: "Items done" }),
+  retried: Metric.counter("docket_items_retried", { description: "Items failed and scheduled again" }),
+  dead: Metric.counter("docket_items_dead", { description: "Items kept as dead" }),
+  released: Metric.counter("docket_items_released", { description: "Items given back unrun" }),
+  leaseLost: Metric.counter("docket_items_lease_lost", { description: "Runs interrupted because the lease was lost" }),
+  duration: Metric.histogram(
+    "docket_item_duration_ms",
+    MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
+    "Handler run time in milliseconds"
+  ),
+  lag: Metric.histogram(
+    "docket_item_lag_ms",
+    MetricBoundaries.exponential({ start: 1, factor: 2, count: 22 }),
+    "Time from due to start, in milliseconds"
+  )
+}
+
+interface Running {
+  readonly claim: Claim
+  readonly startedAt: number
+  /** Local monotonic estimate of the lease's end (ms, performance.now based). */
+  deadline: number
+  lost: boolean
+  stopping: boolean
+  fiber: Fiber.RuntimeFiber<void, never> | undefined
+}
+
+interface Buffered {
+  readonly claim: Claim
+  readonly at: number
+}
+
+type Outcome =
+  | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
+  | { readonly _tag: "Fail"; readonly claim: Claim; readonly error: string; readonly next: FailNext; readonly delayMs: number }
+
+const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
+
+// better-sqlite3 is synchronous: a pool draining a SQLite backlog would never
+// give Node's event loop a turn (timers, signals, IPC, lease renewals all
+// stall). A macrotask once per batch keeps them running at little cost.
+const yieldToEventLoop = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
+const checkPositiveInt = (name: string, value: number, min: number) => {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new Error(`Docket worker: ${name} must be an integer >= ${min} (got ${value})`)
+  }
+  return value
+}
+
+/**
+ * Starts a pool in the current scope; closing the scope shuts it down
+ * gracefully. Needs the `QueueRepo` and whatever the handlers need.
+ */
+export const make = <H extends Handler.Any>(
+  options: Options<H>
+): Effect.Effect<Service, never, QueueRepo | Scope.Scope | Handler.Requirements<H>> =>
+  Effect.gen(function*() {
+    const repo = yield* QueueRepo
+    const context: Context.Context<Handler.Requirements<H>> = yield* Effect.context<Handler.Requirements<H>>()
+    const id = options.worker ?? defaultName()
+    const concurrency = checkPositiveInt("concurrency", options.concurrency ?? 10, 1)
+    const prefetch = checkPositiveInt("prefetch", options.prefetch ?? concurrency, 0)
+    const leaseMs = millis(options.lease ?? "30 seconds")
+    const pollMs = millis(options.poll ?? "2 seconds")
+    const graceMs = millis(options.grace ?? "10 seconds")
+    const holdMs = Math.min(millis(options.prefetchHold ?? "1 second"), leaseMs / 3)
+    const renewEveryMs = Math.max(10, Math.floor(leaseMs / 3))
+    const handlers = new Map<string, Handler.Any>()
+    for (const handler of options.handlers) {
+      if (handlers.has(handler.kind)) throw new Error(`Docket worker: two handlers for kind ${handler.kind}`)
+      handlers.set(handler.kind, handler)
+    }
+    const decoders = new Map(
+      [...handlers].map(([kind, h]) => [kind, Schema.decodeUnknownEither(Schema.parseJson(h.payload))])
+    )
+    const kindLimits = new Map(
+      [...handlers].flatMap(([kind, h]) => (h.concurrency === undefined ? [] : [[kind, h.concurrency] as const]))
+    )
+    const claimHandledOnly = options.claimKinds === "handled"
+
+    // --- state (one JS thread: plain mutable state, changed only inside Effect.sync) ---
+    const running = new Map<number, Running>()
+    const kindRunning = new Map<string, number>()
+    let buffer: Array<Buffered> = []
+    const pending: Array<Outcome> = []
+    let stopping = false
+    let lastClaimDrained = false
+    const counts = { claimed: 0, completed: 0, retried: 0, dead: 0, absorbed: 0, released: 0, leaseLost: 0, stale: 0 }
+    let idleWaiters: Array<Deferred.Deferred<void>> = []
+    let allDone: Deferred.Deferred<void> | undefined
+
+    const events = yield* PubSub.sliding<Event>(4096)
+    const publish = (event: Event) => PubSub.publish(events, event)
+    const wakeups = yield* Queue.sliding<void>(1)
+    const flushes = yield* Queue.sliding<void>(1)
+    const wake = Queue.offer(wakeups, undefined)
+
+    const isIdle = () => lastClaimDrained && running.size === 0 && buffer.length === 0 && pending.length === 0
+    const checkIdle = Effect.suspend(() => {
+      if (!isIdle() || idleWaiters.length === 0) return Effect.void
+      const waiters = idleWaiters
+      idleWaiters = []
+      return Effect.forEach(waiters, (d) => Deferred.succeed(d, undefined), { discard: true })
+    })
+
+    const storageFailed = (operation: string) => (error: StorageError | InvalidInput) =>
+      Effect.zipRight(
+        Effect.logWarning(`docket: ${operation} failed`, error.message),
+        publish({ _tag: "StorageFailed", operation, error: error.message })
+      )
+
+    // --- running an item ---
+    const kindCount = (kind: string) => kindRunning.get(kind) ?? 0
+    const canStart = (kind: string) => {
+      const limit = kindLimits.get(kind)
+      return limit === undefined || kindCount(kind) < limit
+    }
+
+    const decideRun = (claim: Claim, signal: AbortSignal): Effect.Effect<Decision> => {
+      const handler = handlers.get(claim.kind)
+      if (handler === undefined) {
+        return Effect.succeed({ _tag: "Dead", error: `UnknownKind: no handler for kind ${claim.kind}` })
+      }
+      if (claim.attempt > claim.maxAttempts) {
+        return Effect.succeed({
+          _tag: "Dead",
+          error: `LeaseExpired: attempt ${claim.attempt} of ${claim.maxAttempts}; earlier runs lost their lease ` +
+            `(their worker stopped or died) before recording an outcome${claim.lastError ? `; last error: ${claim.lastError}` : ""}`
+        })
+      }
+      const decoded = decoders.get(claim.kind)!(claim.payloadJson)
+      if (decoded._tag === "Left") {
+        return Effect.succeed({ _tag: "Dead", error: `DecodeError: ${decoded.left.message}` })
+      }
+      const job: Handler.Job = {
+        id: claim.id,
+        kind: claim.kind,
+        attempt: claim.attempt,
+        maxAttempts: claim.maxAttempts,
+        key: claim.key,
+        priority: claim.priority,
+        createdAt: claim.createdAt,
+        lastError: claim.lastError,
+        worker: id,
+        signal
+      }
+      let run: Effect.Effect<void, unknown, never> = Effect.provide(
+        Effect.suspend((): Effect.Effect<void, unknown, Handler.Requirements<H>> => handler.run(decoded.right, job)),
+        context
+      )
+      if (handler.timeout !== undefined) {
+        const after = Duration.decode(handler.timeout)
+        run = Effect.timeoutFail(run, { duration: after, onTimeout: () => new Timeout({ after }) })
+      }
+      return Effect.exit(run).pipe(
+        Effect.map((exit): Decision => (Exit.isSuccess(exit) ? { _tag: "Done" } : decide(exit.cause)))
+      )
+    }
+
+    const toOutcome = (claim: Claim, decision: Decision, durationMs: number): Effect.Effect<Outcome> => {
+      if (decision._tag === "Done") return Effect.succeed({ _tag: "Done", claim, durationMs })
+      if (decision._tag === "Dead" || claim.attempt >= claim.maxAttempts) {
+        return Effect.succeed({ _tag: "Fail", claim, error: decision.error, next: { _tag: "Dead" }, delayMs: 0 })
+      }
+      const delay = Option.isSome(decision.delay)
+        ? Effect.succeed(decision.delay.value)
+        : Backoff.delayFor(handlers.get(claim.kind)?.backoff ?? Backoff.defaultPolicy, claim.attempt)
+      return Effect.map(delay, (d) => ({
+        _tag: "Fail",
+        claim,
+        error: decision.error,
+        next: { _tag: "Retry", delay: d },
+        delayMs: Duration.toMillis(d)
+      }))
+    }
+
+    const finish = (entry: Running) =>
+      Effect.suspend(() => {
+        running.delete(entry.claim.id)
+        const n = kindCount(entry.claim.kind) - 1
+        if (n <= 0) kindRunning.delete(entry.claim.kind)
+        else kindRunning.set(entry.claim.kind, n)
+        if (running.size === 0 && allDone !== undefined) return Deferred.succeed(allDone, undefined)
+        return Effect.void
+      }).pipe(Effect.zipRight(dispatch), Effect.zipRight(wake), Effect.zipRight(checkIdle))
+
+    const runItem = (entry: Running): Effect.Effect<void> => {
+      const { claim } = entry
+      const controller = new AbortController()
+      const started = performance.now()
+      return publish({ _tag: "Started", claim }).pipe(
+        Effect.zipRight(metrics.lag(Effect.succeed(Math.max(0, Date.now() - claim.runAt)))),
+        Effect.zipRight(decideRun(claim, controller.signal)),
+        Effect.flatMap((decision) => toOutcome(claim, decision, performance.now() - started)),
+        Effect.flatMap((outcome) =>
+          Effect.sync(() => {
+            pending.push(outcome)
+          }).pipe(Effect.zipRight(Queue.offer(flushes, undefined)))
+        ),
+        Effect.onInterrupt(() => {
+          controller.abort()
+          if (entry.lost) {
+            counts.leaseLost++
+            return Effect.zipRight(
+              Effect.logWarning("docket: lease lost; the run was interrupted and nothing recorded"),
+              Effect.zipRight(publish({ _tag: "LeaseLost", claim }), Metric.increment(metrics.leaseLost))
+            )
+          }
+          // Shutdown past its grace: give the item back, this attempt not counted.
+          return releaseClaims([claim])
+        }),
+        Effect.ensuring(finish(entry)),
+        Effect.annotateLogs({ kind: claim.kind, id: claim.id, attempt: claim.attempt, worker: id }),
+        Effect.withSpan("docket.item", {
+          attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt }
+        })
+      )
+    }
+
+    const scope = yield* Effect.scope
+
+    const start = (claim: Claim) =>
+      Effect.suspend(() => {
+        const entry: Running = {
+          claim,
+          startedAt: Date.now(),
+          // The lease was granted at most "now" ago; leave a margin for the round trip.
+          deadline: performance.now() + leaseMs - 1000,
+          lost: false,
+          stopping: false,
+          fiber: undefined
+        }
+        running.set(claim.id, entry)
+        kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
+        return Effect.map(Effect.forkIn(runItem(entry), scope), (fiber) => {
+          entry.fiber = fiber
+        })
+      })
+
+    // Starts buffered items while slots (and their kinds' limits) allow, in claim order.
+    const dispatch: Effect.Effect<void> = Effect.suspend(() => {
+      if (stopping || buffer.length === 0 || running.size >= concurrency) return Effect.void
+      const toStart: Array<Claim> = []
+      const rest: Array<Buffered> = []
+      let slots = concurrency - running.size
+      const planned = new Map<string, number>()
+      for (const b of buffer) {
+        const kind = b.claim.kind
+        const limit = kindLimits.get(kind)
+        const now = kindCount(kind) + (planned.get(kind) ?? 0)
+        if (slots > 0 && (limit === undefined || now < limit)) {
+          toStart.push(b.claim)
+          planned.set(kind, (planned.get(kind) ?? 0) + 1)
+          slots--
+        } else {
+          rest.push(b)
+        }
+      }
+      buffer = rest
+      return Effect.forEach(toStart, start, { discard: true })
+    })
+
+    // --- recording outcomes, in batches ---
+    const releaseClaims = (claims: ReadonlyArray<Claim>) =>
+      claims.length === 0 ? Effect.void : repo.releaseMany(claims).pipe(
+        Effect.flatMap((outcomes) =>
+          Effect.forEach(outcomes, (outcome, i) => {
+            if (outcome === "stale") return Effect.void
+            counts.released++
+            return Effect.zipRight(
+              publish(outcome === "absorbed" ? { _tag: "Absorbed", claim: claims[i] } : { _tag: "Released", claim: claims[i] }),
+              Metric.increment(metrics.released)
+            )
+          }, { discard: true })
+        ),
+        Effect.catchAll(storageFailed("release"))
+      )
+
+    const recordBatch = (batch: ReadonlyArray<Outcome>) => {
+      const done = batch.filter((o): o is Extract<Outcome, { _tag: "Done" }> => o._tag === "Done")
+      const failed = batch.filter((o): o is Extract<Outcome, { _tag: "Fail" }> => o._tag === "Fail")
+      const completeAll = done.length === 0 ? Effect.void : repo.completeMany(done.map((o) => o.claim)).pipe(
+        Effect.flatMap((applied) =>
+          Effect.forEach(done, (o, i) => {
+            if (!applied[i]) {
+              counts.stale++
+              return Effect.logWarning("docket: completion refused: the lease was lost before it was recorded").pipe(
+                Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id })
+              )
+            }
+            counts.completed++
+            return Effect.zipRight(
+              publish({ _tag: "Completed", claim: o.claim, durationMs: o.durationMs }),
+              Effect.zipRight(
+                Metric.increment(metrics.completed),
+                metrics.duration(Effect.succeed(o.durationMs))
+              )
+            )
+          }, { discard: true })
+        )
+      )
+      const failAll = failed.length === 0 ? Effect.void : repo.failMany(failed).pipe(
+        Effect.flatMap((outcomes) =>
+          Effect.forEach(failed, (o, i) => {
+            const annotate = Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id, attempt: o.claim.attempt })
+            switch (outcomes[i]) {
+              case "retried":
+                counts.retried++
+                return Effect.zipRight(
+                  publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
+                  Effect.zipRight(
+                    Metric.increment(metrics.retried),
+                    annotate(Effect.logInfo(`docket: failed, retry in ${Math.round(o.delayMs)} ms: ${o.error}`))
+                  )
+                )
+              case "dead":
+                counts.dead++
+                return Effect.zipRight(
+                  publish({ _tag: "Dead", claim: o.claim, error: o.error }),
+                  Effect.zipRight(Metric.increment(metrics.dead), annotate(Effect.logWarning(`docket: dead: ${o.error}`)))
+                )
+              case "absorbed":
+                counts.absorbed++
+                return publish({ _tag: "Absorbed", claim: o.claim })
+              default:
+                counts.stale++
+                return annotate(Effect.logWarning("docket: failure refused: the lease was lost before it was recorded"))
+            }
+          }, { discard: true })
+        )
+      )
+      return Effect.all([completeAll, failAll], { concurrency: 2, discard: true })
+    }
+
+    // Takes whatever outcomes are ready; while a batch is being written, new
+    // ones gather for the next (batching without waiting). On a storage error
+    // the batch is kept and retried.
+    const flushOnce = Effect.suspend(() => {
+      if (pending.length === 0) return Effect.void
+      const batch = pending.splice(0, 5000)
+      return recordBatch(batch).pipe(
+        Effect.catchAll((error) =>
+          Effect.zipRight(
+            storageFailed("record outcome")(error),
+            Effect.zipRight(Effect.sync(() => pending.unshift(...batch)), Effect.sleep("200 millis"))
+          )
+        ),
+        Effect.zipRight(checkIdle)
+      )
+    })
+    const flusher = Effect.forever(
+      Queue.take(flushes).pipe(
+        Effect.zipRight(flushOnce),
+        Effect.zipRight(Effect.suspend(() => (pending.length > 0 ? Queue.offer(flushes, undefined) : Effect.void))),
+        Effect.zipRight(yieldToEventLoop)
+      )
+    )
+
+    // --- lease renewal: one fenced statement for every running item ---
+    const renewOnce = Effect.suspend(() => {
+      const entries = [...running.values()].filter((e) => !e.lost)
+      if (entries.length === 0) return Effect.void
+      const sent = performance.now()
+      const lose = (entry: Running) => {
+        entry.lost = true
+        return entry.fiber === undefined ? Effect.void : Effect.forkDaemon(Fiber.interrupt(entry.fiber))
+      }
+      return repo.extendMany(entries.map((e) => e.claim), Duration.millis(leaseMs)).pipe(
+        Effect.flatMap((applied) =>
+          Effect.forEach(entries, (entry, i) => {
+            if (applied[i]) {
+              entry.deadline = sent + leaseMs
+              return Effect.void
+            }
+            return running.has(entry.claim.id) ? lose(entry) : Effect.void
+          }, { discard: true })
+        ),
+        Effect.catchAll((error) =>
+          Effect.zipRight(
+            storageFailed("extend lease")(error),
+            // Cannot renew: once a lease has surely run out, another worker may
+            // run the item, so this run stops.
+            Effect.forEach(entries, (e) => (performance.now() > e.deadline ? lose(e) : Effect.void), { discard: true })
+          )
+        )
+      )
+    })
+    const renewer = Effect.repeat(renewOnce, Schedule.spaced(Duration.millis(renewEveryMs)))
+
+    // --- claiming ---
+    const claimKinds = (): ReadonlyArray<string> | undefined => {
+      const saturated = [...kindLimits].filter(([kind, limit]) => kindCount(kind) >= limit).map(([k]) => k)
+      if (!claimHandledOnly && saturated.length === 0) return undefined
+      return [...handlers.keys()].filter((k) => !saturated.includes(k))
+    }
+
+    const sweepBuffer = Effect.suspend(() => {
+      if (buffer.length === 0) return Effect.void
+      const cutoff = performance.now() - holdMs
+      const old = buffer.filter((b) => b.at < cutoff)
+      if (old.length === 0) return Effect.void
+      buffer = buffer.filter((b) => b.at >= cutoff)
+      return releaseClaims(old.map((b) => b.claim))
+    })
+
+    const capacity = concurrency + prefetch
+    const lowWater = Math.floor(prefetch / 2)
+
+    const waitForWake = (ms: number) =>
+      Queue.take(wakeups).pipe(Effect.timeoutOption(Duration.millis(Math.max(1, ms))), Effect.asVoid)
+
+    const claimRound: Effect.Effect<void> = Effect.gen(function*() {
+      yield* sweepBuffer
+      const room = capacity - running.size - buffer.length
+      const starving = running.size < concurrency && buffer.length === 0
+      if (room <= 0 || (!starving && buffer.length > lowWater)) {
+        // Full: wait until a slot frees (finish wakes us), or sweep the buffer.
+        return yield* waitForWake(Math.min(pollMs, holdMs))
+      }
+      const kinds = claimKinds()
+      if (kinds !== undefined && kinds.length === 0) return yield* waitForWake(pollMs)
+      const claims = yield* repo.claim({ worker: id, limit: room, lease: Duration.millis(leaseMs), kinds }).pipe(
+        Effect.catchAll((error) =>
+          Effect.as(Effect.zipRight(storageFailed("claim")(error), Effect.sleep("500 millis")), [] as ReadonlyArray<Claim>)
+        )
+      )
+      if (claims.length > 0) {
+        const now = performance.now()
+        for (const claim of claims) buffer.push({ claim, at: now })
+        counts.claimed += claims.length
+        yield* Metric.incrementBy(metrics.claimed, claims.length)
+        yield* Effect.forEach(claims, (claim) => publish({ _tag: "Claimed", claim }), { discard: true })
+        yield* dispatch
+      }
+      yield* yieldToEventLoop
+      if (claims.length === room) {
+        lastClaimDrained = false
+        return
+      }
+      // Drained for now: sleep until a wake-up, the next due time, or the poll.
+      lastClaimDrained = true
+      yield* checkIdle
+      const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
+      const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })
+      yield* waitForWake(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
+    })
+
+    const claimer = Effect.whileLoop({
+      while: () => !stopping,
+      body: () => claimRound,
+      step: () => undefined
+    })
+
+    // --- wake-ups ---
+    yield* repo.onEnqueued((inTransaction) => {
+      Queue.unsafeOffer(wakeups, undefined)
+      if (inTransaction) {
+        // The items become visible at commit, which we cannot see: look again shortly.
+        for (const ms of [5, 25, 100, 400]) setTimeout(() => Queue.unsafeOffer(wakeups, undefined), ms).unref()
+      }
+    })
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const listener = Option.isSome(pg) && options.listen !== false
+      ? pg.value.listen(NOTIFY_CHANNEL).pipe(
+        Stream.runForEach(() => wake),
+        Effect.catchAll((error) => Effect.logWarning("docket: LISTEN connection lost; reconnecting", error.message)),
+        Effect.zipRight(Effect.sleep("1 second")),
+        Effect.forever
+      )
+      : Effect.never
+
+    const listenerFiber = yield* Effect.forkIn(listener, scope)
+    const renewerFiber = yield* Effect.forkIn(renewer, scope)
+    const flusherFiber = yield* Effect.forkIn(flusher, scope)
+    const claimerFiber = yield* Effect.forkIn(claimer, scope)
+
+    const shutdown = Effect.gen(function*() {
+      stopping = true
+      yield* Fiber.interrupt(claimerFiber)
+      yield* Fiber.interrupt(listenerFiber)
+      const prefetched = buffer.map((b) => b.claim)
+      buffer = []
+      yield* releaseClaims(prefetched)
+      if (running.size > 0) {
+        allDone = yield* Deferred.make<void>()
+        const finished = yield* Deferred.await(allDone).pipe(Effect.timeoutOption(Duration.millis(graceMs)))
+        if (Option.isNone(finished)) {
+          yield* Effect.logWarning(`docket: ${running.size} items still running after the grace period; interrupting them`)
+          const fibers = [...running.values()].flatMap((e) => (e.fiber === undefined ? [] : [e.fiber]))
+          yield* Fiber.interruptAll(fibers)
+        }
+      }
+      yield* Fiber.interrupt(renewerFiber)
+      yield* Fiber.interrupt(flusherFiber)
+      // Whatever outcomes are still unrecorded: a last bounded attempt.
+      yield* Effect.whileLoop({
+        while: () => pending.length > 0,
+        body: () => recordBatch(pending.splice(0, 5000)).pipe(Effect.catchAll(storageFailed("record outcome"))),
+        step: () => undefined
+      }).pipe(Effect.timeout("10 seconds"), Effect.ignore)
+      yield* PubSub.shutdown(events)
+    }).pipe(Effect.annotateLogs({ worker: id }))
+
+    yield* Effect.addFinalizer(() => shutdown)
+    yield* Effect.logDebug("docket: worker started").pipe(Effect.annotateLogs({ worker: id, concurrency }))
+
+    const service: Service = {
+      id,
+      subscribe: PubSub.subscribe(events),
+      counters: Effect.sync(() => ({ ...counts, running: running.size, buffered: buffer.length })),
+      whenIdle: Effect.suspend(() => {
+        if (isIdle()) return Effect.void
+        return Effect.flatMap(Deferred.make<void>(), (d) => {
+          idleWaiters.push(d)
+          return Effect.zipRight(wake, Deferred.await(d))
+        })
+      }),
+      wake
+    }
+    return service
+  })
+
+/** The pool as a layer: built, it runs in the layer's scope; released, it shuts down gracefully. */
+export const layer = <H extends Handler.Any>(
+  options: Options<H>
+): Layer.Layer<Worker, never, QueueRepo | Handler.Requirements<H>> => Layer.scoped(Worker, make(options))
+
+/** A cause's message, for logs. */
+export const causeMessage = (cause: Cause.Cause<unknown>): string => Cause.pretty(cause)
