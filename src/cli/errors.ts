@@ -1,0 +1,72 @@
+/**
+ * How the `docket` command reports failures: one line on stderr and an exit
+ * code. 0 ok, 1 failure (the database or a handler failed), 2 bad usage or bad
+ * input (nothing was written).
+ */
+import { ValidationError } from "@effect/cli"
+import { Cause, Data, Option } from "effect"
+
+/** Bad usage or bad input found by the command itself (exit 2). */
+export class UsageError extends Data.TaggedError("UsageError")<{ readonly reason: string }> {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+/** A failure that is not bad input (exit 1), e.g. `dead retry` of an id that is not dead. */
+export class CommandFailed extends Data.TaggedError("CommandFailed")<{ readonly reason: string }> {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+export const usage = (reason: string) => new UsageError({ reason })
+
+/** What to print and which exit code, for an error that reached the top. */
+export interface Report {
+  readonly code: 1 | 2
+  /** One line, or null when @effect/cli already printed its own. */
+  readonly line: string | null
+}
+
+export const oneLine = (text: string): string => {
+  const line = text.replace(/\s*\r?\n\s*/g, " ").trim()
+  return line.length > 500 ? `${line.slice(0, 500)}…` : line
+}
+
+const tagOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
+    ? error._tag
+    : undefined
+
+const messageOf = (error: unknown): string =>
+  error instanceof Error ? error.message : typeof error === "string" ? error : String(error)
+
+/** Maps a typed failure to its exit code and line. */
+export const reportError = (error: unknown): Report => {
+  if (ValidationError.isValidationError(error)) {
+    // @effect/cli has printed its message (one line) already.
+    return { code: 2, line: null }
+  }
+  switch (tagOf(error)) {
+    case "UsageError":
+    case "InvalidInput":
+      return { code: 2, line: oneLine(messageOf(error)) }
+    case "DatabaseUnavailable": {
+      // A SQLite path that cannot be opened is bad input; an unreachable server is a failure.
+      const target = String((error as { target?: unknown }).target ?? "")
+      return { code: /^postgres(ql)?:\/\//i.test(target) ? 1 : 2, line: oneLine(messageOf(error)) }
+    }
+    default:
+      return { code: 1, line: oneLine(messageOf(error)) }
+  }
+}
+
+/** Maps a cause (failure or defect) to its exit code and line. */
+export const reportCause = (cause: Cause.Cause<unknown>): Report => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return reportError(failure.value)
+  const defect = Cause.dieOption(cause)
+  const error = Option.isSome(defect) ? defect.value : Cause.squash(cause)
+  return { code: 1, line: oneLine(`unexpected error: ${messageOf(error)}`) }
+}

@@ -1,0 +1,168 @@
+/**
+ * Task files: `<dir>/<kind>.{ts,mts,js,mjs}`, one kind each (the kind is the
+ * file name, dots allowed: `mirror.refresh.ts` runs items of kind
+ * `mirror.refresh`). A file default-exports either
+ *
+ * - a Docket handler (`Handler.make(...)` or `Handler.fromPromise(...)`); its
+ *   kind must be the file's kind, or
+ * - a plain `async (payload, job) => {}` function: it gets the payload as
+ *   stored (any JSON) and a throw or rejection is a retry. Such a file may
+ *   also export `options`: `{ maxAttempts, backoff, timeout, concurrency }`,
+ *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
+ *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
+ *   Backoff policy function; `timeout` is a duration.
+ *
+ * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
+ * files are skipped.
+ */
+import { Duration, Effect, Either, Schedule } from "effect"
+import { existsSync, readdirSync, statSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { pathToFileURL } from "node:url"
+import * as Backoff from "../Backoff.js"
+import * as Handler from "../Handler.js"
+import * as V from "../internal/validate.js"
+import { usage, type UsageError } from "./errors.js"
+import { parseDuration } from "./input.js"
+
+const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|js|mjs)$/
+
+/**
+ * The handler of a task file. It can need no services (nothing provides them
+ * to a task file), so its requirements are `never`.
+ */
+export type TaskHandler = Handler.Handler<any, any, unknown, never>
+
+export interface TaskFile {
+  readonly kind: string
+  readonly path: string
+}
+
+/** The task files of a folder, sorted by kind; bad names and duplicate kinds are refused. */
+export const listTaskFiles = (dir: string): Effect.Effect<ReadonlyArray<TaskFile>, UsageError> =>
+  Effect.suspend(() => {
+    const root = resolve(dir)
+    if (!existsSync(root)) return Effect.fail(usage(`--tasks: folder ${dir} does not exist`))
+    if (!statSync(root).isDirectory()) return Effect.fail(usage(`--tasks: ${dir} is not a folder`))
+    const files: Array<TaskFile> = []
+    const seen = new Map<string, string>()
+    for (const name of readdirSync(root).sort()) {
+      if (/\.d\.m?ts$/.test(name)) continue
+      const match = TASK_FILE.exec(name)
+      if (match === null) continue
+      const path = join(root, name)
+      if (!statSync(path).isFile()) continue
+      const kind = match[1]
+      const checked = V.checkKind(kind)
+      if (Either.isLeft(checked)) {
+        return Effect.fail(usage(`task file ${name}: its name is not a valid kind (${checked.left.reason})`))
+      }
+      const other = seen.get(kind)
+      if (other !== undefined) return Effect.fail(usage(`task files ${other} and ${name} are both for kind ${kind}`))
+      seen.set(kind, name)
+      files.push({ kind, path })
+    }
+    if (files.length === 0) {
+      return Effect.fail(usage(`--tasks: no task files (<kind>.ts, .mts, .js or .mjs) in ${dir}`))
+    }
+    return Effect.succeed(files.sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0)))
+  })
+
+const isHandler = (value: unknown): value is Handler.Any =>
+  typeof value === "object" && value !== null && typeof (value as Handler.Any).run === "function" &&
+  typeof (value as Handler.Any).kind === "string" && (value as Handler.Any).payload !== undefined
+
+const durationOption = (file: string, name: string, value: unknown): Either.Either<Duration.Duration, UsageError> => {
+  const refuse = (why: string) => Either.left(usage(`task file ${file}: options.${name} ${why}`))
+  if (Duration.isDuration(value)) return Either.right(value)
+  if (typeof value === "number") {
+    return Number.isFinite(value) && value >= 0 ? Either.right(Duration.millis(value)) : refuse("must be >= 0 milliseconds")
+  }
+  if (typeof value === "string") {
+    const parsed = parseDuration(name, value)
+    if (Either.isRight(parsed)) return Either.right(Duration.millis(parsed.right))
+    // Effect's own forms ("200 millis", "5 seconds") are accepted too.
+    const decoded = Duration.decodeUnknown(value)
+    if (decoded._tag === "Some") return Either.right(decoded.value)
+    return refuse(`is not a duration (${parsed.left.reason})`)
+  }
+  return refuse(`must be a duration like "30s" or milliseconds`)
+}
+
+const backoffOption = (file: string, value: unknown): Either.Either<Backoff.Backoff, UsageError> => {
+  if (typeof value === "function") return Either.right(value as Backoff.Policy)
+  if (Schedule.isSchedule(value)) return Either.right(value as Schedule.Schedule<unknown, unknown, never>)
+  if (typeof value === "object" && value !== null && !Duration.isDuration(value)) {
+    const o = value as Record<string, unknown>
+    return Either.gen(function*() {
+      const base = o.base === undefined ? undefined : yield* durationOption(file, "backoff.base", o.base)
+      const max = o.max === undefined ? undefined : yield* durationOption(file, "backoff.max", o.max)
+      const factor = o.factor === undefined ? undefined : Number(o.factor)
+      const jitter = o.jitter === undefined ? undefined : Number(o.jitter)
+      if (factor !== undefined && !(factor >= 1)) {
+        return yield* Either.left(usage(`task file ${file}: options.backoff.factor must be a number >= 1`))
+      }
+      return Backoff.exponential({ base, max, factor, jitter })
+    })
+  }
+  return Either.map(durationOption(file, "backoff", value), (d) => Backoff.constant(d))
+}
+
+const positiveInt = (file: string, name: string, value: unknown): Either.Either<number, UsageError> =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= 1
+    ? Either.right(value)
+    : Either.left(usage(`task file ${file}: options.${name} must be an integer >= 1`))
+
+/** The handler options a plain-function task file may export as `options`. */
+const plainOptions = (file: string, value: unknown) =>
+  Either.gen(function*() {
+    if (value === undefined || value === null) return {}
+    if (typeof value !== "object") return yield* Either.left(usage(`task file ${file}: options must be an object`))
+    const o = value as Record<string, unknown>
+    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency"])
+    const unknown = Object.keys(o).filter((k) => !known.has(k))
+    if (unknown.length > 0) {
+      return yield* Either.left(usage(`task file ${file}: unknown option ${unknown[0]} (known: ${[...known].join(", ")})`))
+    }
+    return {
+      maxAttempts: o.maxAttempts === undefined ? undefined : yield* positiveInt(file, "maxAttempts", o.maxAttempts),
+      concurrency: o.concurrency === undefined ? undefined : yield* positiveInt(file, "concurrency", o.concurrency),
+      backoff: o.backoff === undefined ? undefined : yield* backoffOption(file, o.backoff),
+      timeout: o.timeout === undefined ? undefined : yield* durationOption(file, "timeout", o.timeout)
+    }
+  })
+
+/** Imports one task file and makes its handler. */
+export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError> =>
+  Effect.gen(function*() {
+    const name = task.path.split(/[\\/]/).pop()!
+    const module = yield* Effect.tryPromise({
+      try: () => import(pathToFileURL(task.path).href) as Promise<Record<string, unknown>>,
+      catch: (error) =>
+        usage(`task file ${name} cannot be loaded: ${error instanceof Error ? error.message : String(error)}`)
+    })
+    // A CommonJS file imported from ESM shows module.exports as `default`.
+    let exported = module.default
+    if (typeof exported === "object" && exported !== null && !isHandler(exported) && "default" in exported) {
+      exported = (exported as { default: unknown }).default
+    }
+    if (isHandler(exported)) {
+      if (exported.kind !== task.kind) {
+        return yield* usage(
+          `task file ${name} exports the handler of kind ${exported.kind}; the file name says ${task.kind} (rename one)`
+        )
+      }
+      return exported as TaskHandler
+    }
+    if (typeof exported === "function") {
+      const options = yield* plainOptions(name, module.options)
+      return Handler.fromPromise(task.kind, exported as (payload: unknown, job: Handler.Job) => Promise<unknown>, options)
+    }
+    return yield* usage(
+      `task file ${name} must default-export a Docket handler or an async (payload, job) => {} function`
+    )
+  })
+
+/** Every task of a folder, as handlers. */
+export const loadTasks = (dir: string): Effect.Effect<ReadonlyArray<TaskHandler>, UsageError> =>
+  Effect.flatMap(listTaskFiles(dir), (files) => Effect.forEach(files, loadTask))
