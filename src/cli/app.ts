@@ -22,6 +22,7 @@ import * as Migrations from "../Migrations.js"
 import * as QueueRepo from "../QueueRepo.js"
 import * as Worker from "../Worker.js"
 import { demoCommand } from "./demo.js"
+import * as Graceful from "./graceful.js"
 import { CommandFailed, usage, type UsageError } from "./errors.js"
 import { checkRequest, looksLikeOption, parseBulkLine, parseDuration, parsePayload, parseTime } from "./input.js"
 import { printLine, show } from "./status.js"
@@ -445,55 +446,53 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
     } satisfies RunOptions
   })
 
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
+
 /** Runs a worker over a folder of task files until interrupted (SIGINT/SIGTERM). */
 export const runWorker = (options: RunOptions) =>
   Effect.gen(function*() {
     const handlers = yield* loadTasks(options.tasks)
     const graceMs = options.grace ?? 10_000
     let service: Worker.Service | undefined
-    const layer = Docket.layer({
-      database: options.url,
-      handlers,
-      concurrency: options.concurrency,
-      lease: options.lease,
-      poll: options.poll,
-      grace: graceMs,
-      claimKinds: options.handledOnly ? "handled" : "all"
-    })
     yield* Effect.gen(function*() {
-      const worker = yield* Worker.Worker
+      const pool = yield* Graceful.start({
+        handlers,
+        concurrency: options.concurrency,
+        lease: options.lease,
+        poll: options.poll,
+        grace: graceMs,
+        claimKinds: options.handledOnly ? "handled" : "all"
+      })
+      const worker = pool.worker
       service = worker
       yield* printLine(
         `docket worker ${worker.id} started on ${Database.describe(Database.parse(options.url))}: ` +
-          `${handlers.length} kind${handlers.length === 1 ? "" : "s"} (${handlers.map((h) => h.kind).join(", ")}), ` +
+          `${plural(handlers.length, "kind")} (${handlers.map((h) => h.kind).join(", ")}), ` +
           `concurrency ${options.concurrency}`
       )
+      // Shown until after the pool stopped, so the items finishing in the grace show too.
       yield* show(worker, process.stdout.isTTY === true)
-      return yield* Effect.never
+      return yield* Effect.never.pipe(
+        Effect.onInterrupt(() =>
+          worker.counters.pipe(
+            Effect.flatMap((c) =>
+              printLine(
+                `docket worker stopping: ${plural(c.running, "running item")} may finish within ${graceMs} ms`
+              )
+            ),
+            Effect.zipRight(pool.stop)
+          )
+        )
+      )
     }).pipe(
       Effect.scoped,
+      Effect.provide(Docket.layerClient(options.url)),
       Effect.onInterrupt(() =>
-        Effect.flatMap(
-          service === undefined ? Effect.succeed(null) : service.counters,
-          (c) =>
-            printLine(
-              `docket worker stopping: ${c?.running ?? 0} running item${c?.running === 1 ? "" : "s"} ` +
-                `may finish within ${graceMs} ms`
-            )
-        )
-      ),
-      Effect.provide(layer),
-      Effect.onInterrupt(() =>
-        Effect.flatMap(
-          service === undefined ? Effect.succeed(null) : service.counters,
-          (c) =>
-            printLine(
-              c === null
-                ? "docket worker stopped"
-                : `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
-                  `given back ${c.released}`
-            )
-        )
+        service === undefined ? Effect.void : Effect.flatMap(service.counters, (c) =>
+          printLine(
+            `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
+              `given back ${c.released}`
+          ))
       )
     )
   })

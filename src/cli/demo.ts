@@ -15,6 +15,7 @@ import * as Docket from "../Docket.js"
 import * as QueueRepo from "../QueueRepo.js"
 import * as Worker from "../Worker.js"
 import { CommandFailed, oneLine } from "./errors.js"
+import * as Graceful from "./graceful.js"
 import { printLine, show } from "./status.js"
 import { loadTasks } from "./tasks.js"
 
@@ -67,8 +68,8 @@ export const runDemo = (database: Option.Option<string>) =>
     const batch = demoBatch()
     const started = performance.now()
     const summary = yield* Effect.gen(function*() {
-      const worker = yield* Worker.Worker
       const repo = yield* QueueRepo.QueueRepo
+      const { worker } = yield* Graceful.start({ handlers, concurrency: 4, claimKinds: "handled", poll: "1 second" })
       yield* show(worker, process.stdout.isTTY === true)
       const results = yield* repo.enqueueMany(batch)
       yield* printLine(
@@ -81,7 +82,7 @@ export const runDemo = (database: Option.Option<string>) =>
       return { counters, dead: dead.filter((item) => kinds.includes(item.kind)) }
     }).pipe(
       Effect.scoped,
-      Effect.provide(Docket.layer({ database: url, handlers, concurrency: 4, claimKinds: "handled", poll: "1 second" }))
+      Effect.provide(Docket.layerClient(url))
     )
     const seconds = (performance.now() - started) / 1000
     const { counters, dead } = summary

@@ -93,7 +93,7 @@ export const describeEvent = (event: Event): string | null => {
     case "Absorbed":
       return `${time} absorbed ${event.claim.kind} #${event.claim.id} (a waiting item with its key stands for it)`
     case "Released":
-      return `${time} released ${event.claim.kind} #${event.claim.id} (given back unrun; attempt not counted)`
+      return `${time} released ${event.claim.kind} #${event.claim.id} (given back; attempt not counted)`
     case "LeaseLost":
       return `${time} lease lost ${event.claim.kind} #${event.claim.id} (run interrupted, nothing recorded)`
     case "StorageFailed":

@@ -13,11 +13,15 @@
  *   Backoff policy function; `timeout` is a duration.
  *
  * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
- * files are skipped.
+ * files are skipped. As everywhere in Node, `.mts`/`.mjs` files are ES
+ * modules and `.ts`/`.js` files are ES modules only inside a package whose
+ * package.json says `"type": "module"` (else CommonJS: `module.exports = fn`).
+ * A task file that imports Docket must be an ES module. Task handlers can
+ * need no services (nothing provides them).
  */
 import { Duration, Effect, Either, Schedule } from "effect"
-import { existsSync, readdirSync, statSync } from "node:fs"
-import { join, resolve } from "node:path"
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
+import { dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Backoff from "../Backoff.js"
 import * as Handler from "../Handler.js"
@@ -132,6 +136,24 @@ const plainOptions = (file: string, value: unknown) =>
     }
   })
 
+/** Whether the nearest package.json above a file says `"type": "module"` (so .ts and .js are ES modules). */
+const inModulePackage = (file: string): boolean => {
+  let dir = dirname(file)
+  for (;;) {
+    const candidate = join(dir, "package.json")
+    if (existsSync(candidate)) {
+      try {
+        return JSON.parse(readFileSync(candidate, "utf8")).type === "module"
+      } catch {
+        return false
+      }
+    }
+    const parent = dirname(dir)
+    if (parent === dir) return false
+    dir = parent
+  }
+}
+
 /** Imports one task file and makes its handler. */
 export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError> =>
   Effect.gen(function*() {
@@ -139,7 +161,12 @@ export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError>
     const module = yield* Effect.tryPromise({
       try: () => import(pathToFileURL(task.path).href) as Promise<Record<string, unknown>>,
       catch: (error) =>
-        usage(`task file ${name} cannot be loaded: ${error instanceof Error ? error.message : String(error)}`)
+        usage(
+          `task file ${name} cannot be loaded: ${error instanceof Error ? error.message : String(error)}` +
+            (/\.(ts|js)$/.test(name) && !inModulePackage(task.path)
+              ? ` (${name} is read as CommonJS: name it .mts/.mjs, or put "type": "module" in its package.json)`
+              : "")
+        )
     })
     // A CommonJS file imported from ESM shows module.exports as `default`.
     let exported = module.default
