@@ -465,13 +465,13 @@ export const runWorker = (options: RunOptions) =>
       })
       const worker = pool.worker
       service = worker
+      // Shown until after the pool stopped, so the items finishing in the grace show too.
+      yield* show(worker, process.stdout.isTTY === true)
       yield* printLine(
         `docket worker ${worker.id} started on ${Database.describe(Database.parse(options.url))}: ` +
           `${plural(handlers.length, "kind")} (${handlers.map((h) => h.kind).join(", ")}), ` +
           `concurrency ${options.concurrency}`
       )
-      // Shown until after the pool stopped, so the items finishing in the grace show too.
-      yield* show(worker, process.stdout.isTTY === true)
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
           worker.counters.pipe(

@@ -1,0 +1,165 @@
+/**
+ * Running the `docket` command as a child process (`node bin/docket.mjs`,
+ * never through npx: dash would not pass signals on), and waiting on
+ * observable conditions with bounded timeouts.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+
+export const ROOT = fileURLToPath(new URL("..", import.meta.url))
+export const BIN = join(ROOT, "bin", "docket.mjs")
+
+/** Imports a task file outside this package can use: absolute URLs of Docket and of Effect (the same instances). */
+export const DOCKET_URL = pathToFileURL(join(ROOT, "src", "index.ts")).href
+export const EFFECT_URL = pathToFileURL(join(ROOT, "node_modules", "effect", "dist", "esm", "index.js")).href
+
+export interface Result {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+  readonly ms: number
+}
+
+export interface RunOptions {
+  readonly env?: Record<string, string | undefined>
+  readonly stdin?: string
+  readonly cwd?: string
+  readonly timeoutMs?: number
+}
+
+const childEnv = (env: Record<string, string | undefined> | undefined) => {
+  const merged: Record<string, string | undefined> = { ...process.env, DOCKET_DATABASE_URL: undefined, ...env }
+  for (const key of Object.keys(merged)) if (merged[key] === undefined) delete merged[key]
+  return merged as NodeJS.ProcessEnv
+}
+
+/** Runs `docket <args>` to its end. */
+export const docket = (args: ReadonlyArray<string>, options: RunOptions = {}): Promise<Result> =>
+  new Promise((resolve, reject) => {
+    const started = performance.now()
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: options.cwd ?? ROOT,
+      env: childEnv(options.env),
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`docket ${args.join(" ")} did not finish in ${options.timeoutMs ?? 30_000} ms\n${stdout}\n${stderr}`))
+    }, options.timeoutMs ?? 30_000)
+    child.on("error", reject)
+    child.on("close", (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr, ms: performance.now() - started })
+    })
+    child.stdin.end(options.stdin ?? "")
+  })
+
+/** Runs several commands, at most `limit` at a time, results in order. */
+export const docketAll = async (
+  commands: ReadonlyArray<ReadonlyArray<string>>,
+  options: RunOptions = {},
+  limit = 3
+): Promise<Array<Result>> => {
+  const results: Array<Result> = new Array(commands.length)
+  let next = 0
+  const lane = async () => {
+    while (next < commands.length) {
+      const i = next++
+      results[i] = await docket(commands[i], options)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, commands.length) }, lane))
+  return results
+}
+
+/** A long-running `docket` process (a worker): its output as it comes, and a way to signal it. */
+export interface Running {
+  readonly child: ChildProcess
+  stdout: string
+  stderr: string
+  /** Waits until stdout matches, or fails after the timeout. */
+  readonly waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<void>
+  /** Resolves when the process has exited. */
+  readonly exited: Promise<Result>
+}
+
+export const start = (args: ReadonlyArray<string>, options: RunOptions = {}): Running => {
+  const started = performance.now()
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: options.cwd ?? ROOT,
+    env: childEnv(options.env),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const waiters = new Set<() => void>()
+  const running: Running = {
+    child,
+    stdout: "",
+    stderr: "",
+    waitFor: (pattern, timeoutMs = 20_000) =>
+      new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (pattern.test(running.stdout)) {
+            waiters.delete(check)
+            clearTimeout(timer)
+            resolve()
+          }
+        }
+        const timer = setTimeout(() => {
+          waiters.delete(check)
+          reject(new Error(`no ${pattern} in the output within ${timeoutMs} ms:\n${running.stdout}\n${running.stderr}`))
+        }, timeoutMs)
+        waiters.add(check)
+        check()
+      }),
+    exited: new Promise<Result>((resolve) => {
+      child.on("close", (code, signal) =>
+        resolve({ code, signal, stdout: running.stdout, stderr: running.stderr, ms: performance.now() - started }))
+    })
+  }
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+    running.stdout += d
+    for (const w of [...waiters]) w()
+  })
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (running.stderr += d))
+  return running
+}
+
+/** Polls `condition` until it holds, or fails after `timeoutMs` saying what was awaited. */
+export const waitUntil = async (
+  what: string,
+  condition: () => Promise<boolean> | boolean,
+  timeoutMs = 20_000,
+  everyMs = 50
+): Promise<void> => {
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    if (await condition()) return
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`)
+    await new Promise((r) => setTimeout(r, everyMs))
+  }
+}
+
+/** A temporary folder, with files written into it. */
+export const tempDir = (prefix = "docket-cli-") => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  return {
+    dir,
+    path: (...parts: Array<string>) => join(dir, ...parts),
+    write: (name: string, text: string) => {
+      writeFileSync(join(dir, name), text)
+      return join(dir, name)
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** The lines a command wrote to stderr (empty lines dropped). */
+export const lines = (text: string) => text.split("\n").filter((l) => l.trim() !== "")

@@ -1,0 +1,329 @@
+/**
+ * The `docket` command end to end, as a child process, on a real SQLite file
+ * and on a fresh PostgreSQL database: migrate, enqueue (one and bulk), stats,
+ * a worker over plain-JavaScript and TypeScript task files, dead list / retry
+ * / delete, and SIGTERM during work.
+ */
+import { Effect, ManagedRuntime } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import type * as QueueRepo from "../src/QueueRepo.js"
+import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
+import { DOCKET_URL, docket, docketAll, EFFECT_URL, lines, start, tempDir, waitUntil } from "./cli.support.js"
+import { freshPgDatabase, pgAvailable, repoLayer } from "./support/db.js"
+
+interface Db {
+  readonly url: string
+  /** Runs a QueueRepo operation in this process, on the same database. */
+  readonly repo: <A, E>(f: (repo: QueueRepo.Service) => Effect.Effect<A, E>) => Promise<A>
+}
+
+const cleanups: Array<() => Promise<void>> = []
+afterAll(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+const backends = [
+  {
+    name: "sqlite",
+    skip: false,
+    fresh: async (): Promise<string> => {
+      const d = tempDir()
+      cleanups.push(async () => d.remove())
+      return d.path("queue.db")
+    }
+  },
+  {
+    name: "pg",
+    skip: !pgAvailable,
+    fresh: async (): Promise<string> => {
+      const db = await freshPgDatabase()
+      cleanups.push(db.drop)
+      return db.url
+    }
+  }
+]
+
+const openDb = (url: string): Db => {
+  const runtime = ManagedRuntime.make(repoLayer(url))
+  cleanups.push(() => runtime.dispose())
+  return {
+    url,
+    repo: (f) => runtime.runPromise(Effect.flatMap(QueueRepoTag, f))
+  }
+}
+
+/** A folder of task files: plain JavaScript (.js in a "type": "module" package, .mjs) and TypeScript (.ts, .mts). */
+const taskFolder = () => {
+  const d = tempDir("docket-tasks-")
+  cleanups.push(async () => d.remove())
+  d.write("package.json", JSON.stringify({ type: "module" }))
+  // Plain JavaScript: a throw is a retry.
+  d.write(
+    "js.plain.js",
+    `export default async (payload, job) => {
+      if (typeof payload.n !== "number") throw new Error("n is missing")
+    }\n`
+  )
+  d.write(
+    "flaky.mjs",
+    `export const options = { backoff: "50ms" }
+    export default async (payload, job) => {
+      if (job.attempt < 2) throw new Error("the first attempt fails")
+    }\n`
+  )
+  // TypeScript: a typed handler (its payload decoded with a Schema).
+  d.write(
+    "ts.typed.ts",
+    `import { Handler } from ${JSON.stringify(DOCKET_URL)}
+    import { Effect, Schema } from ${JSON.stringify(EFFECT_URL)}
+    const Mail = Schema.Struct({ to: Schema.String })
+    export default Handler.make("ts.typed", {
+      payload: Mail,
+      run: (mail: typeof Mail.Type) => Effect.sleep(mail.to.length)
+    })\n`
+  )
+  d.write(
+    "perm.mts",
+    `import { Handler, Permanent } from ${JSON.stringify(DOCKET_URL)}
+    export default Handler.fromPromise("perm", async (): Promise<void> => {
+      throw new Permanent({ reason: "never works" })
+    })\n`
+  )
+  // Helpers (a leading underscore) are not task files.
+  d.write("_shared.mjs", `export const shared = 1\n`)
+  return d.dir
+}
+
+const json = <A = any>(text: string): A => JSON.parse(text) as A
+
+describe.each(backends)("docket command on $name", (backend) => {
+  describe.skipIf(backend.skip).concurrent("", () => {
+    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", async () => {
+      const url = await backend.fresh()
+      const first = await docket(["migrate", "--database", url])
+      expect(first.code, first.stderr).toBe(0)
+      expect(first.stdout).toMatch(/applied migration/)
+      const again = await docket(["migrate"], { env: { DOCKET_DATABASE_URL: url } })
+      expect(again.code, again.stderr).toBe(0)
+      expect(again.stdout).toMatch(/up to date/)
+
+      const added = await docket(
+        ["enqueue", "mail.send", `{"to":"a@example.com"}`, "--key", "msg-1", "--priority", "5", "--max-attempts", "3"],
+        { env: { DOCKET_DATABASE_URL: url } }
+      )
+      expect(added.code, added.stderr).toBe(0)
+      const id = Number(added.stdout.trim())
+      expect(Number.isSafeInteger(id)).toBe(true)
+
+      const [twin, later, at, negative] = await docketAll([
+        ["enqueue", "mail.send", `{"to":"b@example.com"}`, "--key", "msg-1", "--database", url],
+        ["enqueue", "report.build", "--delay", "5m", "--database", url],
+        ["enqueue", "report.build", `{"month":"2030-01"}`, "--run-at", "2999-01-01T00:00:00Z", "--database", url],
+        ["enqueue", "cleanup", "-1", "--priority=-7", "--database", url]
+      ])
+      expect(twin.code, twin.stderr).toBe(0)
+      expect(twin.stdout.trim()).toBe(`deduplicated: item ${id} of kind mail.send with key msg-1 is already waiting`)
+      for (const r of [later, at, negative]) expect(r.code, r.stderr).toBe(0)
+
+      const stats = await docket(["stats", "--json", "--database", url])
+      expect(stats.code, stats.stderr).toBe(0)
+      expect(json(stats.stdout)).toEqual({
+        due: 2,
+        scheduled: 2,
+        running: 0,
+        dead: 0,
+        byKind: {
+          "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0 },
+          "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0 },
+          "report.build": { due: 0, scheduled: 2, running: 0, dead: 0 }
+        }
+      })
+      const db = openDb(url)
+      const item = await db.repo((repo) => repo.get(id))
+      expect(item._tag === "Some" && item.value).toMatchObject({
+        kind: "mail.send",
+        payload: { to: "a@example.com" },
+        key: "msg-1",
+        priority: 5,
+        maxAttempts: 3,
+        state: "waiting"
+      })
+      const cleanup = await db.repo((repo) => repo.get(Number(negative.stdout.trim())))
+      expect(cleanup._tag === "Some" && cleanup.value).toMatchObject({ payload: -1, priority: -7 })
+      const scheduled = await db.repo((repo) => repo.get(Number(later.stdout.trim())))
+      expect(scheduled._tag === "Some" && scheduled.value.runAt - scheduled.value.createdAt).toBeGreaterThanOrEqual(
+        299_000
+      )
+
+      const text = await docket(["stats", "--database", url])
+      expect(text.code).toBe(0)
+      expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead$/)
+      expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0$/m)
+    })
+
+    it("enqueues in bulk from a file and from stdin; a bad line refuses the whole file", async () => {
+      const url = await backend.fresh()
+      const d = tempDir()
+      cleanups.push(async () => d.remove())
+      const good = d.write(
+        "items.ndjson",
+        [
+          `{"kind":"mail.send","payload":{"to":"a@example.com"},"key":"k1"}`,
+          `{"kind":"mail.send","payload":{"to":"b@example.com"},"key":"k1"}`,
+          ``,
+          `{"kind":"report.build","payload":{"month":"2030-01"},"delay":"1h","priority":2,"maxAttempts":4}`,
+          `{"kind":"report.build","payload":{"month":"2030-02"},"runAt":"2999-01-01T00:00:00Z"}`,
+          `{"kind":"cleanup","payload":null,"delay":0}`
+        ].join("\n") + "\n"
+      )
+      const bad = d.write(
+        "bad.ndjson",
+        [
+          `{"kind":"mail.send","payload":{"to":"c@example.com"}}`,
+          `{"kind":"mail.send","payload":{"to":"d@example.com"}}`,
+          `{"kind":"mail.send","payload":{"to":"e@example.com"},"delay":"-5s"}`
+        ].join("\n") + "\n"
+      )
+      const fromFile = await docket(["enqueue", "--from", good, "--database", url])
+      expect(fromFile.code, fromFile.stderr).toBe(0)
+      expect(fromFile.stdout.trim()).toBe("enqueued 4 items (1 deduplicated)")
+      const [fromStdin, refused, refusedStdin] = await Promise.all([
+        docket(["enqueue", "--from", "-", "--database", url], {
+          stdin: `{"kind":"cleanup","payload":1}\n{"kind":"cleanup","payload":2}\n`
+        }),
+        docket(["enqueue", "--from", bad, "--database", url]),
+        docket(["enqueue", "--from", "-", "--database", url], {
+          stdin: `{"kind":"cleanup","payload":3}\n{"kind":"cleanup","paylod":4}\n`
+        })
+      ])
+      expect(fromStdin.code, fromStdin.stderr).toBe(0)
+      expect(fromStdin.stdout.trim()).toBe("enqueued 2 items")
+      expect(refused.code).toBe(2)
+      expect(lines(refused.stderr)).toEqual([`docket: line 3: delay must not be negative (got "-5s")`])
+      expect(refusedStdin.code).toBe(2)
+      expect(lines(refusedStdin.stderr)).toEqual([`docket: line 2: unknown field "paylod"`])
+
+      const stats = await openDb(url).repo((repo) => repo.stats)
+      expect(stats).toMatchObject({ due: 4, scheduled: 2, running: 0, dead: 0 })
+      expect(stats.byKind["mail.send"].due).toBe(1)
+      expect(stats.byKind["cleanup"].due).toBe(3)
+    })
+
+    it("runs plain-JavaScript and TypeScript task files; dead list, retry and delete", async () => {
+      const url = await backend.fresh()
+      const db = openDb(url)
+      const worker = start(["worker", "--tasks", taskFolder(), "--database", url, "--poll", "200ms", "--grace", "2s"])
+      cleanups.push(async () => {
+        worker.child.kill("SIGKILL")
+      })
+      await worker.waitFor(/docket worker \S+ started on .*: 4 kinds \(flaky, js\.plain, perm, ts\.typed\)/)
+      const enqueued = await db.repo((repo) =>
+        repo.enqueueMany([
+          { kind: "js.plain", payload: { n: 1 } },
+          { kind: "js.plain", payload: { n: 2 } },
+          { kind: "js.plain", payload: { n: 3 } },
+          { kind: "flaky", payload: {} },
+          { kind: "flaky", payload: {} },
+          { kind: "ts.typed", payload: { to: "a@example.com" } },
+          { kind: "ts.typed", payload: { to: "b@example.com" } },
+          { kind: "ts.typed", payload: { to: 42 } },
+          { kind: "perm", payload: { x: 1 } },
+          { kind: "nobody", payload: "?" }
+        ])
+      )
+      const ids = enqueued.map((r) => r.id)
+      await waitUntil("every item done or dead", async () => {
+        const s = await db.repo((repo) => repo.stats)
+        return s.due + s.scheduled + s.running === 0 && s.dead === 3
+      })
+      await worker.waitFor(/dead nobody/)
+      expect(worker.stdout).toMatch(new RegExp(`done js\\.plain #${ids[0]} `))
+      expect(worker.stdout).toMatch(new RegExp(`retry flaky #${ids[3]} \\(attempt 1 of 8\\) in 50 ms: Error: the first attempt fails`))
+      expect(worker.stdout).toMatch(new RegExp(`done flaky #${ids[3]} `))
+      expect(worker.stdout).toMatch(new RegExp(`done ts\\.typed #${ids[5]} `))
+      expect(worker.stdout).toMatch(new RegExp(`dead ts\\.typed #${ids[7]} \\(attempt 1\\): DecodeError`))
+      expect(worker.stdout).toMatch(new RegExp(`dead perm #${ids[8]} \\(attempt 1\\): Permanent: never works`))
+      worker.child.kill("SIGTERM")
+      const exit = await worker.exited
+      expect(exit.code, exit.stderr).toBe(0)
+      expect(exit.stdout).toMatch(/docket worker stopped: done 7, retried 2, dead 3, given back 0/)
+
+      const [list, text, onlyPerm] = await docketAll([
+        ["dead", "list", "--json", "--database", url],
+        ["dead", "list", "--database", url],
+        ["dead", "list", "--kind", "perm", "--json", "--database", url]
+      ])
+      expect(list.code, list.stderr).toBe(0)
+      const dead = json<Array<QueueRepo.Item>>(list.stdout)
+      expect(dead.map((i) => [i.id, i.kind, i.attempts, i.payload])).toEqual([
+        [ids[7], "ts.typed", 1, { to: 42 }],
+        [ids[8], "perm", 1, { x: 1 }],
+        [ids[9], "nobody", 1, "?"]
+      ])
+      expect(dead[0].lastError).toMatch(/^DecodeError: /)
+      expect(dead[1].lastError).toBe("Permanent: never works")
+      expect(dead[2].lastError).toMatch(/^UnknownKind: /)
+      expect(lines(text.stdout)[0]).toBe("ID\tKIND\tATTEMPTS\tLAST ERROR\tPAYLOAD")
+      expect(lines(text.stdout)[2]).toBe(`${ids[8]}\tperm\t1/8\tPermanent: never works\t{"x":1}`)
+      expect(json<Array<QueueRepo.Item>>(onlyPerm.stdout).map((i) => i.id)).toEqual([ids[8]])
+
+      const retried = await docket(["dead", "retry", String(ids[8]), "--database", url])
+      expect(retried.code, retried.stderr).toBe(0)
+      expect(retried.stdout.trim()).toBe(`retried 1 dead item: ${ids[8]}`)
+      const [missing, deletedKind] = await docketAll([
+        ["dead", "retry", "999999", "--database", url],
+        ["dead", "delete", "--all", "--kind", "nobody", "--database", url]
+      ])
+      expect(missing.code).toBe(1)
+      expect(lines(missing.stderr)).toEqual(["docket: not dead (or no such item): 999999"])
+      expect(deletedKind.code, deletedKind.stderr).toBe(0)
+      expect(deletedKind.stdout.trim()).toBe(`deleted 1 dead item: ${ids[9]}`)
+      const deleted = await docket(["dead", "delete", String(ids[7]), "--database", url])
+      expect(deleted.stdout.trim()).toBe(`deleted 1 dead item: ${ids[7]}`)
+
+      const stats = await docket(["stats", "--json", "--database", url])
+      expect(json(stats.stdout)).toEqual({
+        due: 1,
+        scheduled: 0,
+        running: 0,
+        dead: 0,
+        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0 } }
+      })
+      const again = await db.repo((repo) => repo.get(ids[8]))
+      expect(again._tag === "Some" && again.value).toMatchObject({ state: "waiting", attempts: 0 })
+    })
+
+    it("SIGTERM during work: running items get the grace, the rest are given back, the worker exits in time", async () => {
+      const url = await backend.fresh()
+      const db = openDb(url)
+      const tasks = tempDir("docket-tasks-")
+      cleanups.push(async () => tasks.remove())
+      tasks.write("slow.mjs", `export default (payload) => new Promise((resolve) => setTimeout(resolve, payload.ms))\n`)
+      const [quick, stuck] = await db.repo((repo) =>
+        repo.enqueueMany([{ kind: "slow", payload: { ms: 700 } }, { kind: "slow", payload: { ms: 600_000 } }])
+      )
+      const worker = start(["worker", "--tasks", tasks.dir, "--database", url, "--grace", "2s", "--lease", "30s"])
+      cleanups.push(async () => {
+        worker.child.kill("SIGKILL")
+      })
+      await waitUntil("both items running", async () => (await db.repo((repo) => repo.stats)).running === 2)
+      const signalled = performance.now()
+      worker.child.kill("SIGTERM")
+      const exit = await worker.exited
+      const tookMs = performance.now() - signalled
+      expect(exit.code, exit.stderr).toBe(0)
+      expect(tookMs).toBeGreaterThanOrEqual(1900)
+      expect(tookMs).toBeLessThan(2000 + 2500)
+      expect(exit.stdout).toMatch(/docket worker stopping: 2 running items may finish within 2000 ms/)
+      expect(exit.stdout).toMatch(new RegExp(`done slow #${quick.id} `))
+      expect(exit.stdout).toMatch(new RegExp(`released slow #${stuck.id} `))
+      expect(exit.stdout).toMatch(/docket worker stopped: done 1, retried 0, dead 0, given back 1/)
+      // The lease was released: waiting again, due now, this attempt not counted.
+      const stats = await db.repo((repo) => repo.stats)
+      expect(stats).toMatchObject({ due: 1, scheduled: 0, running: 0, dead: 0 })
+      const item = await db.repo((repo) => repo.get(stuck.id))
+      expect(item._tag === "Some" && item.value).toMatchObject({ state: "waiting", attempts: 0, claimedBy: null })
+      expect((await db.repo((repo) => repo.get(quick.id)))._tag).toBe("None")
+    })
+  })
+})
