@@ -1,0 +1,166 @@
+/**
+ * Every example runs by itself to exit 0 and prints what it promises (each
+ * as `npx tsx examples/<name>.ts` would: node with tsx's loader).
+ */
+import { spawn } from "node:child_process"
+import { join } from "node:path"
+import pg from "pg"
+import { describe, expect, it } from "vitest"
+import { ROOT } from "./cli.support.js"
+import { freshPgDatabase, pgAvailable } from "./support/db.js"
+
+interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const runExample = (name: string, env: Record<string, string> = {}): Promise<Ran> =>
+  new Promise((resolve, reject) => {
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env }
+    if (env.DOCKET_DATABASE_URL === undefined) delete childEnv.DOCKET_DATABASE_URL
+    const child = spawn(process.execPath, ["--import", "tsx", join("examples", `${name}.ts`)], {
+      cwd: ROOT,
+      env: childEnv,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`examples/${name}.ts did not finish within 60 s\n${stdout}\n${stderr}`))
+    }, 60_000)
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+
+/** Asserts the lines appear in this order (other lines may come between). */
+const inOrder = (text: string, patterns: ReadonlyArray<RegExp | string>) => {
+  let at = 0
+  for (const pattern of patterns) {
+    const rest = text.slice(at)
+    const match = typeof pattern === "string"
+      ? (rest.indexOf(pattern) >= 0 ? { index: rest.indexOf(pattern), length: pattern.length } : null)
+      : (() => {
+        const m = pattern.exec(rest)
+        return m === null ? null : { index: m.index, length: m[0].length }
+      })()
+    expect(match, `${String(pattern)} after position ${at} in:\n${text}`).not.toBeNull()
+    at += match!.index + match!.length
+  }
+}
+
+describe.concurrent("examples", () => {
+  it("quickstart.ts", async () => {
+    const r = await runExample("quickstart")
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toContain("resized cat.png to 200px (item 1, attempt 1)")
+    expect(r.stdout).toContain("resized dog.png to 640px (item 2, attempt 1)")
+    inOrder(r.stdout, [
+      "image.resize #3 failed (Retry: not enough memory right now); retrying",
+      "resized panorama.png to 4000px (item 3, attempt 2)",
+      "all 3 images resized; queue: due 0, scheduled 0, dead 0"
+    ])
+  })
+
+  it("mail.ts", async () => {
+    const r = await runExample("mail")
+    expect(r.code, r.stderr).toBe(0)
+    inOrder(r.stdout, [
+      /mail server on 127\.0\.0\.1:\d+ \(refuses the first 2 deliveries\)/,
+      /ada@example\.com: delivery failed \(Error: Message failed: 451 mailbox busy, try again later\); queued as item 1 for retry/,
+      /grace@example\.com: delivery failed \(.*451.*\); queued as item 2 for retry/
+    ])
+    expect(r.stdout).toContain("alan@example.com: delivered at once")
+    expect(r.stdout).toMatch(/ada@example\.com: delivered by the worker \(item 1, attempt 1\)/)
+    expect(r.stdout).toMatch(/grace@example\.com: delivered by the worker \(item 2, attempt 1\)/)
+    inOrder(r.stdout, ["the mail server received 3 messages:"])
+    for (const name of ["Ada", "Grace", "Alan"]) {
+      expect(r.stdout).toContain(`  to ${name.toLowerCase()}@example.com: Welcome, ${name}!`)
+    }
+  })
+
+  it("git-mirror.ts", async () => {
+    const r = await runExample("git-mirror")
+    expect(r.code, r.stderr).toBe(0)
+    const second = /push of (\w+) while refresh #1 runs/.exec(r.stdout)?.[1]
+    expect(second).toBeDefined()
+    inOrder(r.stdout, [
+      /repository app at \w+; its mirror does not exist yet/,
+      "3 pushes to app: enqueued #1, deduplicated #1, deduplicated #1 (one refresh waits for all three)",
+      /refresh #1 failed \(Retry: git push --mirror: fatal: .*app\.git' does not appear to be a git repository\); creating the mirror, retry follows/,
+      /refresh #1 \(attempt \d\): mirror of app now at \w+/,
+      /push of \w+ while refresh #1 runs: enqueued #(\d+) \(a new refresh, not merged into the running one\)/,
+      new RegExp(`refresh #\\d+ \\(attempt 1\\): mirror of app now at ${second}`),
+      `mirror of app at ${second}, the same as the repository: the push during the refresh was not lost`
+    ])
+  })
+
+  it("webhooks.ts", async () => {
+    const r = await runExample("webhooks")
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toMatch(/delivered order\.paid to http:\/\/127\.0\.0\.1:\d+\/hooks\/ok \(item 1, attempt 1\)/)
+    inOrder(r.stdout, [
+      /retrying item 2: Retry: http:\/\/127\.0\.0\.1:\d+\/hooks\/flaky answered 500/,
+      /retrying item 2: Retry: http:\/\/127\.0\.0\.1:\d+\/hooks\/flaky answered 500/,
+      /delivered order\.paid to http:\/\/127\.0\.0\.1:\d+\/hooks\/flaky \(item 2, attempt 3\)/
+    ])
+    expect(r.stdout).toMatch(
+      /item 3 is dead after attempt 1: Permanent: http:\/\/127\.0\.0\.1:\d+\/hooks\/gone answered 410 Gone: the subscription was removed/
+    )
+    expect(r.stdout).toContain(
+      "done: 2 delivered, 1 dead (kept for inspection: /hooks/gone); queue: due 0, scheduled 0, dead 1"
+    )
+    const received = /requests received: (.*)$/m.exec(r.stdout)?.[1].split(", ").sort()
+    expect(received).toEqual(["/hooks/flaky 3", "/hooks/gone 1", "/hooks/ok 1"])
+  })
+
+  it.skipIf(!pgAvailable)("transactional.ts (PostgreSQL, a fresh database)", async () => {
+    const db = await freshPgDatabase()
+    try {
+      const r = await runExample("transactional", { DOCKET_DATABASE_URL: db.url })
+      expect(r.code, r.stderr).toBe(0)
+      inOrder(r.stdout, [
+        "order 1 (Ada) and its receipt job 1 committed together",
+        "order of Bob rolled back (payment declined): order 2 exists: false, its receipt job 2 exists: false",
+        "in the end: 1 order, 0 jobs left in the queue"
+      ])
+      expect(r.stdout).toContain("receipt for order 1 sent to Ada: 42.00 EUR (item 1)")
+      expect(r.stdout).not.toMatch(/receipt for order 2/)
+      // What the example left in the database it was given.
+      const client = new pg.Client({ connectionString: db.url })
+      await client.connect()
+      try {
+        const orders = await client.query(`SELECT id, customer FROM orders ORDER BY id`)
+        expect(orders.rows).toEqual([{ id: 1, customer: "Ada" }])
+        const items = await client.query(`SELECT count(*)::int AS n FROM docket_items`)
+        expect(items.rows[0].n).toBe(0)
+      } finally {
+        await client.end()
+      }
+    } finally {
+      await db.drop()
+    }
+  })
+
+  it("app-layer.ts", async () => {
+    const r = await runExample("app-layer")
+    expect(r.code, r.stderr).toBe(0)
+    inOrder(r.stdout, [
+      /listening on http:\/\/127\.0\.0\.1:\d+/,
+      `POST /signup {"email":"ada@example.com","name":"Ada"} -> 202 {"id":1,"deduplicated":false}`,
+      `POST /signup {"email":"ada@example.com","name":"Ada"} -> 202 {"id":1,"deduplicated":true}`,
+      /POST \/signup \{"email":"grace@example\.com","name":"Grace"\} -> 202 \{"id":\d+,"deduplicated":false\}/,
+      `POST /signup {"email":"not an address","name":"?"} -> 400 {"error":"expected {email, name}"}`
+    ])
+    expect(r.stdout).toContain("worker: welcome mail sent to Ada <ada@example.com> (item 1)")
+    expect(r.stdout).toMatch(/worker: welcome mail sent to Grace <grace@example\.com> \(item \d+\)/)
+    expect(r.stdout.match(/welcome mail sent/g)).toHaveLength(2)
+    inOrder(r.stdout, ["2 welcome mails sent; shutting down", "stopped: HTTP server closed, worker pool shut down"])
+  })
+})
