@@ -411,8 +411,11 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       }),
       Effect.mapError(storage("stats"))
     ),
+    // An id that is not a positive safe integer names no item: None on every
+    // dialect, without a query (PostgreSQL would refuse 1.5 or NaN as a bigint
+    // and report a StorageError, while SQLite answered None).
     get: (id) =>
-      dialect.get(id).pipe(
+      !Number.isSafeInteger(id) || id < 1 ? Effect.succeed(Option.none()) : dialect.get(id).pipe(
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toItem)),
         Effect.mapError(storage("get"))
       ),

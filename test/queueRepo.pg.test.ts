@@ -1,7 +1,185 @@
-import { afterAll, describe } from "@effect/vitest"
-import { pgAvailable, pgBackend } from "./support/db.js"
-import { queueRepoConformance } from "./conformance/queueRepo.js"
+import { SqlClient } from "@effect/sql"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Exit, Layer, Schedule } from "effect"
+import * as QueueRepo from "../src/QueueRepo.js"
+import { countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
+import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
+import { withRepo } from "./conformance/harness.js"
 
 const backend = pgBackend()
 afterAll(() => backend.cleanup())
-describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => queueRepoConformance(backend))
+
+/** Separate connection pools (each a Database layer with its own QueueRepo) on one fresh database. */
+const pools = (count: number) =>
+  Effect.gen(function*() {
+    const url = yield* Effect.promise(() => backend.fresh())
+    return yield* Effect.all(
+      Array.from({ length: count }, () => Layer.build(repoLayer(url))),
+      { concurrency: "unbounded" }
+    )
+  })
+
+describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
+  queueRepoConformance(backend)
+
+  describe("PostgreSQL only", () => {
+    it.live("concurrent enqueues of one key from three pools insert exactly one waiting item", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const contexts = yield* pools(3)
+        const repos = contexts.map((context) => Context.get(context, QueueRepo.QueueRepo))
+        for (const key of ["repo-1", "repo-2", "repo-3"]) {
+          const results = yield* Effect.all(
+            Array.from({ length: 50 }, (_, i) =>
+              i % 5 === 4
+                ? Effect.map(
+                  repos[i % 3].enqueueMany([{ kind: "mirror.refresh", payload: { i }, key }]),
+                  (r) => r[0]
+                )
+                : repos[i % 3].enqueue("mirror.refresh", { i }, { key })),
+            { concurrency: "unbounded" }
+          )
+          const enqueued = results.filter((r) => r._tag === "Enqueued")
+          expect(enqueued).toHaveLength(1)
+          expect(new Set(results.map((r) => r.id))).toEqual(new Set([enqueued[0].id]))
+        }
+        expect(yield* Effect.provide(countState("waiting"), contexts[0])).toBe(3)
+      })))
+
+    it.live("a keyed enqueue in an open transaction holds its key: commit -> Deduplicated, rollback -> Enqueued", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const contexts = yield* pools(2)
+        const [a, b] = contexts.map((context) => Context.get(context, QueueRepo.QueueRepo))
+        const sqlA = Context.get(contexts[0], SqlClient.SqlClient)
+        // Sessions of this database waiting on a lock (the second enqueue, blocked by the open transaction).
+        const blocked = sqlA.unsafe<{ n: string }>(
+          `SELECT count(*) AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%docket_items%'`
+        ).pipe(Effect.map((rows) => Number(rows[0].n)))
+        for (const outcome of ["commit", "rollback"] as const) {
+          const key = `k-${outcome}`
+          const enqueued = yield* Deferred.make<QueueRepo.EnqueueResult>()
+          const finish = yield* Deferred.make<void>()
+          const tx = yield* Effect.fork(sqlA.withTransaction(Effect.gen(function*() {
+            const result = yield* a.enqueue("job", "in transaction", { key })
+            yield* Deferred.succeed(enqueued, result)
+            yield* Deferred.await(finish)
+            if (outcome === "rollback") return yield* Effect.fail("rolled back" as const)
+            return result
+          })))
+          const inTx = yield* Deferred.await(enqueued)
+          expect(inTx._tag).toBe("Enqueued")
+          const other = yield* Effect.fork(b.enqueue("job", "outside", { key }))
+          // Wait for the condition (the outside enqueue blocked on the key), not for time.
+          yield* blocked.pipe(Effect.repeat({ schedule: Schedule.spaced("10 millis"), until: (n) => n > 0 }))
+          yield* Deferred.succeed(finish, undefined)
+          const txExit = yield* Effect.exit(tx.await.pipe(Effect.flatten))
+          const result = yield* other.await.pipe(Effect.flatten)
+          if (outcome === "commit") {
+            expect(Exit.isSuccess(txExit)).toBe(true)
+            expect(result).toEqual({ _tag: "Deduplicated", id: inTx.id })
+            expect(yield* Effect.provide(getItem(inTx.id), contexts[1])).toMatchObject({ payload: "in transaction" })
+          } else {
+            expect(Exit.isFailure(txExit)).toBe(true)
+            expect(result._tag).toBe("Enqueued")
+            expect(yield* Effect.provide(getItem(result.id), contexts[1])).toMatchObject({ payload: "outside", key })
+          }
+        }
+        expect(yield* Effect.provide(countState("waiting"), contexts[0])).toBe(2)
+      })))
+
+    it.live("concurrent claimers on separate pools never share an item (1,000 items)", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const contexts = yield* pools(2)
+        const [a, b] = contexts.map((context) => Context.get(context, QueueRepo.QueueRepo))
+        for (let batch = 0; batch < 4; batch++) {
+          yield* a.enqueueMany(
+            Array.from({ length: 250 }, (_, i) => ({ kind: "job", payload: batch * 250 + i, priority: i % 3 }))
+          )
+        }
+        const drain = (repo: QueueRepo.Service, worker: string) =>
+          Effect.gen(function*() {
+            const ids: Array<number> = []
+            for (;;) {
+              const claims = yield* repo.claim({ worker, limit: 25, lease: "5 minutes" })
+              if (claims.length === 0) return { worker, ids }
+              for (const claim of claims) {
+                expect(claim.worker).toBe(worker)
+                expect(claim.attempt).toBe(1)
+              }
+              ids.push(...claims.map((c) => c.id))
+            }
+          })
+        // Two claimers on each pool, all at once.
+        const drained = yield* Effect.all(
+          [drain(a, "a1"), drain(b, "b1"), drain(a, "a2"), drain(b, "b2")],
+          { concurrency: "unbounded" }
+        )
+        const all = drained.flatMap((d) => d.ids)
+        expect(all).toHaveLength(1_000)
+        expect(new Set(all).size).toBe(1_000)
+        // The stored claimant of every item is the claimer that got it.
+        const rows = yield* Effect.provide(
+          Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql.unsafe<{ id: string; claimed_by: string; attempts: number }>(
+              "SELECT id, claimed_by, attempts FROM docket_items WHERE state = 'running'"
+            )),
+          contexts[0]
+        )
+        expect(rows).toHaveLength(1_000)
+        const owner = new Map(drained.flatMap((d) => d.ids.map((id) => [id, d.worker] as const)))
+        for (const row of rows) {
+          expect(row.claimed_by).toBe(owner.get(Number(row.id)))
+          expect(Number(row.attempts)).toBe(1)
+        }
+      })), 120_000)
+
+    it.live("leases and due times come from the database's clock", () =>
+      withRepo(backend, Effect.gen(function*() {
+        const repo = yield* QueueRepo.QueueRepo
+        yield* repo.enqueue("job", {})
+        const before = yield* dbNow
+        const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute" })
+        const after = yield* dbNow
+        expectAround(claim.leaseUntil, before + 60_000, after + 60_000, 50)
+      })))
+
+    it.live("a worker clock skewed from the database's cannot matter: the database's clock decides", () =>
+      withRepo(backend, Effect.gen(function*() {
+        const repo = yield* QueueRepo.QueueRepo
+        const sql = yield* SqlClient.SqlClient
+        // The database's clock runs an hour ahead of this process's clock.
+        const skew = 3_600_000
+        yield* sql.unsafe(`CREATE OR REPLACE FUNCTION docket_now_ms() RETURNS bigint
+          LANGUAGE sql STABLE PARALLEL SAFE
+          AS 'SELECT (extract(epoch FROM statement_timestamp()) * 1000)::bigint + ${skew}'`)
+        const db = yield* dbNow
+        expectAround(db, Date.now() + skew, Date.now() + skew, 5_000)
+
+        // Due in 30 minutes by this process's clock, but already due by the database's.
+        const early = yield* repo.enqueue("job", "early", { runAt: Date.now() + 1_800_000 })
+        // A delay counts from the database's now.
+        const t0 = yield* dbNow
+        const delayed = yield* repo.enqueue("job", "delayed", { delay: "1 minute" })
+        const t1 = yield* dbNow
+        expectAround((yield* getItem(delayed.id)).runAt, t0 + 60_000, t1 + 60_000, 50)
+        expect(yield* repo.stats).toMatchObject({ due: 1, scheduled: 1 })
+
+        const before = yield* dbNow
+        const claims = yield* repo.claim({ worker: "w", limit: 10, lease: "1 minute" })
+        const after = yield* dbNow
+        expect(claims.map((c) => c.id)).toEqual([early.id])
+        expectAround(claims[0].leaseUntil, before + 60_000, after + 60_000, 50)
+        expect(yield* repo.stats).toMatchObject({ due: 0, scheduled: 1, running: 1 })
+
+        // Extend and a retry's backoff count from the database's now too.
+        const e0 = yield* dbNow
+        expect(yield* repo.extend(claims[0], "2 minutes")).toBe(true)
+        const e1 = yield* dbNow
+        expectAround((yield* getItem(early.id)).leaseUntil!, e0 + 120_000, e1 + 120_000, 50)
+        const f0 = yield* dbNow
+        expect(yield* repo.fail(claims[0], "x", { _tag: "Retry", delay: "3 minutes" })).toBe("retried")
+        const f1 = yield* dbNow
+        expectAround((yield* getItem(early.id)).runAt, f0 + 180_000, f1 + 180_000, 50)
+      })))
+  })
+})

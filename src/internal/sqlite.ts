@@ -31,23 +31,24 @@ SELECT i.id, i.kind, i.dedupe_key FROM docket_items i
 JOIN json_each(?1) p ON i.kind = p.value ->> 0 AND i.dedupe_key = p.value ->> 1
 WHERE i.state = 'waiting' AND i.dedupe_key IS NOT NULL`
 
-// The same two sources as on PostgreSQL (expired leases, then waiting items in
-// claim order), in one UPDATE ... RETURNING: SQLite serialises writers, so
-// no two claimers can take one item.
+// The same two sources as on PostgreSQL (expired leases and waiting items,
+// the batch being the first of their union in claim order: see pg.ts), in one
+// UPDATE ... RETURNING: SQLite serialises writers, so no two claimers can take
+// one item.
 const CLAIM = `
 UPDATE docket_items
 SET state = 'running', attempts = attempts + 1, lease_seq = lease_seq + 1, claimed_by = ?1,
     lease_until = ${NOW} + ?3, updated_at = ${NOW}
 WHERE id IN (
   SELECT id FROM (
-    SELECT id FROM (
-      SELECT i.id FROM docket_items i
+    SELECT * FROM (
+      SELECT i.id, i.priority, i.run_at FROM docket_items i
       WHERE i.state = 'running' AND i.lease_until <= ${NOW}
         AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
-      ORDER BY i.lease_until LIMIT ?2)
+      ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
     UNION ALL
-    SELECT id FROM (
-      SELECT i.id FROM docket_items i
+    SELECT * FROM (
+      SELECT i.id, i.priority, i.run_at FROM docket_items i
       WHERE i.state = 'waiting' AND i.run_at <= ${NOW}
         AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
         AND (i.dedupe_key IS NULL OR NOT EXISTS (
@@ -55,7 +56,7 @@ WHERE id IN (
           WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
             AND r.lease_until > ${NOW}))
       ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
-  ) LIMIT ?2
+  ) ORDER BY priority DESC, run_at, id LIMIT ?2
 )
 RETURNING ${ITEM_COLUMNS}`
 

@@ -120,7 +120,16 @@ export const makeDue = (id: number) => setRow(id, { run_at: 0 })
 /** Counts rows of the queue table in a state. */
 export const countState = (state: "waiting" | "running" | "dead") =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.onDialectOrElse({
-      pg: () => sql.unsafe<{ n: string }>(`SELECT count(*) AS n FROM docket_items WHERE state = $1`, [state]),
-      orElse: () => sql.unsafe<{ n: number }>(`SELECT count(*) AS n FROM docket_items WHERE state = ?`, [state])
-    })).pipe(Effect.map((rows) => Number(rows[0].n)))
+    sql.unsafe<{ n: number | string }>(
+      sql.onDialectOrElse({
+        pg: () => `SELECT count(*) AS n FROM docket_items WHERE state = $1`,
+        orElse: () => `SELECT count(*) AS n FROM docket_items WHERE state = ?`
+      }),
+      [state]
+    )).pipe(Effect.map((rows) => Number(rows[0].n)))
+
+/** Counts every row of the queue table. */
+export const countAll = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql.unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_items`)).pipe(
+    Effect.map((rows) => Number(rows[0].n))
+  )
