@@ -155,10 +155,13 @@ describe.each(backends)("docket command on $name", (backend) => {
         299_000
       )
 
-      const text = await docket(["stats", "--database", url])
-      expect(text.code).toBe(0)
-      expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead$/)
-      expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0$/m)
+      if (backend.name === "sqlite") {
+        // The text form (the same on every database).
+        const text = await docket(["stats", "--database", url])
+        expect(text.code).toBe(0)
+        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead$/)
+        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0$/m)
+      }
     })
 
     it("enqueues in bulk from a file and from stdin; a bad line refuses the whole file", async () => {

@@ -35,20 +35,18 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a bad time", ["enqueue", "mail.send", "{}", "--run-at", "tomorrow"], /^docket: --run-at: "tomorrow" is not an ISO 8601 time/],
     ["a delay and a time", ["enqueue", "a", "1", "--delay", "1m", "--run-at", "2030-01-01T00:00:00Z"], /not both$/],
     ["a bad kind", ["enqueue", "mail send", "{}"], /^docket: invalid kind: /],
-    ["zero attempts", ["enqueue", "a", "{}", "--max-attempts", "0"], /^docket: invalid maxAttempts: must be an integer from 1/],
     ["a bad priority", ["enqueue", "a", "{}", "--priority", "high"], /^docket: 'high' is not a integer$/],
     ["no kind", ["enqueue"], /^docket: give the kind of the item/],
     ["a missing bulk file", ["enqueue", "--from", scratch.path("nope.ndjson")], /^docket: --from: file .* does not exist$/],
     ["an unknown command", ["frobnicate"], /^docket: Invalid subcommand for docket/],
     ["a worker without --tasks", ["worker"], /^docket: Expected to find option: '--tasks'$/],
     ["a missing task folder", ["worker", "--tasks", scratch.path("nope")], /^docket: --tasks: folder .* does not exist$/],
-    ["zero concurrency", ["worker", "--tasks", tasks.dir, "--concurrency", "0"], /^docket: --concurrency must be at least 1/],
     ["a bad grace", ["worker", "--tasks", tasks.dir, "--grace", "soon"], /^docket: --grace: "soon" is not a duration/],
     ["a task file that is no handler", ["worker", "--tasks", notAHandler.dir], /^docket: task file broken\.mjs must default-export/],
     ["a handler of another kind", ["worker", "--tasks", wrongKind.dir], /exports the handler of kind email\.send; the file name says mail\.send/],
     ["dead retry without ids", ["dead", "retry"], /^docket: give the ids of dead items, or --all$/],
-    ["dead retry of a non-number", ["dead", "retry", "abc"], /^docket: 'abc' is not a integer$/],
-    ["ids and --all", ["dead", "delete", "3", "--all"], /^docket: give ids or --all, not both$/]
+    ["ids and --all", ["dead", "delete", "3", "--all"], /^docket: give ids or --all, not both$/],
+    ["stats of a queue that does not exist", ["stats"], /^docket: no queue at .*never-created\.db \(docket migrate, enqueue or worker makes one\)$/]
   ]
 
   it("refuses each, saying what is wrong on one line", async () => {

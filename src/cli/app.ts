@@ -12,7 +12,7 @@ import { SqlClient } from "@effect/sql"
 import { Chunk, Console, Effect, Either, Option, Stream } from "effect"
 import { createReadStream, createWriteStream, existsSync, mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join, resolve } from "node:path"
 import { createInterface } from "node:readline"
 import { pipeline } from "node:stream/promises"
 import * as Database from "../Database.js"
@@ -64,6 +64,24 @@ const withRepo = <A, E>(
   url: string,
   f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
 ) => Effect.flatMap(QueueRepo.QueueRepo, f).pipe(Effect.provide(client(url)))
+
+/**
+ * For the commands that only look at a queue (stats, dead): a SQLite file
+ * that does not exist is refused rather than made (a mistyped path would
+ * otherwise show an empty queue).
+ */
+const withExistingRepo = <A, E>(
+  url: string,
+  f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
+) =>
+  Effect.suspend(() => {
+    const target = Database.parse(url)
+    const missing = target._tag === "Sqlite" && target.filename !== ":memory:" && !existsSync(target.filename) &&
+      existsSync(dirname(resolve(target.filename)))
+    return missing
+      ? Effect.fail(usage(`no queue at ${url} (docket migrate, enqueue or worker makes one)`))
+      : Effect.void
+  }).pipe(Effect.zipRight(withRepo(url, f)))
 
 // --- migrate ---
 
@@ -260,7 +278,7 @@ export const statsTable = (stats: QueueRepo.Stats): string => {
 }
 
 const stats = Command.make("stats", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
-  withRepo(databaseUrl(database), (repo) => repo.stats).pipe(
+  withExistingRepo(databaseUrl(database), (repo) => repo.stats).pipe(
     Effect.flatMap((s) =>
       Console.log(
         json
@@ -294,7 +312,7 @@ const deadList = Command.make(
   "list",
   { database: databaseOption, kind: kindOption("Only dead items of this kind."), json: jsonOption },
   ({ database, json, kind }) =>
-    withRepo(databaseUrl(database), (repo) =>
+    withExistingRepo(databaseUrl(database), (repo) =>
       Effect.gen(function*() {
         const k = Option.getOrUndefined(kind)
         if (json) {
@@ -357,7 +375,7 @@ const deadAction = (
   Command.make(verb, selectionConfig(verb), ({ all, database, ids, kind }) =>
     Effect.gen(function*() {
       const s = yield* selection(ids, all, kind)
-      const changed = yield* withRepo(databaseUrl(database), (repo) => act(repo, s))
+      const changed = yield* withExistingRepo(databaseUrl(database), (repo) => act(repo, s))
       yield* Console.log(
         changed.length === 0 ? "no dead items matched" : `${done} ${changed.length} dead item${changed.length === 1 ? "" : "s"}: ${listIds(changed)}`
       )

@@ -20,6 +20,8 @@ const version = (() => {
   }
 })()
 
+const ANSI = /\x1b\[[0-9;]*m/g
+
 const cli = Command.run(root, { name: "docket", version, executable: "docket" })
 
 /** Runs the command line; succeeds with the exit code. */
@@ -29,8 +31,12 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
     // line): they are caught here and printed as one line like every other error.
     const usageErrors: Array<string> = []
     const base = yield* Effect.console
+    const plain = (args: ReadonlyArray<unknown>) =>
+      process.stdout.isTTY ? args : args.map((a) => (typeof a === "string" ? a.replace(ANSI, "") : a))
     const console: typeof base = {
       ...base,
+      // The help text without colours when it goes to a pipe or a file.
+      log: (...args: ReadonlyArray<unknown>) => base.log(...plain(args)),
       error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void usageErrors.push(args.map(String).join(" ")))
     }
     return yield* Effect.suspend(() => cli(argv)).pipe(
@@ -39,7 +45,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.succeed(0)
         const report = reportCause(cause)
-        const line = report.line ?? oneLine(usageErrors.join(" ").replace(/\x1b\[[0-9;]*m/g, "")) ?? "bad usage"
+        const line = report.line ?? oneLine(usageErrors.join(" ").replace(ANSI, ""))
         return Effect.as(printError(`docket: ${line || "bad usage (see --help)"}`), report.code)
       })
     )
