@@ -6,11 +6,14 @@
  * - a Docket handler (`Handler.make(...)` or `Handler.fromPromise(...)`); its
  *   kind must be the file's kind, or
  * - a plain `async (payload, job) => {}` function: it gets the payload as
- *   stored (any JSON) and a throw or rejection is a retry. Such a file may
+ *   stored (any JSON) and a throw or rejection is a retry (throwing Docket's
+ *   `Permanent` or `Cancel` makes the item dead at once). Such a file may
  *   also export `options`: `{ maxAttempts, backoff, timeout, concurrency }`,
  *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
  *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
- *   Backoff policy function; `timeout` is a duration.
+ *   Backoff policy function; `timeout` is a duration. (`maxAttempts`, as for
+ *   any handler, applies to items enqueued through `Docket.client`; items
+ *   enqueued with `docket enqueue` take `--max-attempts`, else the queue's 8.)
  *
  * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
  * files are skipped. As everywhere in Node, `.mts`/`.mjs` files are ES
