@@ -9,7 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Config, Data, Effect, Layer, Option, Redacted } from "effect"
+import { Cause, Config, Data, Effect, Layer, Option, Redacted } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import type { MigrationFailed } from "./Errors.js"
@@ -128,7 +128,6 @@ export const layerConfig = (options: Options = {}) =>
     )
   )
 
-import { Cause } from "effect"
 const causeFailure = (cause: Cause.Cause<unknown>): Option.Option<unknown> => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) return failure

@@ -5,6 +5,7 @@
  * and never slows the pool.
  */
 import type { Claim } from "./QueueRepo.js"
+import type { Counters } from "./Worker.js"
 
 export type Event =
   /** Leased by this worker (may wait briefly in the prefetch buffer). */
@@ -25,5 +26,7 @@ export type Event =
   | { readonly _tag: "LeaseLost"; readonly claim: Claim }
   /** A storage operation failed; the pool keeps going and retries. */
   | { readonly _tag: "StorageFailed"; readonly operation: string; readonly error: string }
+  /** The pool shut down; the last event it publishes. */
+  | { readonly _tag: "Stopped"; readonly counters: Counters }
 
 export type Tag = Event["_tag"]

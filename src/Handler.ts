@@ -62,8 +62,12 @@ export interface Handler<A, I, E, R> extends Options<A, I, E, R> {
  */
 export type Any = Handler<any, any, any, any>
 
-/** The services a collection of handlers needs. */
-export type Requirements<H extends Any> = H extends Handler<infer _A, infer _I, infer _E, infer R> ? R : never
+type IsAny<T> = 0 extends 1 & T ? true : false
+
+/** The services a collection of handlers needs (none for the untyped `Any`). */
+export type Requirements<H extends Any> = H extends Handler<infer _A, infer _I, infer _E, infer R>
+  ? IsAny<R> extends true ? never : R
+  : never
 
 /** The payload type of a handler. */
 export type Payload<H extends Any> = H extends Handler<infer A, infer _I, infer _E, infer _R> ? A : never

@@ -203,6 +203,10 @@ export const make = <H extends Handler.Any>(
     let buffer: Array<Buffered> = []
     const pending: Array<Outcome> = []
     let stopping = false
+    // Set when prefetched items had to be released because no slot freed in
+    // time: prefetching more would only lease items other workers could run.
+    // Cleared when a slot frees.
+    let prefetchPaused = false
     let lastClaimDrained = false
     const counts = { claimed: 0, completed: 0, retried: 0, dead: 0, absorbed: 0, released: 0, leaseLost: 0, stale: 0 }
     let idleWaiters: Array<Deferred.Deferred<void>> = []
@@ -296,6 +300,7 @@ export const make = <H extends Handler.Any>(
     const finish = (entry: Running) =>
       Effect.suspend(() => {
         running.delete(entry.claim.id)
+        prefetchPaused = false
         const n = kindCount(entry.claim.kind) - 1
         if (n <= 0) kindRunning.delete(entry.claim.kind)
         else kindRunning.set(entry.claim.kind, n)
@@ -344,14 +349,16 @@ export const make = <H extends Handler.Any>(
           claim,
           startedAt: Date.now(),
           // The lease was granted at most "now" ago; leave a margin for the round trip.
-          deadline: performance.now() + leaseMs - 1000,
+          deadline: performance.now() + leaseMs * 0.9,
           lost: false,
           stopping: false,
           fiber: undefined
         }
         running.set(claim.id, entry)
         kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
-        return Effect.map(Effect.forkIn(runItem(entry), scope), (fiber) => {
+        // A daemon fiber, not one in the layer's scope: closing the scope must
+        // not interrupt running items before shutdown has given them their grace.
+        return Effect.map(Effect.forkDaemon(runItem(entry)), (fiber) => {
           entry.fiber = fiber
         })
       })
@@ -519,6 +526,7 @@ export const make = <H extends Handler.Any>(
       const old = buffer.filter((b) => b.at < cutoff)
       if (old.length === 0) return Effect.void
       buffer = buffer.filter((b) => b.at >= cutoff)
+      prefetchPaused = true
       return releaseClaims(old.map((b) => b.claim))
     })
 
@@ -530,7 +538,7 @@ export const make = <H extends Handler.Any>(
 
     const claimRound: Effect.Effect<void> = Effect.gen(function*() {
       yield* sweepBuffer
-      const room = capacity - running.size - buffer.length
+      const room = (prefetchPaused ? concurrency : capacity) - running.size - buffer.length
       const starving = running.size < concurrency && buffer.length === 0
       if (room <= 0 || (!starving && buffer.length > lowWater)) {
         // Full: wait until a slot frees (finish wakes us), or sweep the buffer.
@@ -593,31 +601,44 @@ export const make = <H extends Handler.Any>(
     const flusherFiber = yield* Effect.forkIn(flusher, scope)
     const claimerFiber = yield* Effect.forkIn(claimer, scope)
 
+    // Shutdown runs as the scope's finalizer, which is uninterruptible: every
+    // bounded wait in it is made interruptible, or its timeout could never fire.
+    const boundedWait = <A, E>(effect: Effect.Effect<A, E>, ms: number) =>
+      Effect.timeoutOption(Effect.interruptible(effect), Duration.millis(ms))
+
     const shutdown = Effect.gen(function*() {
       stopping = true
-      yield* Fiber.interrupt(claimerFiber)
+      // Let the claimer finish its round (a claim cut off mid-statement could
+      // lease items nobody holds); it sees `stopping` at its next turn.
+      yield* wake
+      const stopped = yield* boundedWait(Fiber.await(claimerFiber), 5000)
+      if (Option.isNone(stopped)) yield* Fiber.interrupt(claimerFiber)
       yield* Fiber.interrupt(listenerFiber)
       const prefetched = buffer.map((b) => b.claim)
       buffer = []
       yield* releaseClaims(prefetched)
       if (running.size > 0) {
         allDone = yield* Deferred.make<void>()
-        const finished = yield* Deferred.await(allDone).pipe(Effect.timeoutOption(Duration.millis(graceMs)))
+        const finished = yield* boundedWait(Deferred.await(allDone), graceMs)
         if (Option.isNone(finished)) {
           yield* Effect.logWarning(`docket: ${running.size} items still running after the grace period; interrupting them`)
           const fibers = [...running.values()].flatMap((e) => (e.fiber === undefined ? [] : [e.fiber]))
+          // Their interruption releases their leases (attempt not counted).
           yield* Fiber.interruptAll(fibers)
         }
       }
       yield* Fiber.interrupt(renewerFiber)
       yield* Fiber.interrupt(flusherFiber)
       // Whatever outcomes are still unrecorded: a last bounded attempt.
-      yield* Effect.whileLoop({
-        while: () => pending.length > 0,
-        body: () => recordBatch(pending.splice(0, 5000)).pipe(Effect.catchAll(storageFailed("record outcome"))),
-        step: () => undefined
-      }).pipe(Effect.timeout("10 seconds"), Effect.ignore)
-      yield* PubSub.shutdown(events)
+      yield* boundedWait(
+        Effect.whileLoop({
+          while: () => pending.length > 0,
+          body: () => recordBatch(pending.splice(0, 5000)).pipe(Effect.catchAll(storageFailed("record outcome"))),
+          step: () => undefined
+        }),
+        10_000
+      )
+      yield* publish({ _tag: "Stopped", counters: { ...counts, running: running.size, buffered: buffer.length } })
     }).pipe(Effect.annotateLogs({ worker: id }))
 
     yield* Effect.addFinalizer(() => shutdown)

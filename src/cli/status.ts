@@ -98,6 +98,8 @@ export const describeEvent = (event: Event): string | null => {
       return `${time} lease lost ${event.claim.kind} #${event.claim.id} (run interrupted, nothing recorded)`
     case "StorageFailed":
       return `${time} storage error in ${event.operation}: ${oneLine(event.error)}`
+    case "Stopped":
+      return null
   }
 }
 

@@ -1,0 +1,434 @@
+/**
+ * The runtime suite: the worker pool against a real database, written once and
+ * run on SQLite and PostgreSQL (test/runtime.sqlite.test.ts, test/runtime.pg.test.ts).
+ */
+import type { SqlClient } from "@effect/sql"
+import { describe, expect, it } from "@effect/vitest"
+import { spawn } from "node:child_process"
+import { createInterface } from "node:readline"
+import { fileURLToPath } from "node:url"
+import { Deferred, Duration, Effect, Exit, Layer, Option, Queue, Schema, Scope } from "effect"
+import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
+import type { Backend } from "../support/db.js"
+import { expireLease, repoLayer, setRow } from "../support/db.js"
+import { waitForCount, waitForEvent } from "../support/events.js"
+
+const fast = Backoff.constant("20 millis")
+
+/** Runs `body` with a fresh database, a QueueRepo and a worker pool (options given) in one scope. */
+const withPool = <A, E>(
+  backend: Backend,
+  options: Worker.Options,
+  body: (url: string) => Effect.Effect<A, E, QueueRepo.QueueRepo | Worker.Worker | Scope.Scope | SqlClient.SqlClient>
+): Effect.Effect<A, unknown> =>
+  Effect.gen(function*() {
+    const url = yield* Effect.promise(() => backend.fresh())
+    return yield* Effect.scoped(
+      Effect.provide(body(url), Worker.layer(options).pipe(Layer.provideMerge(repoLayer(url))))
+    )
+  }).pipe(Effect.timeout("45 seconds"))
+
+const item = (id: number) =>
+  Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.get(id)).pipe(Effect.map(Option.getOrUndefined))
+
+export const runtimeConformance = (backend: Backend) => {
+  describe("outcomes", () => {
+    it.live("success: done, the item leaves the queue", () => {
+      const Ok = Handler.make("ok", { payload: Schema.Struct({ n: Schema.Number }), run: () => Effect.void })
+      return withPool(backend, { handlers: [Ok] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const added = yield* Docket.client(Ok).enqueue({ n: 1 })
+          yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
+          expect(yield* item(added.id)).toBeUndefined()
+        }))
+    })
+
+    it.live("Retry: waits with its error recorded; a Retry delay is used; the last attempt is dead", () => {
+      const Flaky = Handler.make("flaky", {
+        payload: Schema.Unknown,
+        maxAttempts: 3,
+        backoff: fast,
+        run: (_, job) => Effect.fail(new Retry({ reason: `refused ${job.attempt}`, delay: job.attempt === 1 ? 30 : undefined }))
+      })
+      return withPool(backend, { handlers: [Flaky] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const added = yield* Docket.client(Flaky).enqueue(null)
+          const { seen } = yield* waitForEvent(events, (e) => e._tag === "Dead" && e.claim.id === added.id)
+          const retried = seen.filter((e) => e._tag === "Retried")
+          expect(retried.map((e) => e._tag === "Retried" && e.delayMs)).toEqual([30, 20])
+          const dead = yield* item(added.id)
+          expect(dead?.state).toBe("dead")
+          expect(dead?.attempts).toBe(3)
+          expect(dead?.lastError).toBe("Retry: refused 3")
+        }))
+    })
+
+    it.live("Permanent and Cancel: dead at once, whatever attempts remain", () => {
+      const Gone = Handler.make("gone", { payload: Schema.Unknown, run: () => Effect.fail(new Permanent({ reason: "410 Gone" })) })
+      const Unwanted = Handler.make("unwanted", { payload: Schema.Unknown, run: () => Effect.fail(new Cancel({ reason: "user left" })) })
+      return withPool(backend, { handlers: [Gone, Unwanted] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const a = yield* Docket.client(Gone).enqueue(1)
+          const b = yield* Docket.client(Unwanted).enqueue(2)
+          yield* waitForCount(events, (e) => e._tag === "Dead", 2)
+          expect(yield* item(a.id)).toMatchObject({ state: "dead", attempts: 1, lastError: "Permanent: 410 Gone" })
+          expect(yield* item(b.id)).toMatchObject({ state: "dead", attempts: 1, lastError: "Cancel: user left" })
+        }))
+    })
+
+    it.live("Timeout: a run over the kind's timeout is interrupted and retried", () => {
+      const interrupted: Array<number> = []
+      const Slow = Handler.make("slow", {
+        payload: Schema.Unknown,
+        timeout: "50 millis",
+        backoff: Backoff.constant("1 hour"),
+        run: (_, job) => Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted.push(job.id))))
+      })
+      return withPool(backend, { handlers: [Slow] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const added = yield* Docket.client(Slow).enqueue(null)
+          yield* waitForEvent(events, (e) => e._tag === "Retried")
+          expect(interrupted).toEqual([added.id])
+          const row = yield* item(added.id)
+          expect(row?.state).toBe("waiting")
+          expect(row?.lastError).toMatch(/^Timeout: the handler ran longer than 50ms/)
+        }))
+    })
+
+    it.live("a payload that does not decode is dead at once, with the decode error readable", () => {
+      const Typed = Handler.make("typed", { payload: Schema.Struct({ to: Schema.String }), run: () => Effect.void })
+      return withPool(backend, { handlers: [Typed] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const repo = yield* QueueRepo.QueueRepo
+          const added = yield* repo.enqueue("typed", { to: 42 })
+          yield* waitForEvent(events, (e) => e._tag === "Dead")
+          const row = yield* item(added.id)
+          expect(row?.attempts).toBe(1)
+          expect(row?.lastError).toMatch(/^DecodeError: /)
+          expect(row?.lastError).toContain("to")
+        }))
+    })
+
+    it.live("a kind with no handler is dead at once", () =>
+      withPool(backend, { handlers: [] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const added = yield* (yield* QueueRepo.QueueRepo).enqueue("nobody.home", {})
+          yield* waitForEvent(events, (e) => e._tag === "Dead")
+          expect(yield* item(added.id)).toMatchObject({ state: "dead", lastError: "UnknownKind: no handler for kind nobody.home" })
+        })))
+
+    it.live("defects (a throw, Effect.die) are recorded and retried, and never stop the pool", () => {
+      const Throws = Handler.make("throws", {
+        payload: Schema.Unknown,
+        backoff: Backoff.constant("1 hour"),
+        run: () =>
+          Effect.sync(() => {
+            throw new TypeError("cannot read x of undefined")
+          })
+      })
+      const Dies = Handler.make("dies", { payload: Schema.Unknown, backoff: Backoff.constant("1 hour"), run: () => Effect.die("boom") })
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
+      return withPool(backend, { handlers: [Throws, Dies, Ok], concurrency: 3 }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const t = yield* Docket.client(Throws).enqueue(null)
+          const d = yield* Docket.client(Dies).enqueue(null)
+          yield* waitForCount(events, (e) => e._tag === "Retried", 2)
+          expect(yield* item(t.id)).toMatchObject({ state: "waiting", lastError: "Defect: TypeError: cannot read x of undefined" })
+          expect((yield* item(d.id))?.lastError).toMatch(/^Defect: .*boom/)
+          // The pool still runs other work.
+          const ok = yield* Docket.client(Ok).enqueueMany(Array.from({ length: 5 }, (_, i) => ({ payload: i })))
+          yield* waitForCount(events, (e) => e._tag === "Completed", 5)
+          for (const r of ok) expect(yield* item(r.id)).toBeUndefined()
+        }))
+    })
+
+    it.live("a typed failure that is not an outcome is retried with the kind's backoff", () => {
+      class MailRefused extends Schema.TaggedError<MailRefused>()("MailRefused", { code: Schema.Number }) {}
+      const Mail = Handler.make("mail", {
+        payload: Schema.Unknown,
+        backoff: Backoff.constant("1 hour"),
+        run: () => Effect.fail(new MailRefused({ code: 451 }))
+      })
+      return withPool(backend, { handlers: [Mail] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const added = yield* Docket.client(Mail).enqueue(null)
+          const { event } = yield* waitForEvent(events, (e) => e._tag === "Retried")
+          expect(event._tag === "Retried" && event.delayMs).toBe(3_600_000)
+          expect((yield* item(added.id))?.lastError).toMatch(/^MailRefused/)
+        }))
+    })
+  })
+
+  describe("the pool", () => {
+    it.live("never runs more than its concurrency, nor more than a kind's own limit", () => {
+      let now = 0
+      let max = 0
+      let nowLimited = 0
+      let maxLimited = 0
+      const gate = Effect.runSync(Deferred.make<void>())
+      const track = (limited: boolean) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            now++
+            max = Math.max(max, now)
+            if (limited) {
+              nowLimited++
+              maxLimited = Math.max(maxLimited, nowLimited)
+            }
+          }),
+          () => Deferred.await(gate),
+          () =>
+            Effect.sync(() => {
+              now--
+              if (limited) nowLimited--
+            })
+        )
+      const Wide = Handler.make("wide", { payload: Schema.Unknown, run: () => track(false) })
+      const Narrow = Handler.make("narrow", { payload: Schema.Unknown, concurrency: 2, run: () => track(true) })
+      return withPool(backend, { handlers: [Wide, Narrow], concurrency: 4, prefetch: 4 }, () =>
+        Effect.gen(function*() {
+          const worker = yield* Worker.Worker
+          const events = yield* worker.subscribe
+          yield* Docket.client(Narrow).enqueueMany(Array.from({ length: 10 }, (_, i) => ({ payload: i, priority: 1 })))
+          yield* Docket.client(Wide).enqueueMany(Array.from({ length: 20 }, (_, i) => ({ payload: i })))
+          // Four start (two narrow at most), then nothing more until the gate opens.
+          yield* waitForCount(events, (e) => e._tag === "Started", 4)
+          expect(now).toBe(4)
+          expect(nowLimited).toBe(2)
+          yield* Deferred.succeed(gate, undefined)
+          yield* waitForCount(events, (e) => e._tag === "Completed", 30)
+          expect(max).toBe(4)
+          expect(maxLimited).toBe(2)
+        }))
+    })
+
+    it.live("lease renewal keeps a run alive past many lease lengths: it runs once", () => {
+      const runs: Array<string> = []
+      const Long = Handler.make("long", {
+        payload: Schema.Unknown,
+        run: (_, job) => Effect.sync(() => runs.push(job.worker)).pipe(Effect.zipRight(Effect.sleep("2500 millis")))
+      })
+      return withPool(backend, { handlers: [Long], lease: "600 millis", worker: "first" }, (url) =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          // A second worker on its own connection keeps trying to claim the same item.
+          const second = Worker.layer({ handlers: [Long], lease: "600 millis", poll: "50 millis", worker: "second" }).pipe(
+            Layer.provideMerge(repoLayer(url))
+          )
+          const scope = yield* Scope.make()
+          yield* Layer.buildWithScope(second, scope)
+          const added = yield* Docket.client(Long).enqueue(null)
+          yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
+          yield* Scope.close(scope, Exit.void)
+          expect(runs).toEqual(["first"])
+        }))
+    })
+
+    it.live("a run whose lease was taken is interrupted, and its outcome is not recorded", () => {
+      let interrupted = false
+      const Long = Handler.make("long", {
+        payload: Schema.Unknown,
+        run: () => Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => (interrupted = true))))
+      })
+      return withPool(backend, { handlers: [Long], lease: "600 millis", worker: "loser" }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const repo = yield* QueueRepo.QueueRepo
+          const added = yield* Docket.client(Long).enqueue(null)
+          yield* waitForEvent(events, (e) => e._tag === "Started")
+          // Another worker takes the item over after the lease ran out. (The
+          // loser's renewal may extend the lease between the two steps: repeat.)
+          const taken = yield* Effect.flatMap(
+            Effect.zipRight(expireLease(added.id), repo.claim({ worker: "thief", limit: 1, lease: "1 minute" })),
+            (claims) => (claims.length === 1 ? Effect.succeed(claims[0]) : Effect.fail("renewed in between"))
+          ).pipe(Effect.retry({ times: 50 }))
+          expect(taken.id).toBe(added.id)
+          yield* waitForEvent(events, (e) => e._tag === "LeaseLost")
+          expect(interrupted).toBe(true)
+          const row = yield* item(added.id)
+          expect(row).toMatchObject({ state: "running", claimedBy: "thief", attempts: 2 })
+          expect(yield* repo.complete(taken)).toBe(true)
+        }))
+    })
+
+    it.live("shutdown releases leases: running and prefetched items wait again, attempt not counted", () => {
+      const Long = Handler.make("long", { payload: Schema.Unknown, run: () => Effect.never })
+      return Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const ids = yield* Effect.scoped(
+          Effect.gen(function*() {
+            const events = yield* (yield* Worker.Worker).subscribe
+            const results = yield* Docket.client(Long).enqueueMany(Array.from({ length: 5 }, (_, i) => ({ payload: i })))
+            yield* waitForCount(events, (e) => e._tag === "Started", 2)
+            return results.map((r) => r.id)
+          }).pipe(
+            Effect.provide(
+              Worker.layer({ handlers: [Long], concurrency: 2, prefetch: 3, grace: "100 millis" }).pipe(
+                Layer.provideMerge(repoLayer(url))
+              )
+            )
+          )
+        )
+        const rows = yield* Effect.scoped(
+          Effect.provide(Effect.forEach(ids, item), repoLayer(url))
+        )
+        for (const row of rows) {
+          expect(row).toMatchObject({ state: "waiting", attempts: 0, claimedBy: null, leaseUntil: null })
+        }
+      })
+    })
+
+    it.live("a killed worker's item is claimed again after its lease, by another worker", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const Hang = Handler.make("hang", { payload: Schema.Unknown, run: () => Effect.void })
+        // Migrate and enqueue first, then start the doomed worker process.
+        const added = yield* Effect.scoped(
+          Effect.provide(Docket.client(Hang).enqueue({ n: 1 }), repoLayer(url))
+        )
+        const fixture = fileURLToPath(new URL("../fixtures/hang-worker.ts", import.meta.url))
+        const child = spawn(process.execPath, ["--import", "tsx", fixture, url], { stdio: ["ignore", "pipe", "inherit"] })
+        const started = yield* Effect.async<string>((resume) => {
+          const lines = createInterface({ input: child.stdout })
+          lines.once("line", (line) => resume(Effect.succeed(line)))
+        }).pipe(Effect.timeout("30 seconds"))
+        expect(started).toBe(`started ${added.id}`)
+        child.kill("SIGKILL")
+        yield* Effect.async<void>((resume) => {
+          child.once("exit", () => resume(Effect.void))
+        })
+        const killedAt = Date.now()
+        // Another worker takes it over once the 1 s lease ran out.
+        const completed = yield* Effect.scoped(
+          Effect.gen(function*() {
+            const events = yield* (yield* Worker.Worker).subscribe
+            const { event } = yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
+            return event
+          }).pipe(
+            Effect.provide(
+              Worker.layer({ handlers: [Hang], poll: "200 millis", worker: "rescuer" }).pipe(Layer.provideMerge(repoLayer(url)))
+            )
+          )
+        )
+        expect(completed._tag === "Completed" && completed.claim.attempt).toBe(2)
+        expect(Date.now() - killedAt).toBeLessThan(10_000)
+      }).pipe(Effect.timeout("60 seconds")))
+
+    it.live("an enqueue wakes an idle worker at once, even with the poll set to a minute", () => {
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
+      return withPool(backend, { handlers: [Ok], poll: "1 minute" }, (url) =>
+        Effect.gen(function*() {
+          const worker = yield* Worker.Worker
+          const events = yield* worker.subscribe
+          yield* worker.whenIdle
+          // Enqueue through a separate connection pool: on PostgreSQL only NOTIFY
+          // can wake the worker; on SQLite (one process) the in-process signal does.
+          const enqueue = backend.name === "pg"
+            ? Effect.scoped(Effect.provide(Docket.client(Ok).enqueue({ at: Date.now() }), repoLayer(url)))
+            : Docket.client(Ok).enqueue({ at: Date.now() })
+          const added = yield* enqueue
+          const start = Date.now()
+          yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id, "10 seconds")
+          expect(Date.now() - start).toBeLessThan(10_000)
+        }))
+    })
+
+    it.live("a scheduled item wakes the pool at its run-after time", () => {
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
+      return withPool(backend, { handlers: [Ok], poll: "1 minute" }, () =>
+        Effect.gen(function*() {
+          const worker = yield* Worker.Worker
+          const events = yield* worker.subscribe
+          yield* worker.whenIdle
+          const added = yield* Docket.client(Ok).enqueue(null, { delay: "300 millis" })
+          const { event } = yield* waitForEvent(events, (e) => e._tag === "Started", "10 seconds")
+          expect(event._tag === "Started" && event.claim.id).toBe(added.id)
+          expect(Date.now()).toBeGreaterThanOrEqual(event._tag === "Started" ? event.claim.runAt - 50 : 0)
+        }))
+    })
+
+    it.live("an enqueue while a keyed item runs is kept, and runs after it", () => {
+      const order: Array<string> = []
+      const gate = Effect.runSync(Deferred.make<void>())
+      const Mirror = Handler.make("mirror.refresh", {
+        payload: Schema.Struct({ push: Schema.Number }),
+        run: (p) =>
+          Effect.sync(() => order.push(`start ${p.push}`)).pipe(
+            Effect.zipRight(p.push === 1 ? Deferred.await(gate) : Effect.void),
+            Effect.zipRight(Effect.sync(() => order.push(`end ${p.push}`)))
+          )
+      })
+      return withPool(backend, { handlers: [Mirror], concurrency: 4 }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const mirror = Docket.client(Mirror)
+          yield* mirror.enqueue({ push: 1 }, { key: "repo-1" })
+          yield* waitForEvent(events, (e) => e._tag === "Started")
+          const second = yield* mirror.enqueue({ push: 2 }, { key: "repo-1" })
+          const third = yield* mirror.enqueue({ push: 3 }, { key: "repo-1" })
+          expect(second._tag).toBe("Enqueued")
+          expect(third).toEqual({ _tag: "Deduplicated", id: second.id })
+          yield* Deferred.succeed(gate, undefined)
+          yield* waitForCount(events, (e) => e._tag === "Completed", 2)
+          expect(order).toEqual(["start 1", "end 1", "start 2", "end 2"])
+        }))
+    })
+
+    it.live("attemptOrEnqueue: done at once, or queued when the first try fails", () => {
+      const Send = Handler.make("send", { payload: Schema.Struct({ to: Schema.String }), run: () => Effect.void })
+      return withPool(backend, { handlers: [Send] }, () =>
+        Effect.gen(function*() {
+          const ok = yield* Docket.attemptOrEnqueue(Effect.succeed("sent"), Send, { to: "a" })
+          expect(ok).toEqual({ _tag: "Done", value: "sent" })
+          const queued = yield* Docket.attemptOrEnqueue(Effect.fail(new Error("refused")), Send, { to: "b" }, { delay: "1 hour" })
+          expect(queued._tag).toBe("Queued")
+          if (queued._tag !== "Queued") return
+          expect(queued.error).toBe("Error: refused")
+          const row = yield* item(queued.result.id)
+          expect(row).toMatchObject({ state: "waiting", payload: { to: "b" } })
+        }))
+    })
+
+    it.live("a typed client refuses a payload its schema cannot encode, writing nothing", () => {
+      const Typed = Handler.make("typed", {
+        payload: Schema.Struct({ n: Schema.Number.pipe(Schema.int()) }),
+        run: () => Effect.void
+      })
+      return withPool(backend, { handlers: [Typed] }, () =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(Docket.client(Typed).enqueue({ n: 1.5 }))
+          expect(error._tag).toBe("InvalidInput")
+          const stats = yield* (yield* QueueRepo.QueueRepo).stats
+          expect(stats.due + stats.scheduled + stats.running + stats.dead).toBe(0)
+        }))
+    })
+
+    it.live("a prefetched item that cannot start soon is released for other workers", () => {
+      const gate = Effect.runSync(Deferred.make<void>())
+      const Block = Handler.make("block", { payload: Schema.Unknown, run: () => Deferred.await(gate) })
+      return withPool(backend, { handlers: [Block], concurrency: 1, prefetch: 2, prefetchHold: "100 millis" }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          yield* Docket.client(Block).enqueueMany([{ payload: 1 }, { payload: 2 }, { payload: 3 }])
+          yield* waitForCount(events, (e) => e._tag === "Released", 2)
+          const stats = yield* (yield* QueueRepo.QueueRepo).stats
+          expect(stats.running).toBe(1)
+          yield* Deferred.succeed(gate, undefined)
+          yield* waitForCount(events, (e) => e._tag === "Completed", 3)
+        }))
+    })
+  })
+}
+
+/** Pure backoff: tested with a fixed random source. */
+export const backoffDelays = (policy: Backoff.Policy, random: number, attempts: number) =>
+  Array.from({ length: attempts }, (_, i) => Duration.toMillis(policy(i + 1, random)))
+
