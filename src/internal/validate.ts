@@ -122,7 +122,7 @@ export const checkRunAt = (value: unknown): Either.Either<number, InvalidInput> 
 }
 
 export const checkWorker = (worker: unknown): Either.Either<string, InvalidInput> =>
-  typeof worker === "string" && worker.length > 0 && worker.length <= WORKER_MAX_LENGTH && !worker.includes("\u0000")
+  typeof worker === "string" && worker.length > 0 && worker.length <= WORKER_MAX_LENGTH && !worker.includes("\u0000") && worker.isWellFormed()
     ? Either.right(worker)
     : invalid("worker", `must be a non-empty name of at most ${WORKER_MAX_LENGTH} characters`)
 
