@@ -1,0 +1,256 @@
+/**
+ * Kill: three `docket worker` processes on PostgreSQL drain the jobs (each
+ * working 5-50 ms); every second a driver SIGKILLs a random worker and starts
+ * a new one (a tick is skipped while fewer than two workers are up). The task
+ * records every execution (job, attempt, worker, start, finish).
+ *
+ * At the end: every job done at least once, nothing left waiting, running or
+ * dead; a job ran more than once only if an earlier run was in a worker that
+ * was killed, the next run started after that kill (never beside it) and
+ * within lease + poll of it.
+ */
+import { Effect, ManagedRuntime } from "effect"
+import { describe, expect, it } from "vitest"
+import * as QueueRepo from "../../src/QueueRepo.js"
+import { freshPgDatabase, pgAvailable, repoLayer } from "../support/db.js"
+import {
+  delay,
+  fixture,
+  killWorker,
+  pgCount,
+  pgPool,
+  report,
+  scaled,
+  startWorker,
+  stopWorker,
+  type WorkerProcess
+} from "./support.js"
+
+export const EXECUTIONS_TABLE = `
+CREATE TABLE rel_executions (
+  id          bigserial PRIMARY KEY,
+  job         integer NOT NULL,
+  item_id     bigint  NOT NULL,
+  attempt     integer NOT NULL,
+  worker      text    NOT NULL,
+  pid         integer NOT NULL,
+  started_at  bigint  NOT NULL,
+  finished_at bigint
+)`
+
+export interface Execution {
+  readonly job: number
+  readonly itemId: number
+  readonly worker: string
+  readonly attempt: number
+  readonly startedAt: number
+  readonly finishedAt: number | null
+}
+
+export const readExecutions = async (pool: ReturnType<typeof pgPool>): Promise<Map<number, Array<Execution>>> => {
+  const { rows } = await pool.query<{
+    job: number
+    item_id: string
+    worker: string
+    attempt: number
+    started_at: string
+    finished_at: string | null
+  }>("SELECT job, item_id, worker, attempt, started_at, finished_at FROM rel_executions ORDER BY job, started_at, id")
+  const byJob = new Map<number, Array<Execution>>()
+  for (const r of rows) {
+    const list = byJob.get(r.job) ?? []
+    list.push({
+      job: r.job,
+      itemId: Number(r.item_id),
+      worker: r.worker,
+      attempt: r.attempt,
+      startedAt: Number(r.started_at),
+      finishedAt: r.finished_at === null ? null : Number(r.finished_at)
+    })
+    byJob.set(r.job, list)
+  }
+  return byJob
+}
+
+/** Enqueues jobs 1..n of `kind` (payload: job number and a run time), in batches. */
+export const enqueueJobs = async (url: string, kind: string, n: number, ms: () => number) => {
+  const runtime = ManagedRuntime.make(repoLayer(url))
+  try {
+    for (let from = 1; from <= n; from += 1000) {
+      const batch = Array.from({ length: Math.min(1000, n - from + 1) }, (_, i) => ({
+        kind,
+        payload: { job: from + i, ms: ms() }
+      }))
+      await runtime.runPromise(Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueueMany(batch)))
+    }
+  } finally {
+    await runtime.dispose()
+  }
+}
+
+export const killScenario = () =>
+  describe.skipIf(!pgAvailable)("kill: SIGKILL a random worker every second (PostgreSQL)", () => {
+    it("runs every job at least once; a duplicate only after a kill, and within lease + poll of it", async () => {
+      const jobs = scaled(5000, 100)
+      const leaseMs = 2000
+      const pollMs = 500
+      const killEveryMs = 1000
+      const started = performance.now()
+      const db = await freshPgDatabase()
+      const pool = pgPool(db.url)
+      const everyWorker: Array<WorkerProcess> = []
+      try {
+        await enqueueJobs(db.url, "rel.record", jobs, () => 5 + Math.floor(Math.random() * 45))
+        await pool.query(EXECUTIONS_TABLE)
+
+        const live = new Set<WorkerProcess>()
+        const spawnOne = () => {
+          const worker = startWorker({
+            database: db.url,
+            tasks: fixture("record"),
+            args: ["--lease", `${leaseMs}ms`, "--poll", `${pollMs}ms`, "--concurrency", "10"],
+            env: { RELIABILITY_EXEC_URL: db.url }
+          })
+          live.add(worker)
+          everyWorker.push(worker)
+          void worker.exited.then(() => live.delete(worker))
+          return worker
+        }
+        const first = [spawnOne(), spawnOne(), spawnOne()]
+        await Promise.all(first.map((w) => w.ready(60_000)))
+
+        // The driver: a kill every second until the queue is empty (bounded).
+        const kills: Array<{ readonly name: string; readonly at: number }> = []
+        let skippedTicks = 0
+        const leaseEnds = new Map<string, number>()
+        const deadline = performance.now() + 240_000
+        let nextKill = performance.now() + killEveryMs
+        for (;;) {
+          const remaining = await pgCount(pool, "SELECT count(*) AS n FROM docket_items")
+          if (remaining === 0) break
+          if (performance.now() > deadline) {
+            throw new Error(`the queue did not drain within 240 s: ${remaining} items left, ${kills.length} kills`)
+          }
+          if (performance.now() >= nextKill) {
+            nextKill += killEveryMs
+            // A kill only while at least two workers are up, so the drain always moves
+            // (a new worker takes 1-4 s to start on a busy 2-core machine).
+            const candidates = [...live].filter((w) => w.name !== undefined && w.alive())
+            if (candidates.length < 2) {
+              skippedTicks++
+            } else {
+              const victim = candidates[Math.floor(Math.random() * candidates.length)]
+              kills.push({ name: victim.name!, at: Date.now() })
+              await killWorker(victim)
+              // The leases it held now run out by themselves (nobody renews them).
+              const { rows } = await pool.query<{ id: string; lease_until: string }>(
+                "SELECT id, lease_until FROM docket_items WHERE state = 'running' AND claimed_by = $1",
+                [victim.name]
+              )
+              for (const r of rows) leaseEnds.set(`${victim.name} ${r.id}`, Number(r.lease_until))
+              spawnOne()
+            }
+          }
+          await delay(50)
+        }
+        const drainedMs = performance.now() - started
+
+        // Every survivor stops gracefully (exit 0): it was still working, not wedged.
+        // (One still starting has no signal handler yet: it is let start first.)
+        const survivors = [...live]
+        await Promise.all(survivors.map((w) => w.ready(60_000)))
+        const exits = await Promise.all(survivors.map((w) => stopWorker(w)))
+        for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
+
+        // Nothing left waiting, running or dead.
+        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_items")).toBe(0)
+
+        const byJob = await readExecutions(pool)
+        const killedAt = new Map(kills.map((k) => [k.name, k.at]))
+        let lost = 0
+        let duplicates = 0
+        let jobsRunTwice = 0
+        let finishedButUnrecorded = 0
+        let maxRecovery = 0
+        let sumRecovery = 0
+        const unexplained: Array<string> = []
+        const recoveries: Array<number> = []
+        const leaseLeft: Array<number> = []
+        const late: Array<string> = []
+        let viaAnotherKill = 0
+        let maxDirect = 0
+        const pickups: Array<number> = []
+        for (let job = 1; job <= jobs; job++) {
+          const runs = byJob.get(job) ?? []
+          // Done: the run that completed the item finished its handler.
+          if (!runs.some((r) => r.finishedAt !== null)) lost++
+          if (runs.length < 2) continue
+          jobsRunTwice++
+          duplicates += runs.length - 1
+          for (let i = 0; i < runs.length - 1; i++) {
+            const at = killedAt.get(runs[i].worker)
+            if (at === undefined) {
+              unexplained.push(`job ${job}: run ${i + 1} by ${runs[i].worker} (not killed) was followed by another run`)
+              continue
+            }
+            if (runs[i].finishedAt !== null) finishedButUnrecorded++
+            const recovery = runs[i + 1].startedAt - at
+            if (recovery <= 0) {
+              unexplained.push(`job ${job}: run ${i + 2} started ${-recovery} ms before ${runs[i].worker} was killed`)
+              continue
+            }
+            // An attempt number that jumps by more than one means claims in between that never
+            // ran: the item was prefetched by a worker that was killed too before starting it
+            // (a release gives the attempt back). Each such claim costs another lease + poll.
+            const lostClaims = runs[i + 1].attempt - runs[i].attempt - 1
+            if (lostClaims > 0) viaAnotherKill++
+            if (recovery > (1 + Math.max(0, lostClaims)) * (leaseMs + pollMs)) {
+              late.push(`job ${job}: run ${i + 2} started ${recovery} ms after the kill (${lostClaims} lost claims between)`)
+            }
+            if (lostClaims <= 0) maxDirect = Math.max(maxDirect, recovery)
+            recoveries.push(recovery)
+            const leaseEnd = leaseEnds.get(`${runs[i].worker} ${runs[i].itemId}`)
+            if (leaseEnd !== undefined) {
+              leaseLeft.push(leaseEnd - at)
+              pickups.push(runs[i + 1].startedAt - leaseEnd)
+            }
+            sumRecovery += recovery
+            maxRecovery = Math.max(maxRecovery, recovery)
+          }
+        }
+        const executions = [...byJob.values()].reduce((n, runs) => n + runs.length, 0)
+        report("kill", {
+          jobs,
+          executions,
+          workers: everyWorker.length,
+          kills: kills.length,
+          skippedTicks,
+          duplicates,
+          jobsRunTwice,
+          finishedButUnrecorded,
+          maxRecoveryMs: maxRecovery,
+          maxDirectRecoveryMs: maxDirect,
+          recoveredViaAnotherKill: viaAnotherKill,
+          meanRecoveryMs: recoveries.length === 0 ? 0 : Math.round(sumRecovery / recoveries.length),
+          boundMs: leaseMs + pollMs,
+          maxLeaseLeftAtKillMs: Math.max(0, ...leaseLeft),
+          maxPickupAfterLeaseMs: Math.max(0, ...pickups),
+          meanPickupAfterLeaseMs: pickups.length === 0 ? 0 : Math.round(pickups.reduce((a, b) => a + b, 0) / pickups.length),
+          lost,
+          drainS: Math.round(drainedMs / 100) / 10
+        })
+        expect(byJob.size).toBe(jobs)
+        expect(lost).toBe(0)
+        expect(unexplained).toEqual([])
+        expect(kills.length).toBeGreaterThan(0)
+        // Picked up again within lease + poll of the kill (the lease was renewed at most
+        // a third of a lease before the kill, so it ran out at most a lease after it),
+        // plus lease + poll for each claim in between lost to another kill.
+        expect(late).toEqual([])
+      } finally {
+        await Promise.all(everyWorker.map((w) => killWorker(w)))
+        await pool.end()
+        await db.drop()
+      }
+    }, 360_000)
+  })

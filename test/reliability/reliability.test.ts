@@ -1,0 +1,14 @@
+/**
+ * The reliability suite (docs/reliability.md): each scenario in turn, in one
+ * file so that the heavy ones never overlap; every scenario prints its figures
+ * as `RELIABILITY:` lines, and the summary is printed again at the end.
+ *
+ * RELIABILITY_SCALE (default 1) multiplies the job counts.
+ */
+import { afterAll } from "vitest"
+import { killScenario } from "./kill.js"
+import { printSummary } from "./support.js"
+
+afterAll(() => printSummary())
+
+killScenario()

@@ -1,0 +1,315 @@
+/**
+ * Shared pieces of the reliability suite: the figures it prints, worker
+ * processes (`node bin/docket.mjs worker`, never npx: signals must reach the
+ * worker), a private PostgreSQL cluster that a scenario may restart, and small
+ * process probes (RSS).
+ *
+ * Every wait is on an observable condition (a row count, an output line, a
+ * process exit) and bounded.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+import { BIN, ROOT } from "../cli.support.js"
+import { IN_CI } from "../support/db.js"
+
+export { IN_CI }
+
+/** Where the task files of the worker processes are. */
+export const FIXTURES = fileURLToPath(new URL("../fixtures/reliability/", import.meta.url))
+export const fixture = (...parts: Array<string>) => join(FIXTURES, ...parts)
+
+/**
+ * RELIABILITY_SCALE multiplies the job counts of the issue (5,000 for the kill
+ * scenario, 100,000 for the soak, ...). Default 1: the full figures.
+ */
+export const SCALE = (() => {
+  const raw = process.env.RELIABILITY_SCALE
+  if (raw === undefined || raw.trim() === "") return 1
+  const n = Number(raw)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`RELIABILITY_SCALE must be a positive number (got ${raw})`)
+  return n
+})()
+export const scaled = (n: number, min = 1) => Math.max(min, Math.round(n * SCALE))
+
+// --- figures ---
+
+export type Figures = Record<string, number | string | boolean>
+const results: Array<{ scenario: string; figures: Figures }> = []
+
+/** Prints one scenario's figures as a `RELIABILITY:` line (and keeps them for the summary). */
+export const report = (scenario: string, figures: Figures) => {
+  results.push({ scenario, figures })
+  const text = Object.entries(figures).map(([k, v]) => `${k}=${v}`).join(" ")
+  console.log(`RELIABILITY: ${scenario}: ${text}`)
+}
+
+/** Prints every scenario's figures again, at the end of the suite. */
+export const printSummary = () => {
+  if (results.length === 0) return
+  const lines = ["RELIABILITY: summary (RELIABILITY_SCALE=" + SCALE + ")"]
+  for (const { figures, scenario } of results) {
+    lines.push(`RELIABILITY:   ${scenario}: ${Object.entries(figures).map(([k, v]) => `${k}=${v}`).join(" ")}`)
+  }
+  console.log(lines.join("\n"))
+}
+
+// --- waiting ---
+
+export const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** Polls `condition` until it holds, or throws after `timeoutMs` naming what was awaited. */
+export const waitFor = async (
+  what: string,
+  condition: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  everyMs = 100
+): Promise<void> => {
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    if (await condition()) return
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`)
+    await delay(everyMs)
+  }
+}
+
+// --- worker processes ---
+
+export interface WorkerProcess {
+  readonly child: ChildProcess
+  readonly pid: number
+  /** The worker's name (from its "started" line), once it has started. */
+  name: string | undefined
+  readonly startedAt: number
+  /** The last lines of its stdout and stderr (bounded: a soak prints a line per event). */
+  readonly tail: () => string
+  /** Resolves when the worker has printed its "started" line; rejects if it exits first or after the timeout. */
+  readonly ready: (timeoutMs?: number) => Promise<string>
+  /** Resolves when `pattern` appears in a line of stdout (lines seen before the call count). */
+  readonly waitForLine: (pattern: RegExp, timeoutMs?: number) => Promise<string>
+  /** Counts stdout lines matching a pattern given at start (`count` option). */
+  readonly counted: () => number
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  readonly alive: () => boolean
+}
+
+export interface WorkerOptions {
+  readonly database: string
+  readonly tasks: string
+  readonly args?: ReadonlyArray<string>
+  readonly env?: Record<string, string | undefined>
+  /** Arguments for node itself, before bin/docket.mjs (e.g. `--import <preload>`). */
+  readonly nodeArgs?: ReadonlyArray<string>
+  /** Keep every stdout line matching this (default: none kept, only the tail). */
+  readonly keep?: RegExp
+  /** Count stdout lines matching this. */
+  readonly count?: RegExp
+}
+
+const STARTED = /^docket worker (\S+) started on /
+
+/** Starts `docket worker` as a child process. */
+export const startWorker = (options: WorkerOptions): WorkerProcess & { readonly kept: Array<string> } => {
+  const env: Record<string, string | undefined> = { ...process.env, DOCKET_DATABASE_URL: undefined, ...options.env }
+  for (const key of Object.keys(env)) if (env[key] === undefined) delete env[key]
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), BIN, "worker", "--database", options.database, "--tasks", options.tasks, ...(options.args ?? [])],
+    { cwd: ROOT, env: env as NodeJS.ProcessEnv, stdio: ["ignore", "pipe", "pipe"] }
+  )
+  const tail: Array<string> = []
+  const kept: Array<string> = []
+  let counted = 0
+  let partial = ""
+  const listeners = new Set<(line: string) => void>()
+  const push = (line: string) => {
+    tail.push(line)
+    if (tail.length > 60) tail.shift()
+  }
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on("close", (code, signal) => resolve({ code, signal }))
+  })
+  const worker: WorkerProcess & { kept: Array<string> } = {
+    child,
+    pid: child.pid!,
+    name: undefined,
+    startedAt: Date.now(),
+    kept,
+    tail: () => tail.join("\n"),
+    counted: () => counted,
+    exited,
+    alive: () => child.exitCode === null && child.signalCode === null,
+    ready: (timeoutMs = 30_000) =>
+      worker.name !== undefined
+        ? Promise.resolve(worker.name)
+        : worker.waitForLine(STARTED, timeoutMs).then(() => worker.name!),
+    waitForLine: (pattern, timeoutMs = 30_000) =>
+      new Promise<string>((resolve, reject) => {
+        const seen = kept.find((l) => pattern.test(l))
+        if (seen !== undefined) return resolve(seen)
+        const timer = setTimeout(() => {
+          listeners.delete(listener)
+          reject(new Error(`worker ${child.pid}: no line matching ${pattern} within ${timeoutMs} ms\n${worker.tail()}`))
+        }, timeoutMs)
+        const listener = (line: string) => {
+          if (!pattern.test(line)) return
+          clearTimeout(timer)
+          listeners.delete(listener)
+          resolve(line)
+        }
+        listeners.add(listener)
+        void exited.then(({ code, signal }) => {
+          if (!listeners.has(listener)) return
+          clearTimeout(timer)
+          listeners.delete(listener)
+          reject(new Error(`worker ${child.pid} exited (${code ?? signal}) before a line matching ${pattern}\n${worker.tail()}`))
+        })
+      })
+  }
+  child.stdout!.setEncoding("utf8").on("data", (data: string) => {
+    const parts = (partial + data).split("\n")
+    partial = parts.pop()!
+    for (const line of parts) {
+      push(line)
+      const started = STARTED.exec(line)
+      if (started !== null) worker.name = started[1]
+      if (options.keep?.test(line) || started !== null) kept.push(line)
+      if (options.count?.test(line)) counted++
+      for (const listener of [...listeners]) listener(line)
+    }
+  })
+  child.stderr!.setEncoding("utf8").on("data", (data: string) => {
+    for (const line of data.split("\n")) if (line.trim() !== "") push(`stderr: ${line}`)
+  })
+  return worker
+}
+
+/** Stops a worker with SIGTERM (graceful) and waits for it, SIGKILL after `timeoutMs`. */
+export const stopWorker = async (worker: WorkerProcess, timeoutMs = 20_000) => {
+  if (!worker.alive()) return worker.exited
+  worker.child.kill("SIGTERM")
+  const timer = setTimeout(() => worker.child.kill("SIGKILL"), timeoutMs)
+  const result = await worker.exited
+  clearTimeout(timer)
+  return result
+}
+
+/** SIGKILLs a worker and waits until it is gone. */
+export const killWorker = async (worker: WorkerProcess) => {
+  if (worker.alive()) worker.child.kill("SIGKILL")
+  return worker.exited
+}
+
+/** Resident set size of a process, in MB (from /proc). */
+export const rssMb = (pid: number): number => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  const match = /VmRSS:\s+(\d+)\s+kB/.exec(status)
+  if (match === null) throw new Error(`no VmRSS for ${pid}`)
+  return Math.round(Number(match[1]) / 1024)
+}
+
+// --- PostgreSQL helpers ---
+
+/** A small pool on a database URL, for the test's own queries. */
+export const pgPool = (url: string) => {
+  const pool = new pg.Pool({ connectionString: url, max: 3, connectionTimeoutMillis: 5000 })
+  // A server restart drops idle connections: not an error of the test.
+  pool.on("error", () => {})
+  return pool
+}
+
+export const pgCount = async (pool: pg.Pool, text: string, params: Array<unknown> = []) =>
+  Number((await pool.query<{ n: string }>(text, params)).rows[0].n)
+
+/** The URL of another database on the same server. */
+export const withDatabase = (url: string, database: string) => {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+/** The newest PostgreSQL server binaries on this machine (Debian layout, else PATH). */
+const pgBinDir = (): string | undefined => {
+  const base = "/usr/lib/postgresql"
+  if (existsSync(base)) {
+    const versions = readdirSync(base).filter((v) => existsSync(join(base, v, "bin", "initdb")))
+      .sort((a, b) => Number(b) - Number(a))
+    if (versions.length > 0) return join(base, versions[0], "bin")
+  }
+  try {
+    const pgConfig = execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim()
+    return existsSync(join(pgConfig, "initdb")) ? pgConfig : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export interface PrivateCluster {
+  /** postgres://root@127.0.0.1:<port>/postgres */
+  readonly adminUrl: string
+  readonly port: number
+  /** Stops the server: "fast" (clean) or "immediate" (as if it crashed: WAL replayed at the next start). */
+  readonly stop: (mode: "fast" | "immediate") => void
+  readonly start: () => void
+  readonly destroy: () => void
+}
+
+/**
+ * A PostgreSQL cluster of this test's own (initdb into a temporary folder, a
+ * free port): restarting it disturbs no other test. Run as the `postgres`
+ * user when this process is root (initdb refuses root). Throws when the
+ * server binaries are missing or the cluster cannot start.
+ */
+export const privateCluster = async (): Promise<PrivateCluster> => {
+  const bin = pgBinDir()
+  if (bin === undefined) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
+  const dir = mkdtempSync(join(tmpdir(), "docket-rel-pg-"))
+  const asRoot = process.getuid?.() === 0
+  const run = (tool: string, args: Array<string>) => {
+    const command = join(bin, tool)
+    return asRoot
+      ? execFileSync("runuser", ["-u", "postgres", "--", command, ...args], { cwd: dir, stdio: "pipe", timeout: 60_000 })
+      : execFileSync(command, args, { cwd: dir, stdio: "pipe", timeout: 60_000 })
+  }
+  if (asRoot) {
+    const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim())
+    const gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim())
+    chownSync(dir, uid, gid)
+  }
+  const data = join(dir, "data")
+  run("initdb", ["-D", data, "-A", "trust", "-U", "root", "--no-sync", "-E", "UTF8", "--locale=C"])
+  const port = await freePort()
+  const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`
+  const start = () => run("pg_ctl", ["-D", data, "-o", serverOptions, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"])
+  const stop = (mode: "fast" | "immediate") => run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
+  start()
+  return {
+    adminUrl: `postgres://root@127.0.0.1:${port}/postgres`,
+    port,
+    start: () => void start(),
+    stop: (mode) => void stop(mode),
+    destroy: () => {
+      try {
+        stop("immediate")
+      } catch {
+        // already stopped
+      }
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
