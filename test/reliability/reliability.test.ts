@@ -7,8 +7,10 @@
  */
 import { afterAll } from "vitest"
 import { killScenario } from "./kill.js"
+import { restartScenario } from "./restart.js"
 import { printSummary } from "./support.js"
 
 afterAll(() => printSummary())
 
 killScenario()
+restartScenario()

@@ -7,12 +7,13 @@
  * Every wait is on an observable condition (a row count, an output line, a
  * process exit) and bounded.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process"
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import pg from "pg"
 import { BIN, ROOT } from "../cli.support.js"
 import { IN_CI } from "../support/db.js"
@@ -232,6 +233,8 @@ export const withDatabase = (url: string, database: string) => {
   return u.toString()
 }
 
+const execFileAsync = promisify(execFile)
+
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
     const server = createServer()
@@ -264,9 +267,9 @@ export interface PrivateCluster {
   readonly adminUrl: string
   readonly port: number
   /** Stops the server: "fast" (clean) or "immediate" (as if it crashed: WAL replayed at the next start). */
-  readonly stop: (mode: "fast" | "immediate") => void
-  readonly start: () => void
-  readonly destroy: () => void
+  readonly stop: (mode: "fast" | "immediate") => Promise<void>
+  readonly start: () => Promise<void>
+  readonly destroy: () => Promise<void>
 }
 
 /**
@@ -280,11 +283,11 @@ export const privateCluster = async (): Promise<PrivateCluster> => {
   if (bin === undefined) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
   const dir = mkdtempSync(join(tmpdir(), "docket-rel-pg-"))
   const asRoot = process.getuid?.() === 0
-  const run = (tool: string, args: Array<string>) => {
+  // Asynchronous, so the test's own clients keep running while the server stops and starts.
+  const run = async (tool: string, args: Array<string>) => {
     const command = join(bin, tool)
-    return asRoot
-      ? execFileSync("runuser", ["-u", "postgres", "--", command, ...args], { cwd: dir, stdio: "pipe", timeout: 60_000 })
-      : execFileSync(command, args, { cwd: dir, stdio: "pipe", timeout: 60_000 })
+    const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", command, ...args]] : [command, args]
+    await execFileAsync(file, argv, { cwd: dir, timeout: 60_000 })
   }
   if (asRoot) {
     const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim())
@@ -292,23 +295,24 @@ export const privateCluster = async (): Promise<PrivateCluster> => {
     chownSync(dir, uid, gid)
   }
   const data = join(dir, "data")
-  run("initdb", ["-D", data, "-A", "trust", "-U", "root", "--no-sync", "-E", "UTF8", "--locale=C"])
+  await run("initdb", ["-D", data, "-A", "trust", "-U", "root", "--no-sync", "-E", "UTF8", "--locale=C"])
   const port = await freePort()
   const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`
   const start = () => run("pg_ctl", ["-D", data, "-o", serverOptions, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"])
   const stop = (mode: "fast" | "immediate") => run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
-  start()
+  try {
+    await start()
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true })
+    throw error
+  }
   return {
     adminUrl: `postgres://root@127.0.0.1:${port}/postgres`,
     port,
-    start: () => void start(),
-    stop: (mode) => void stop(mode),
-    destroy: () => {
-      try {
-        stop("immediate")
-      } catch {
-        // already stopped
-      }
+    start,
+    stop,
+    destroy: async () => {
+      await stop("immediate").catch(() => undefined)
       rmSync(dir, { recursive: true, force: true })
     }
   }
