@@ -23,6 +23,7 @@
 import { PgClient } from "@effect/sql-pg"
 import {
   Cause,
+  identity,
   Context,
   Deferred,
   Duration,
@@ -45,6 +46,7 @@ import * as Backoff from "./Backoff.js"
 import type { InvalidInput, StorageError } from "./Errors.js"
 import type { Event } from "./Events.js"
 import type * as Handler from "./Handler.js"
+import { ClaimBuffer } from "./internal/buffer.js"
 import { NOTIFY_CHANNEL } from "./internal/pg.js"
 import { type Decision, decide, Timeout } from "./Outcome.js"
 import { type Claim, type FailNext, QueueRepo } from "./QueueRepo.js"
@@ -55,6 +57,11 @@ export interface Options<H extends Handler.Any = Handler.Any> {
   /** Handlers running at once in this process (default 10). */
   readonly concurrency?: number | undefined
   /** Items claimed ahead of free slots (default: as many as `concurrency`). */
+  /**
+   * At most this many items claimed ahead of free slots (default 1000). The
+   * pool adapts within it: it prefetches about what it starts in half of
+   * `prefetchHold`, and never fewer than `concurrency` (if the bound allows).
+   */
   readonly prefetch?: number | undefined
   /** How long a prefetched item may wait for a slot before it is released (default 1 s). */
   readonly prefetchHold?: Duration.DurationInput | undefined
@@ -72,6 +79,11 @@ export interface Options<H extends Handler.Any = Handler.Any> {
    * applications sharing one queue, each with its own kinds).
    */
   readonly claimKinds?: "all" | "handled" | undefined
+  /**
+   * A `docket.item` span per run (default: only when the application installed
+   * a tracer other than Effect's built-in one, e.g. @effect/opentelemetry).
+   */
+  readonly spans?: boolean | undefined
   /** Listen for PostgreSQL notifications (default true; off behind a transaction-pooling PgBouncer). */
   readonly listen?: boolean | undefined
 }
@@ -132,22 +144,20 @@ const metrics = {
 
 interface Running {
   readonly claim: Claim
+  /** The slot running it (its fiber is interrupted when the lease is lost). */
+  readonly slot: { readonly fiber: Fiber.RuntimeFiber<void, never> | undefined }
   readonly startedAt: number
   /** Local monotonic estimate of the lease's end (ms, performance.now based). */
   deadline: number
   lost: boolean
-  stopping: boolean
-  fiber: Fiber.RuntimeFiber<void, never> | undefined
-}
-
-interface Buffered {
-  readonly claim: Claim
-  readonly at: number
 }
 
 type Outcome =
   | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
   | { readonly _tag: "Fail"; readonly claim: Claim; readonly error: string; readonly next: FailNext; readonly delayMs: number }
+
+// Effect's built-in tracer, which exports nowhere: the one a fresh runtime has.
+const defaultTracer = Effect.runSync(Effect.tracer)
 
 const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
 
@@ -175,10 +185,9 @@ export const make = <H extends Handler.Any>(
 ): Effect.Effect<Service, never, QueueRepo | Scope.Scope | Handler.Requirements<H>> =>
   Effect.gen(function*() {
     const repo = yield* QueueRepo
-    const context: Context.Context<Handler.Requirements<H>> = yield* Effect.context<Handler.Requirements<H>>()
     const id = options.worker ?? defaultName()
     const concurrency = checkPositiveInt("concurrency", options.concurrency ?? 10, 1)
-    const prefetch = checkPositiveInt("prefetch", options.prefetch ?? concurrency, 0)
+    const prefetch = checkPositiveInt("prefetch", options.prefetch ?? 1000, 0)
     const leaseMs = millis(options.lease ?? "30 seconds")
     const pollMs = millis(options.poll ?? "2 seconds")
     const graceMs = millis(options.grace ?? "10 seconds")
@@ -196,13 +205,17 @@ export const make = <H extends Handler.Any>(
       [...handlers].flatMap(([kind, h]) => (h.concurrency === undefined ? [] : [[kind, h.concurrency] as const]))
     )
     const claimHandledOnly = options.claimKinds === "handled"
+    // A span per item costs as much as the rest of a no-op item's run; it is
+    // made only when the application installed a tracer (e.g. OpenTelemetry).
+    const traced = options.spans ?? ((yield* Effect.tracer) !== defaultTracer)
 
     // --- state (one JS thread: plain mutable state, changed only inside Effect.sync) ---
     const running = new Map<number, Running>()
     const kindRunning = new Map<string, number>()
-    let buffer: Array<Buffered> = []
+    const buffer = new ClaimBuffer()
     const pending: Array<Outcome> = []
     let stopping = false
+    let starts = 0
     // Set when prefetched items had to be released because no slot freed in
     // time: prefetching more would only lease items other workers could run.
     // Cleared when a slot frees.
@@ -213,12 +226,16 @@ export const make = <H extends Handler.Any>(
     let allDone: Deferred.Deferred<void> | undefined
 
     const events = yield* PubSub.sliding<Event>(4096)
-    const publish = (event: Event) => PubSub.publish(events, event)
+    // Events are made only while someone listens: a pool with no subscriber
+    // spends nothing on them.
+    let subscribers = 0
+    const publish = (event: Event) => (subscribers > 0 ? PubSub.publish(events, event) : Effect.void)
+    const metricsLag = (ms: number) => metrics.lag.unsafeUpdate(ms, [])
     const wakeups = yield* Queue.sliding<void>(1)
     const flushes = yield* Queue.sliding<void>(1)
     const wake = Queue.offer(wakeups, undefined)
 
-    const isIdle = () => lastClaimDrained && running.size === 0 && buffer.length === 0 && pending.length === 0
+    const isIdle = () => lastClaimDrained && running.size === 0 && buffer.size === 0 && pending.length === 0
     const checkIdle = Effect.suspend(() => {
       if (!isIdle() || idleWaiters.length === 0) return Effect.void
       const waiters = idleWaiters
@@ -234,12 +251,8 @@ export const make = <H extends Handler.Any>(
 
     // --- running an item ---
     const kindCount = (kind: string) => kindRunning.get(kind) ?? 0
-    const canStart = (kind: string) => {
-      const limit = kindLimits.get(kind)
-      return limit === undefined || kindCount(kind) < limit
-    }
 
-    const decideRun = (claim: Claim, signal: AbortSignal): Effect.Effect<Decision> => {
+    const decideRun = (claim: Claim, abort: () => AbortSignal): Effect.Effect<Decision> => {
       const handler = handlers.get(claim.kind)
       if (handler === undefined) {
         return Effect.succeed({ _tag: "Dead", error: `UnknownKind: no handler for kind ${claim.kind}` })
@@ -265,12 +278,13 @@ export const make = <H extends Handler.Any>(
         createdAt: claim.createdAt,
         lastError: claim.lastError,
         worker: id,
-        signal
+        get signal() {
+          return abort()
+        }
       }
-      let run: Effect.Effect<void, unknown, never> = Effect.provide(
-        Effect.suspend((): Effect.Effect<void, unknown, Handler.Requirements<H>> => handler.run(decoded.right, job)),
-        context
-      )
+      // Items are forked from the pool's own fibers, which carry the context the
+      // pool was built in (the handlers' services): no per-item provide needed.
+      let run = Effect.suspend(() => handler.run(decoded.right, job)) as Effect.Effect<void, unknown, never>
       if (handler.timeout !== undefined) {
         const after = Duration.decode(handler.timeout)
         run = Effect.timeoutFail(run, { duration: after, onTimeout: () => new Timeout({ after }) })
@@ -304,25 +318,31 @@ export const make = <H extends Handler.Any>(
         const n = kindCount(entry.claim.kind) - 1
         if (n <= 0) kindRunning.delete(entry.claim.kind)
         else kindRunning.set(entry.claim.kind, n)
-        if (running.size === 0 && allDone !== undefined) return Deferred.succeed(allDone, undefined)
-        return Effect.void
-      }).pipe(Effect.zipRight(dispatch), Effect.zipRight(wake), Effect.zipRight(checkIdle))
+        const done = running.size === 0 && allDone !== undefined ? Deferred.succeed(allDone, undefined) : Effect.void
+        return Effect.zipRight(done, dispatch)
+      }).pipe(
+        // The claimer only needs a turn when the buffer ran low (or to notice idleness).
+        Effect.zipRight(Effect.suspend(() => (buffer.size <= lowWater() ? wake : Effect.void))),
+        Effect.zipRight(checkIdle)
+      )
 
     const runItem = (entry: Running): Effect.Effect<void> => {
       const { claim } = entry
-      const controller = new AbortController()
+      // Most handlers never look at job.signal: make the controller on demand.
+      let controller: AbortController | undefined
+      const abort = () => (controller ??= new AbortController()).signal
       const started = performance.now()
-      return publish({ _tag: "Started", claim }).pipe(
-        Effect.zipRight(metrics.lag(Effect.succeed(Math.max(0, Date.now() - claim.runAt)))),
-        Effect.zipRight(decideRun(claim, controller.signal)),
+      return Effect.suspend(() => {
+        metricsLag(Math.max(0, Date.now() - claim.runAt))
+        return subscribers > 0 ? Effect.zipRight(publish({ _tag: "Started", claim }), decideRun(claim, abort)) : decideRun(claim, abort)
+      }).pipe(
         Effect.flatMap((decision) => toOutcome(claim, decision, performance.now() - started)),
-        Effect.flatMap((outcome) =>
-          Effect.sync(() => {
-            pending.push(outcome)
-          }).pipe(Effect.zipRight(Queue.offer(flushes, undefined)))
-        ),
+        Effect.flatMap((outcome) => {
+          pending.push(outcome)
+          return pending.length === 1 ? Queue.offer(flushes, undefined) : Effect.void
+        }),
         Effect.onInterrupt(() => {
-          controller.abort()
+          controller?.abort()
           if (entry.lost) {
             counts.leaseLost++
             return Effect.zipRight(
@@ -335,55 +355,80 @@ export const make = <H extends Handler.Any>(
         }),
         Effect.ensuring(finish(entry)),
         Effect.annotateLogs({ kind: claim.kind, id: claim.id, attempt: claim.attempt, worker: id }),
-        Effect.withSpan("docket.item", {
-          attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt }
-        })
+        traced
+          ? Effect.withSpan("docket.item", {
+            attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt },
+            captureStackTrace: false
+          })
+          : identity
       )
     }
 
     const scope = yield* Effect.scope
 
-    const start = (claim: Claim) =>
-      Effect.suspend(() => {
-        const entry: Running = {
-          claim,
-          startedAt: Date.now(),
-          // The lease was granted at most "now" ago; leave a margin for the round trip.
-          deadline: performance.now() + leaseMs * 0.9,
-          lost: false,
-          stopping: false,
-          fiber: undefined
-        }
-        running.set(claim.id, entry)
-        kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
-        // A daemon fiber, not one in the layer's scope: closing the scope must
-        // not interrupt running items before shutdown has given them their grace.
-        return Effect.map(Effect.forkDaemon(runItem(entry)), (fiber) => {
-          entry.fiber = fiber
-        })
-      })
+    // --- slots: `concurrency` long-lived fibers, each running one item at a time ---
+    // (A fiber per item costs more than a no-op item's whole run; a slot
+    // fiber is replaced only when its item's lease is lost.)
+    interface Slot {
+      fiber: Fiber.RuntimeFiber<void, never> | undefined
+    }
+    const slots = new Set<Slot>()
+    const parked: Array<() => void> = []
 
-    // Starts buffered items while slots (and their kinds' limits) allow, in claim order.
-    const dispatch: Effect.Effect<void> = Effect.suspend(() => {
-      if (stopping || buffer.length === 0 || running.size >= concurrency) return Effect.void
-      const toStart: Array<Claim> = []
-      const rest: Array<Buffered> = []
-      let slots = concurrency - running.size
-      const planned = new Map<string, number>()
-      for (const b of buffer) {
-        const kind = b.claim.kind
-        const limit = kindLimits.get(kind)
-        const now = kindCount(kind) + (planned.get(kind) ?? 0)
-        if (slots > 0 && (limit === undefined || now < limit)) {
-          toStart.push(b.claim)
-          planned.set(kind, (planned.get(kind) ?? 0) + 1)
-          slots--
-        } else {
-          rest.push(b)
-        }
-      }
-      buffer = rest
-      return Effect.forEach(toStart, start, { discard: true })
+    const canStart = (claim: Claim) => {
+      const limit = kindLimits.get(claim.kind)
+      return limit === undefined || kindCount(claim.kind) < limit
+    }
+    const takeOne = (): Claim | undefined => {
+      if (stopping || buffer.size === 0) return undefined
+      const [claim] = buffer.take(1, kindLimits.size > 0 ? canStart : undefined)
+      if (claim !== undefined) starts++
+      return claim
+    }
+
+    // Resumes parked slots while buffered items wait.
+    const dispatch: Effect.Effect<void> = Effect.sync(() => {
+      let n = Math.min(parked.length, stopping ? parked.length : buffer.size)
+      while (n-- > 0) parked.pop()!()
+    })
+
+    // Checked again at the moment of parking: the fiber may have yielded
+    // between finding the buffer empty and parking, while items arrived.
+    const park = Effect.async<void>((resume) => {
+      if (stopping || buffer.some(kindLimits.size > 0 ? canStart : undefined)) resume(Effect.void)
+      else parked.push(() => resume(Effect.void))
+    })
+
+    const slotLoop = (slot: Slot): Effect.Effect<void> =>
+      Effect.whileLoop({
+        while: () => !stopping && slots.has(slot),
+        body: () =>
+          Effect.suspend(() => {
+            const claim = takeOne()
+            if (claim === undefined) return park
+            const entry: Running = {
+              claim,
+              slot,
+              startedAt: Date.now(),
+              // The lease was granted at most "now" ago; leave a margin for the round trip.
+              deadline: performance.now() + leaseMs * 0.9,
+              lost: false
+            }
+            running.set(claim.id, entry)
+            kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
+            return runItem(entry)
+          }),
+        step: () => undefined
+      }).pipe(Effect.ensuring(Effect.sync(() => slots.delete(slot))))
+
+    // Daemon fibers, not in the layer's scope: closing the scope must not
+    // interrupt running items before shutdown has given them their grace.
+    const startSlot = Effect.suspend(() => {
+      const slot: Slot = { fiber: undefined }
+      slots.add(slot)
+      return Effect.map(Effect.forkDaemon(slotLoop(slot)), (fiber) => {
+        slot.fiber = fiber
+      })
     })
 
     // --- recording outcomes, in batches ---
@@ -406,24 +451,30 @@ export const make = <H extends Handler.Any>(
       const done = batch.filter((o): o is Extract<Outcome, { _tag: "Done" }> => o._tag === "Done")
       const failed = batch.filter((o): o is Extract<Outcome, { _tag: "Fail" }> => o._tag === "Fail")
       const completeAll = done.length === 0 ? Effect.void : repo.completeMany(done.map((o) => o.claim)).pipe(
-        Effect.flatMap((applied) =>
-          Effect.forEach(done, (o, i) => {
-            if (!applied[i]) {
-              counts.stale++
-              return Effect.logWarning("docket: completion refused: the lease was lost before it was recorded").pipe(
-                Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id })
-              )
+        Effect.flatMap((applied) => {
+          let n = 0
+          const stale: Array<Claim> = []
+          for (let i = 0; i < done.length; i++) {
+            if (applied[i]) {
+              n++
+              metrics.duration.unsafeUpdate(done[i].durationMs, [])
+            } else {
+              stale.push(done[i].claim)
             }
-            counts.completed++
-            return Effect.zipRight(
-              publish({ _tag: "Completed", claim: o.claim, durationMs: o.durationMs }),
-              Effect.zipRight(
-                Metric.increment(metrics.completed),
-                metrics.duration(Effect.succeed(o.durationMs))
-              )
-            )
-          }, { discard: true })
-        )
+          }
+          counts.completed += n
+          counts.stale += stale.length
+          metrics.completed.unsafeUpdate(n, [])
+          const warn = Effect.forEach(stale, (claim) =>
+            Effect.logWarning("docket: completion refused: the lease was lost before it was recorded").pipe(
+              Effect.annotateLogs({ kind: claim.kind, id: claim.id })
+            ), { discard: true })
+          const notify = subscribers === 0 ? Effect.void : Effect.forEach(done, (o, i) =>
+            applied[i] ? publish({ _tag: "Completed", claim: o.claim, durationMs: o.durationMs }) : Effect.void, {
+            discard: true
+          })
+          return Effect.zipRight(warn, notify)
+        })
       )
       const failAll = failed.length === 0 ? Effect.void : repo.failMany(failed).pipe(
         Effect.flatMap((outcomes) =>
@@ -489,7 +540,13 @@ export const make = <H extends Handler.Any>(
       const sent = performance.now()
       const lose = (entry: Running) => {
         entry.lost = true
-        return entry.fiber === undefined ? Effect.void : Effect.forkDaemon(Fiber.interrupt(entry.fiber))
+        const fiber = entry.slot.fiber
+        if (fiber === undefined) return Effect.void
+        // The slot goes with its item; a new slot takes its place.
+        slots.delete(entry.slot as Slot)
+        return Effect.forkDaemon(
+          Effect.zipRight(Fiber.interrupt(fiber), Effect.suspend(() => (stopping ? Effect.void : startSlot)))
+        )
       }
       return repo.extendMany(entries.map((e) => e.claim), Duration.millis(leaseMs)).pipe(
         Effect.flatMap((applied) =>
@@ -521,26 +578,41 @@ export const make = <H extends Handler.Any>(
     }
 
     const sweepBuffer = Effect.suspend(() => {
-      if (buffer.length === 0) return Effect.void
-      const cutoff = performance.now() - holdMs
-      const old = buffer.filter((b) => b.at < cutoff)
+      if (buffer.size === 0) return Effect.void
+      const old = buffer.takeOlderThan(performance.now() - holdMs)
       if (old.length === 0) return Effect.void
-      buffer = buffer.filter((b) => b.at >= cutoff)
       prefetchPaused = true
-      return releaseClaims(old.map((b) => b.claim))
+      return releaseClaims(old)
     })
 
-    const capacity = concurrency + prefetch
-    const lowWater = Math.floor(prefetch / 2)
+    // Adaptive prefetch: as many items as this pool starts in about half the
+    // hold time (measured), between its concurrency and the `prefetch` bound.
+    // Fast handlers get large batches (fewer round trips per item); slow ones
+    // keep only what they can start soon, leaving the rest to other workers.
+    const minPrefetch = Math.min(prefetch, concurrency)
+    let effectivePrefetch = minPrefetch
+    let windowStart = performance.now()
+    let windowStarts = 0
+    const adaptPrefetch = () => {
+      const now = performance.now()
+      const elapsed = now - windowStart
+      if (elapsed < 250) return
+      const rate = (starts - windowStarts) / elapsed
+      windowStart = now
+      windowStarts = starts
+      effectivePrefetch = Math.max(minPrefetch, Math.min(prefetch, Math.ceil(rate * holdMs * 0.5)))
+    }
+    const lowWater = () => Math.floor(effectivePrefetch / 2)
 
     const waitForWake = (ms: number) =>
       Queue.take(wakeups).pipe(Effect.timeoutOption(Duration.millis(Math.max(1, ms))), Effect.asVoid)
 
     const claimRound: Effect.Effect<void> = Effect.gen(function*() {
       yield* sweepBuffer
-      const room = (prefetchPaused ? concurrency : capacity) - running.size - buffer.length
-      const starving = running.size < concurrency && buffer.length === 0
-      if (room <= 0 || (!starving && buffer.length > lowWater)) {
+      adaptPrefetch()
+      const room = concurrency + (prefetchPaused ? 0 : effectivePrefetch) - running.size - buffer.size
+      const starving = running.size < concurrency && buffer.size === 0
+      if (room <= 0 || (!starving && buffer.size > lowWater())) {
         // Full: wait until a slot frees (finish wakes us), or sweep the buffer.
         return yield* waitForWake(Math.min(pollMs, holdMs))
       }
@@ -553,7 +625,7 @@ export const make = <H extends Handler.Any>(
       )
       if (claims.length > 0) {
         const now = performance.now()
-        for (const claim of claims) buffer.push({ claim, at: now })
+        for (const claim of claims) buffer.push(claim, now)
         counts.claimed += claims.length
         yield* Metric.incrementBy(metrics.claimed, claims.length)
         yield* Effect.forEach(claims, (claim) => publish({ _tag: "Claimed", claim }), { discard: true })
@@ -599,6 +671,7 @@ export const make = <H extends Handler.Any>(
     const listenerFiber = yield* Effect.forkIn(listener, scope)
     const renewerFiber = yield* Effect.forkIn(renewer, scope)
     const flusherFiber = yield* Effect.forkIn(flusher, scope)
+    for (let i = 0; i < concurrency; i++) yield* startSlot
     const claimerFiber = yield* Effect.forkIn(claimer, scope)
 
     // Shutdown runs as the scope's finalizer, which is uninterruptible: every
@@ -614,15 +687,14 @@ export const make = <H extends Handler.Any>(
       const stopped = yield* boundedWait(Fiber.await(claimerFiber), 5000)
       if (Option.isNone(stopped)) yield* Fiber.interrupt(claimerFiber)
       yield* Fiber.interrupt(listenerFiber)
-      const prefetched = buffer.map((b) => b.claim)
-      buffer = []
-      yield* releaseClaims(prefetched)
+      yield* releaseClaims(buffer.takeAll())
+      yield* dispatch // parked slots wake, see `stopping` and end
       if (running.size > 0) {
         allDone = yield* Deferred.make<void>()
         const finished = yield* boundedWait(Deferred.await(allDone), graceMs)
         if (Option.isNone(finished)) {
           yield* Effect.logWarning(`docket: ${running.size} items still running after the grace period; interrupting them`)
-          const fibers = [...running.values()].flatMap((e) => (e.fiber === undefined ? [] : [e.fiber]))
+          const fibers = [...running.values()].flatMap((e) => (e.slot.fiber === undefined ? [] : [e.slot.fiber]))
           // Their interruption releases their leases (attempt not counted).
           yield* Fiber.interruptAll(fibers)
         }
@@ -638,7 +710,7 @@ export const make = <H extends Handler.Any>(
         }),
         10_000
       )
-      yield* publish({ _tag: "Stopped", counters: { ...counts, running: running.size, buffered: buffer.length } })
+      yield* publish({ _tag: "Stopped", counters: { ...counts, running: running.size, buffered: buffer.size } })
     }).pipe(Effect.annotateLogs({ worker: id }))
 
     yield* Effect.addFinalizer(() => shutdown)
@@ -646,8 +718,11 @@ export const make = <H extends Handler.Any>(
 
     const service: Service = {
       id,
-      subscribe: PubSub.subscribe(events),
-      counters: Effect.sync(() => ({ ...counts, running: running.size, buffered: buffer.length })),
+      subscribe: Effect.zipLeft(
+        PubSub.subscribe(events),
+        Effect.acquireRelease(Effect.sync(() => subscribers++), () => Effect.sync(() => subscribers--))
+      ),
+      counters: Effect.sync(() => ({ ...counts, running: running.size, buffered: buffer.size })),
       whenIdle: Effect.suspend(() => {
         if (isIdle()) return Effect.void
         return Effect.flatMap(Deferred.make<void>(), (d) => {

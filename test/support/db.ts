@@ -89,8 +89,10 @@ export const pgBackend = (): Backend => {
       made.push(db.drop)
       return db.url
     },
+    // DROP DATABASE forces a checkpoint; dropped together, the drops share
+    // checkpoints instead of waiting for one each.
     cleanup: async () => {
-      for (const drop of made.splice(0)) await drop()
+      await Promise.all(made.splice(0).map((drop) => drop()))
     }
   }
 }

@@ -1,0 +1,85 @@
+/**
+ * The pool's prefetch buffer: claimed items waiting for a slot, in claim order.
+ * A FIFO with a moving head (no per-item array copies); items a kind limit
+ * holds back stay in place and keep their order.
+ */
+import type { Claim } from "../QueueRepo.js"
+
+interface Entry {
+  readonly claim: Claim
+  readonly at: number
+}
+
+export class ClaimBuffer {
+  private items: Array<Entry | undefined> = []
+  private head = 0
+  private count = 0
+
+  get size(): number {
+    return this.count
+  }
+
+  push(claim: Claim, at: number): void {
+    this.items.push({ claim, at })
+    this.count++
+  }
+
+  /** Takes up to `slots` items, in order, that `canStart` admits (it is told each one taken). */
+  take(slots: number, canStart: ((claim: Claim) => boolean) | undefined): Array<Claim> {
+    const taken: Array<Claim> = []
+    for (let i = this.head; i < this.items.length && taken.length < slots; i++) {
+      const entry = this.items[i]
+      if (entry === undefined) continue
+      if (canStart !== undefined && !canStart(entry.claim)) continue
+      taken.push(entry.claim)
+      this.items[i] = undefined
+      this.count--
+    }
+    this.compact()
+    return taken
+  }
+
+  /** Whether some buffered item passes `canStart` (every item, without it). */
+  some(canStart: ((claim: Claim) => boolean) | undefined): boolean {
+    if (canStart === undefined) return this.count > 0
+    for (let i = this.head; i < this.items.length; i++) {
+      const entry = this.items[i]
+      if (entry !== undefined && canStart(entry.claim)) return true
+    }
+    return false
+  }
+
+  /** Takes every item buffered before `cutoff` (they are the oldest, at the front). */
+  takeOlderThan(cutoff: number): Array<Claim> {
+    const taken: Array<Claim> = []
+    for (let i = this.head; i < this.items.length; i++) {
+      const entry = this.items[i]
+      if (entry === undefined) continue
+      if (entry.at >= cutoff) break
+      taken.push(entry.claim)
+      this.items[i] = undefined
+      this.count--
+    }
+    this.compact()
+    return taken
+  }
+
+  takeAll(): Array<Claim> {
+    const all = this.items.slice(this.head).flatMap((e) => (e === undefined ? [] : [e.claim]))
+    this.items = []
+    this.head = 0
+    this.count = 0
+    return all
+  }
+
+  private compact(): void {
+    while (this.head < this.items.length && this.items[this.head] === undefined) this.head++
+    if (this.head === this.items.length) {
+      this.items = []
+      this.head = 0
+    } else if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head)
+      this.head = 0
+    }
+  }
+}
