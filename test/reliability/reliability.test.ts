@@ -8,9 +8,11 @@
 import { afterAll } from "vitest"
 import { killScenario } from "./kill.js"
 import { restartScenario } from "./restart.js"
+import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
 
 afterAll(() => printSummary())
 
 killScenario()
 restartScenario()
+sqliteKillScenario()
