@@ -6,6 +6,7 @@
  * RELIABILITY_SCALE (default 1) multiplies the job counts.
  */
 import { afterAll } from "vitest"
+import { clockSkewScenario } from "./clockSkew.js"
 import { killScenario } from "./kill.js"
 import { restartScenario } from "./restart.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
@@ -16,3 +17,4 @@ afterAll(() => printSummary())
 killScenario()
 restartScenario()
 sqliteKillScenario()
+clockSkewScenario()
