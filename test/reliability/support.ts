@@ -92,6 +92,8 @@ export interface WorkerProcess {
   readonly ready: (timeoutMs?: number) => Promise<string>
   /** Resolves when `pattern` appears in a line of stdout (lines seen before the call count). */
   readonly waitForLine: (pattern: RegExp, timeoutMs?: number) => Promise<string>
+  /** The stdout lines kept (the `keep` option, and the "started" line). */
+  readonly kept: Array<string>
   /** Counts stdout lines matching a pattern given at start (`count` option). */
   readonly counted: () => number
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
@@ -114,7 +116,7 @@ export interface WorkerOptions {
 const STARTED = /^docket worker (\S+) started on /
 
 /** Starts `docket worker` as a child process. */
-export const startWorker = (options: WorkerOptions): WorkerProcess & { readonly kept: Array<string> } => {
+export const startWorker = (options: WorkerOptions): WorkerProcess => {
   const env: Record<string, string | undefined> = { ...process.env, DOCKET_DATABASE_URL: undefined, ...options.env }
   for (const key of Object.keys(env)) if (env[key] === undefined) delete env[key]
   const child = spawn(
@@ -134,7 +136,7 @@ export const startWorker = (options: WorkerOptions): WorkerProcess & { readonly 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.on("close", (code, signal) => resolve({ code, signal }))
   })
-  const worker: WorkerProcess & { kept: Array<string> } = {
+  const worker: WorkerProcess = {
     child,
     pid: child.pid!,
     name: undefined,
