@@ -17,4 +17,5 @@ await Promise.all([
   import("@effect/sql-sqlite-node")
 ])
 register()
+globalThis.__docketTsxRegistered = true
 await import("../src/cli/main.ts")

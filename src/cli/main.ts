@@ -12,12 +12,17 @@ import { root } from "./app.js"
 import { oneLine, reportCause } from "./errors.js"
 import { loggerLayer, printError } from "./status.js"
 
+// src/cli/main.ts under tsx, or dist/docket.mjs when bundled.
 const version = (() => {
-  try {
-    return String(JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version)
-  } catch {
-    return "0.0.0"
+  for (const path of ["../../package.json", "../package.json"]) {
+    try {
+      const json = JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8"))
+      if (json.name === "docket") return String(json.version)
+    } catch {
+      // try the next
+    }
   }
+  return "0.0.0"
 })()
 
 const ANSI = /\x1b\[[0-9;]*m/g

@@ -157,12 +157,25 @@ const inModulePackage = (file: string): boolean => {
   }
 }
 
+// bin/docket.mjs runs under tsx already; the bundle (dist/docket.mjs) registers
+// tsx only when it meets a TypeScript task file.
+const TSX_FLAG = "__docketTsxRegistered"
+const ensureTypeScript = async (path: string) => {
+  if (!/\.[cm]?ts$/.test(path)) return
+  const global = globalThis as Record<string, unknown>
+  if (global[TSX_FLAG] === true) return
+  const tsx = await import("tsx/esm/api")
+  tsx.register()
+  global[TSX_FLAG] = true
+}
+
 /** Imports one task file and makes its handler. */
 export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError> =>
   Effect.gen(function*() {
     const name = task.path.split(/[\\/]/).pop()!
     const module = yield* Effect.tryPromise({
-      try: () => import(pathToFileURL(task.path).href) as Promise<Record<string, unknown>>,
+      try: () =>
+        ensureTypeScript(task.path).then(() => import(pathToFileURL(task.path).href) as Promise<Record<string, unknown>>),
       catch: (error) =>
         usage(
           `task file ${name} cannot be loaded: ${error instanceof Error ? error.message : String(error)}` +
