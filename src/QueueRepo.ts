@@ -335,12 +335,12 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       prepare({ ...opts, kind, payload }, null).pipe(
         Effect.flatMap((row) => enqueueRows([row])),
         Effect.map((results) => results[0]),
-        Effect.withSpan("docket.enqueue", { attributes: { kind } })
+        Effect.withSpan("docket.enqueue", { attributes: { kind }, captureStackTrace: false })
       ),
     enqueueMany: (requests) =>
       Effect.forEach(requests, (request, index) => prepare(request, index)).pipe(
         Effect.flatMap(enqueueRows),
-        Effect.withSpan("docket.enqueueMany", { attributes: { count: requests.length } })
+        Effect.withSpan("docket.enqueueMany", { attributes: { count: requests.length }, captureStackTrace: false })
       ),
     claim: ({ kinds, lease, limit, worker }) =>
       Effect.gen(function*() {
