@@ -8,6 +8,7 @@
 import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
 import { killScenario } from "./kill.js"
+import { longJobsScenario } from "./longJobs.js"
 import { restartScenario } from "./restart.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
@@ -18,3 +19,4 @@ killScenario()
 restartScenario()
 sqliteKillScenario()
 clockSkewScenario()
+longJobsScenario()
