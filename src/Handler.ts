@@ -13,7 +13,7 @@
  * })
  * ```
  */
-import { type Duration, Effect, Schema } from "effect"
+import { Context, type Duration, Effect, Layer, Schema } from "effect"
 import type { Backoff } from "./Backoff.js"
 
 /** What a handler is told about the item it runs. */
@@ -98,3 +98,50 @@ export const fromPromise = (
       catch: (error) => error
     })
 })
+
+/**
+ * A handler provided as a service of its own (one per kind), with the
+ * services it needs already provided: what `Handler.layer` puts in context and
+ * the worker pool collects.
+ */
+export interface Registered {
+  readonly handler: Handler<unknown, unknown, unknown, never>
+}
+
+const KEY_PREFIX = "docket/Handler/"
+
+/** The service tag of a kind's handler. */
+export const tag = (kind: string): Context.Tag<Registered, Registered> =>
+  Context.GenericTag<Registered>(`${KEY_PREFIX}${kind}`)
+
+/**
+ * A kind's handler as a layer: the handler becomes a service of its own, built
+ * with the services it needs (so the layer requires them). A worker pool built
+ * where such layers are provided runs their kinds, beside any handlers given
+ * to it directly:
+ *
+ * ```ts
+ * const Handlers = Layer.mergeAll(Handler.layer(SendEmail), Handler.layer(RefreshMirror))
+ * const Live = Worker.layer({ handlers: [] }).pipe(Layer.provide(Handlers), Layer.provide(MailerLive), ...)
+ * ```
+ */
+export const layer = <A, I, E, R>(handler: Handler<A, I, E, R>): Layer.Layer<Registered, never, R> =>
+  Layer.effect(
+    tag(handler.kind),
+    Effect.map(Effect.context<R>(), (context): Registered => ({
+      handler: {
+        ...handler,
+        payload: handler.payload as unknown as Schema.Schema<unknown, unknown, never>,
+        run: (payload, job) => Effect.provide(handler.run(payload as A, job), context)
+      }
+    }))
+  )
+
+/** The handlers provided as services (by `Handler.layer`) in a context. */
+export const registered = (context: Context.Context<never>): ReadonlyArray<Any> => {
+  const found: Array<Any> = []
+  for (const [key, value] of context.unsafeMap) {
+    if (key.startsWith(KEY_PREFIX)) found.push((value as Registered).handler)
+  }
+  return found
+}

@@ -45,7 +45,7 @@ import { hostname } from "node:os"
 import * as Backoff from "./Backoff.js"
 import type { InvalidInput, StorageError } from "./Errors.js"
 import type { Event } from "./Events.js"
-import type * as Handler from "./Handler.js"
+import * as Handler from "./Handler.js"
 import { ClaimBuffer } from "./internal/buffer.js"
 import { NOTIFY_CHANNEL } from "./internal/pg.js"
 import { type Decision, decide, Timeout } from "./Outcome.js"
@@ -194,7 +194,9 @@ export const make = <H extends Handler.Any>(
     const holdMs = Math.min(millis(options.prefetchHold ?? "1 second"), leaseMs / 3)
     const renewEveryMs = Math.max(10, Math.floor(leaseMs / 3))
     const handlers = new Map<string, Handler.Any>()
-    for (const handler of options.handlers) {
+    // Handlers given here, and those provided as services by Handler.layer.
+    const provided = Handler.registered(yield* Effect.context<never>())
+    for (const handler of [...options.handlers, ...provided]) {
       if (handlers.has(handler.kind)) throw new Error(`Docket worker: two handlers for kind ${handler.kind}`)
       handlers.set(handler.kind, handler)
     }

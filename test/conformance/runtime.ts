@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Deferred, Duration, Effect, Exit, Layer, Option, Queue, Schema, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Schema, Scope } from "effect"
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
 import type { Backend } from "../support/db.js"
 import { expireLease, repoLayer, setRow } from "../support/db.js"
@@ -380,6 +380,31 @@ export const runtimeConformance = (backend: Backend) => {
           yield* waitForCount(events, (e) => e._tag === "Completed", 2)
           expect(order).toEqual(["start 1", "end 1", "start 2", "end 2"])
         }))
+    })
+
+    it.live("per-kind handler services: a Handler.layer with its own dependencies is run by the pool", () => {
+      class Mailer extends Context.Tag("test/Mailer")<Mailer, { readonly sent: Array<string> }>() {}
+      const SendEmail = Handler.make("email.send", {
+        payload: Schema.Struct({ to: Schema.String }),
+        run: ({ to }) => Effect.map(Mailer, (mailer) => void mailer.sent.push(to))
+      })
+      const sent: Array<string> = []
+      return Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const live = Worker.layer({ handlers: [] }).pipe(
+          Layer.provide(Handler.layer(SendEmail)),
+          Layer.provide(Layer.succeed(Mailer, { sent })),
+          Layer.provideMerge(repoLayer(url))
+        )
+        yield* Effect.scoped(
+          Effect.gen(function*() {
+            const events = yield* (yield* Worker.Worker).subscribe
+            yield* Docket.client(SendEmail).enqueue({ to: "ada@example.com" })
+            yield* waitForEvent(events, (e) => e._tag === "Completed")
+          }).pipe(Effect.provide(live))
+        )
+        expect(sent).toEqual(["ada@example.com"])
+      })
     })
 
     it.live("attemptOrEnqueue: done at once, or queued when the first try fails", () => {
