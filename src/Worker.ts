@@ -38,8 +38,7 @@ import {
   Queue,
   type Scope,
   Schedule,
-  Schema,
-  Stream
+  Schema
 } from "effect"
 import { hostname } from "node:os"
 import * as Backoff from "./Backoff.js"
@@ -47,6 +46,7 @@ import type { InvalidInput, StorageError } from "./Errors.js"
 import type { Event } from "./Events.js"
 import * as Handler from "./Handler.js"
 import { ClaimBuffer } from "./internal/buffer.js"
+import { listen } from "./internal/listen.js"
 import { NOTIFY_CHANNEL } from "./internal/pg.js"
 import { type Decision, decide, Timeout } from "./Outcome.js"
 import { type Claim, type FailNext, QueueRepo } from "./QueueRepo.js"
@@ -660,14 +660,17 @@ export const make = <H extends Handler.Any>(
         for (const ms of [5, 25, 100, 400]) setTimeout(() => Queue.unsafeOffer(wakeups, undefined), ms).unref()
       }
     })
+    // PostgreSQL: LISTEN on a connection of our own, reconnecting when it is
+    // lost (a database restart); every (re)connect is followed by a look for
+    // due items, since notifications sent while not listening are gone.
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     const listener = Option.isSome(pg) && options.listen !== false
-      ? pg.value.listen(NOTIFY_CHANNEL).pipe(
-        Stream.runForEach(() => wake),
-        Effect.catchAll((error) => Effect.logWarning("docket: LISTEN connection lost; reconnecting", error.message)),
-        Effect.zipRight(Effect.sleep("1 second")),
-        Effect.forever
-      )
+      ? listen(pg.value.config, NOTIFY_CHANNEL, () => Queue.unsafeOffer(wakeups, undefined), () =>
+        Queue.unsafeOffer(wakeups, undefined)).pipe(
+          Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
+          Effect.zipRight(Effect.sleep("1 second")),
+          Effect.forever
+        )
       : Effect.never
 
     const listenerFiber = yield* Effect.forkIn(listener, scope)

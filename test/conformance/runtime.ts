@@ -2,12 +2,14 @@
  * The runtime suite: the worker pool against a real database, written once and
  * run on SQLite and PostgreSQL (test/runtime.sqlite.test.ts, test/runtime.pg.test.ts).
  */
-import type { SqlClient } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Schema, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Schedule, Schema, Scope } from "effect"
+
+const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
 import type { Backend } from "../support/db.js"
 import { expireLease, repoLayer, setRow } from "../support/db.js"
@@ -338,6 +340,39 @@ export const runtimeConformance = (backend: Backend) => {
           const start = Date.now()
           yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id, "10 seconds")
           expect(Date.now() - start).toBeLessThan(10_000)
+        }))
+    })
+
+    it.live.skipIf(backend.name !== "pg")("a lost LISTEN connection is re-established, and wake-ups come back", () => {
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
+      return withPool(backend, { handlers: [Ok], poll: "1 minute" }, (url) =>
+        Effect.gen(function*() {
+          const worker = yield* Worker.Worker
+          const events = yield* worker.subscribe
+          yield* worker.whenIdle
+          const other = repoLayer(url)
+          // Kill the listening connection, as a database restart or a network cut would.
+          const killed = yield* Effect.scoped(Effect.provide(
+            Effect.flatMap(SqlClientTag, (sql) =>
+              sql.unsafe<{ n: number }>(
+                "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = 'docket listen' AND datname = current_database()"
+              )),
+            other
+          ))
+          expect(killed[0].n).toBe(1)
+          // Once it listens again (within about a second), an enqueue from elsewhere wakes it.
+          yield* Effect.scoped(Effect.provide(
+            Effect.flatMap(SqlClientTag, (sql) =>
+              sql.unsafe<{ n: number }>(
+                "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'docket listen' AND datname = current_database()"
+              )).pipe(
+                Effect.filterOrFail((rows) => rows[0].n === 1, () => "not listening yet"),
+                Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds")))
+              ),
+            other
+          ))
+          const added = yield* Effect.scoped(Effect.provide(Docket.client(Ok).enqueue(null), other))
+          yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id, "10 seconds")
         }))
     })
 

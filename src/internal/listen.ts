@@ -1,0 +1,66 @@
+/**
+ * LISTEN on a connection of Docket's own. Effect's `PgClient.listen` keeps one
+ * shared listening connection and ignores its errors: after a database restart
+ * it stays dead and no notification ever arrives again. Here a lost
+ * connection ends the listen with an error, and the worker reconnects.
+ */
+import type { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import pg from "pg"
+
+const clientConfig = (config: PgClient.PgClientConfig): pg.ClientConfig => ({
+  ...(config.url !== undefined
+    ? { connectionString: Redacted.value(config.url) }
+    : {
+      host: config.host ?? config.path,
+      port: config.port,
+      database: config.database,
+      user: config.username,
+      password: config.password === undefined ? undefined : Redacted.value(config.password)
+    }),
+  ssl: config.ssl,
+  application_name: `${config.applicationName ?? "docket"} listen`,
+  connectionTimeoutMillis: 10_000,
+  keepAlive: true
+})
+
+/**
+ * Listens on `channel`, calling `onNotification` for each notification and
+ * `onListening` once LISTEN is active. Runs until the connection is lost (then
+ * fails) or it is interrupted (then it closes the connection).
+ */
+export const listen = (
+  config: PgClient.PgClientConfig,
+  channel: string,
+  onListening: () => void,
+  onNotification: () => void
+): Effect.Effect<never, Error> =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const client = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: async () => {
+            const client = new pg.Client(clientConfig(config))
+            client.on("error", () => {}) // reported through the "end" below
+            await client.connect()
+            return client
+          },
+          catch: (cause) => new Error(`cannot connect to listen: ${String(cause)}`)
+        }),
+        (client) => Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption(1000))
+      )
+      client.on("notification", (message) => {
+        if (message.channel === channel) onNotification()
+      })
+      yield* Effect.tryPromise({
+        try: () => client.query(`LISTEN ${pg.escapeIdentifier(channel)}`),
+        catch: (cause) => new Error(`cannot LISTEN: ${String(cause)}`)
+      })
+      onListening()
+      return yield* Effect.async<never, Error>((resume) => {
+        const lost = (error?: Error) => resume(Effect.fail(new Error(`listen connection lost${error ? `: ${error.message}` : ""}`)))
+        client.once("end", () => lost())
+        client.once("error", lost)
+      })
+    })
+  )
