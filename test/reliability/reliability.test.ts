@@ -9,6 +9,7 @@ import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
+import { modelScenario } from "./model.js"
 import { restartScenario } from "./restart.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
@@ -20,3 +21,4 @@ restartScenario()
 sqliteKillScenario()
 clockSkewScenario()
 longJobsScenario()
+modelScenario()

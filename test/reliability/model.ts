@@ -1,0 +1,546 @@
+/**
+ * Model-based test (fast-check): random sequences of enqueue (with keys),
+ * claim, complete, fail, release, extend (one at a time and in batches of
+ * two) and time moving forward, run against the real `QueueRepo` on SQLite
+ * and PostgreSQL and against an in-memory model of the same state machine.
+ * After every step the operation's result, every stored row, `stats` and
+ * `nextDueIn` agree with the model.
+ *
+ * Time: the database's clock runs on during a test, so the model keeps its
+ * own clock in whole minutes and maps it onto the rows. A time the database
+ * computes (now + delay, now + lease) is checked against the model's (within
+ * the real time elapsed since the run began), then set to the model's exact
+ * value; "time moves forward by d" moves every stored time back by d. As a run
+ * takes seconds and model times differ by whole minutes, the database decides
+ * "due" and "expired" exactly as the model does.
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, ManagedRuntime, Option } from "effect"
+import fc from "fast-check"
+import { afterAll, describe, expect, it } from "vitest"
+import * as QueueRepo from "../../src/QueueRepo.js"
+import { type Backend, pgAvailable, pgBackend, repoLayer, setRow, sqliteBackend } from "../support/db.js"
+import { report } from "./support.js"
+
+const MINUTE = 60_000
+const KINDS = ["a", "b", "c"] as const
+
+// --- the model ---
+
+type State = "waiting" | "running" | "dead"
+
+interface MItem {
+  readonly id: number
+  readonly kind: string
+  readonly key: string | null
+  readonly priority: number
+  readonly maxAttempts: number
+  state: State
+  runAt: number
+  attempts: number
+  lastError: string | null
+  claimedBy: string | null
+  leaseUntil: number | null
+  seq: number
+}
+
+/** Error text as the queue keeps it (validate.normaliseError): NUL escaped, well-formed, bounded. */
+const normalise = (error: string) => {
+  const clean = error.replaceAll("\u0000", "\\u0000")
+  const wellFormed = clean.isWellFormed() ? clean : clean.toWellFormed()
+  return wellFormed.length > 16_384 ? `${wellFormed.slice(0, 16_384)}… (truncated)` : wellFormed
+}
+
+class Model {
+  now = 0
+  readonly items = new Map<number, MItem>()
+
+  private waitingTwin(kind: string, key: string | null, except?: number) {
+    if (key === null) return undefined
+    return [...this.items.values()].find((i) => i.id !== except && i.state === "waiting" && i.kind === kind && i.key === key)
+  }
+
+  /** The id of the waiting item that dedupes this enqueue, if any. */
+  dedupe(kind: string, key: string | null) {
+    return this.waitingTwin(kind, key)?.id
+  }
+
+  insert(id: number, kind: string, key: string | null, delay: number, priority: number, maxAttempts: number) {
+    this.items.set(id, {
+      id,
+      kind,
+      key,
+      priority,
+      maxAttempts,
+      state: "waiting",
+      runAt: this.now + delay,
+      attempts: 0,
+      lastError: null,
+      claimedBy: null,
+      leaseUntil: null,
+      seq: 0
+    })
+  }
+
+  claim(worker: string, limit: number, lease: number, kinds: ReadonlyArray<string> | undefined): Array<MItem> {
+    const inKinds = (i: MItem) => kinds === undefined || kinds.includes(i.kind)
+    const live = (i: MItem) => i.state === "running" && i.leaseUntil! > this.now
+    const all = [...this.items.values()]
+    const expired = all.filter((i) => i.state === "running" && i.leaseUntil! <= this.now && inKinds(i))
+    const waiting = all.filter((i) =>
+      i.state === "waiting" && i.runAt <= this.now && inKinds(i) &&
+      (i.key === null || !all.some((r) => live(r) && r.kind === i.kind && r.key === i.key))
+    )
+    const picked = [...expired, ...waiting].sort(claimOrder).slice(0, limit)
+    for (const i of picked) {
+      i.state = "running"
+      i.attempts++
+      i.seq++
+      i.claimedBy = worker
+      i.leaseUntil = this.now + lease
+    }
+    return picked
+  }
+
+  private held(claim: QueueRepo.Claim) {
+    const item = this.items.get(claim.id)
+    return item !== undefined && item.state === "running" && item.seq === claim.token ? item : undefined
+  }
+
+  complete(claim: QueueRepo.Claim) {
+    const item = this.held(claim)
+    if (item === undefined) return false
+    this.items.delete(item.id)
+    return true
+  }
+
+  fail(claim: QueueRepo.Claim, error: string, delay: number | null): QueueRepo.FailOutcome {
+    const item = this.held(claim)
+    if (item === undefined) return "stale"
+    const retry = delay !== null && item.attempts < item.maxAttempts
+    if (retry && this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
+      this.items.delete(item.id)
+      return "absorbed"
+    }
+    item.state = retry ? "waiting" : "dead"
+    if (retry) item.runAt = this.now + delay
+    item.lastError = normalise(error)
+    item.claimedBy = null
+    item.leaseUntil = null
+    return retry ? "retried" : "dead"
+  }
+
+  release(claim: QueueRepo.Claim): QueueRepo.ReleaseOutcome {
+    const item = this.held(claim)
+    if (item === undefined) return "stale"
+    if (this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
+      this.items.delete(item.id)
+      return "absorbed"
+    }
+    item.state = "waiting"
+    item.attempts = Math.max(item.attempts - 1, 0)
+    item.claimedBy = null
+    item.leaseUntil = null
+    return "released"
+  }
+
+  extend(claim: QueueRepo.Claim, lease: number) {
+    const item = this.held(claim)
+    if (item === undefined) return false
+    item.leaseUntil = this.now + lease
+    return true
+  }
+
+  stats(): QueueRepo.Stats {
+    type Mutable = { -readonly [K in keyof QueueRepo.Counts]: number }
+    const byKind: Record<string, Mutable> = {}
+    const total: Mutable = { due: 0, scheduled: 0, running: 0, dead: 0 }
+    for (const i of [...this.items.values()].sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0))) {
+      const c = (byKind[i.kind] ??= { due: 0, scheduled: 0, running: 0, dead: 0 })
+      const bucket: keyof QueueRepo.Counts = i.state === "dead"
+        ? "dead"
+        : i.state === "waiting"
+        ? (i.runAt <= this.now ? "due" : "scheduled")
+        : (i.leaseUntil! <= this.now ? "due" : "running")
+      c[bucket]++
+      total[bucket]++
+    }
+    return { ...total, byKind }
+  }
+
+  /** Milliseconds until the next due time (a waiting item or a lease ending), if any. */
+  nextDue(): number | undefined {
+    const times = [...this.items.values()].flatMap((i) =>
+      i.state === "waiting" ? [i.runAt] : i.state === "running" ? [i.leaseUntil!] : []
+    )
+    return times.length === 0 ? undefined : Math.max(0, Math.min(...times) - this.now)
+  }
+}
+
+const claimOrder = (a: { priority: number; runAt: number; id: number }, b: { priority: number; runAt: number; id: number }) =>
+  b.priority - a.priority || a.runAt - b.runAt || a.id - b.id
+
+// --- the operations ---
+
+type Op =
+  | { op: "enqueue"; kind: string; key: string | null; delay: number; priority: number; maxAttempts: number }
+  | { op: "claim"; worker: string; limit: number; lease: number; kinds: ReadonlyArray<string> | undefined }
+  | { op: "complete"; pick: number }
+  | { op: "fail"; pick: number; delay: number | null; error: string }
+  | { op: "release"; pick: number }
+  | { op: "extend"; pick: number; lease: number }
+  | { op: "failMany"; picks: [number, number]; delay: number | null; error: string }
+  | { op: "releaseMany"; picks: [number, number] }
+  | { op: "completeMany"; picks: [number, number] }
+  | { op: "extendMany"; picks: [number, number]; lease: number }
+  | { op: "advance"; by: number }
+
+const minutes = (min: number, max: number) => fc.integer({ min, max }).map((m) => m * MINUTE)
+const pick = fc.nat({ max: 1000 })
+const errorText = fc.constantFrom("boom", `it's "quoted"`, "nul\u0000byte", "lone \ud800 surrogate", "'; DROP TABLE docket_items; --")
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      op: fc.constant("enqueue" as const),
+      kind: fc.constantFrom(...KINDS),
+      key: fc.constantFrom(null, null, "k1", "k2", "it's"),
+      delay: fc.oneof(fc.constant(0), minutes(1, 3)),
+      priority: fc.integer({ min: -1, max: 1 }),
+      maxAttempts: fc.integer({ min: 1, max: 3 })
+    })
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant("claim" as const),
+      worker: fc.constantFrom("w1", "w2"),
+      limit: fc.integer({ min: 1, max: 4 }),
+      lease: minutes(1, 3),
+      kinds: fc.option(fc.subarray([...KINDS]), { nil: undefined })
+    })
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("complete" as const), pick }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant("fail" as const),
+      pick,
+      delay: fc.option(fc.oneof(fc.constant(0), minutes(1, 3)), { nil: null }),
+      error: errorText
+    })
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("release" as const), pick }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("extend" as const), pick, lease: minutes(1, 3) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant("failMany" as const),
+      picks: fc.tuple(pick, pick),
+      delay: fc.option(fc.oneof(fc.constant(0), minutes(1, 3)), { nil: null }),
+      error: errorText
+    })
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("releaseMany" as const), picks: fc.tuple(pick, pick) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("completeMany" as const), picks: fc.tuple(pick, pick) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant("extendMany" as const), picks: fc.tuple(pick, pick), lease: minutes(1, 3) })
+  },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant("advance" as const), by: minutes(1, 4) }) }
+)
+
+// --- running a sequence against both ---
+
+interface Row {
+  id: number | string
+  kind: string
+  dedupe_key: string | null
+  priority: number | string
+  state: State
+  run_at: number | string
+  attempts: number | string
+  max_attempts: number | string
+  last_error: string | null
+  claimed_by: string | null
+  lease_until: number | string | null
+  lease_seq: number | string
+}
+
+type Runtime = ManagedRuntime.ManagedRuntime<QueueRepo.QueueRepo | SqlClient.SqlClient, unknown>
+
+const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { steps: number; claims: number }) => {
+  const run = <A, E>(effect: Effect.Effect<A, E, QueueRepo.QueueRepo | SqlClient.SqlClient>) => runtime.runPromise(effect)
+  const repo = <A, E>(f: (r: QueueRepo.Service) => Effect.Effect<A, E>) => run(Effect.flatMap(QueueRepo.QueueRepo, f))
+  const sql = <A extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
+    run(Effect.flatMap(SqlClient.SqlClient, (s) =>
+      s.unsafe<A>(s.onDialectOrElse({ pg: () => text, orElse: () => text.replace(/\$\d+/g, "?") }), params)))
+
+  await sql("DELETE FROM docket_items")
+  const model = new Model()
+  const claims: Array<QueueRepo.Claim> = []
+  const startedAt = Date.now()
+  // The database time that stands for the model's time 0 (the model's now maps to base).
+  const base = startedAt
+
+  /** Checks a time the database computed against the model's; returns the value that pins it. */
+  const checkTime = (what: string, actual: number | null, expected: number | null) => {
+    if (expected === null || actual === null) {
+      expect(actual, what).toBe(expected)
+      return expected
+    }
+    const want = base + expected - model.now
+    const elapsed = Date.now() - startedAt
+    expect(actual - want, `${what}: database ${actual}, model ${want} (elapsed ${elapsed} ms)`).toBeGreaterThanOrEqual(-50)
+    expect(actual - want, `${what}: database ${actual}, model ${want} (elapsed ${elapsed} ms)`).toBeLessThanOrEqual(elapsed + 50)
+    return want
+  }
+
+  /** Every stored row agrees with the model; the database's times are pinned to the model's. */
+  const verify = async (step: string) => {
+    const rows = await sql<Row>(
+      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error, claimed_by, lease_until, lease_seq FROM docket_items ORDER BY id"
+    )
+    const expected = [...model.items.values()].sort((a, b) => a.id - b.id)
+    expect(rows.map((r) => Number(r.id)), `${step}: the ids stored`).toEqual(expected.map((i) => i.id))
+    for (let n = 0; n < rows.length; n++) {
+      const r = rows[n]
+      const m = expected[n]
+      expect({
+        kind: r.kind,
+        key: r.dedupe_key,
+        priority: Number(r.priority),
+        state: r.state,
+        attempts: Number(r.attempts),
+        maxAttempts: Number(r.max_attempts),
+        lastError: r.last_error,
+        claimedBy: r.claimed_by,
+        token: Number(r.lease_seq)
+      }, `${step}: item ${m.id}`).toEqual({
+        kind: m.kind,
+        key: m.key,
+        priority: m.priority,
+        state: m.state,
+        attempts: m.attempts,
+        maxAttempts: m.maxAttempts,
+        lastError: m.lastError,
+        claimedBy: m.claimedBy,
+        token: m.seq
+      })
+      const runAt = checkTime(`${step}: item ${m.id} run_at`, Number(r.run_at), m.runAt)!
+      const leaseUntil = checkTime(
+        `${step}: item ${m.id} lease_until`,
+        r.lease_until === null ? null : Number(r.lease_until),
+        m.leaseUntil
+      )
+      if (runAt !== Number(r.run_at) || (leaseUntil ?? null) !== (r.lease_until === null ? null : Number(r.lease_until))) {
+        await run(setRow(m.id, { run_at: runAt, lease_until: leaseUntil }))
+      }
+    }
+    expect(await repo((r) => r.stats), `${step}: stats`).toEqual(model.stats())
+    const next = await repo((r) => r.nextDueIn)
+    const want = model.nextDue()
+    if (want === undefined) expect(Option.isNone(next), `${step}: nextDueIn`).toBe(true)
+    else {
+      const ms = Option.match(next, { onNone: () => -1, onSome: Duration.toMillis })
+      expect(ms, `${step}: nextDueIn (model ${want})`).toBeGreaterThanOrEqual(Math.max(0, want - (Date.now() - startedAt) - 50))
+      expect(ms, `${step}: nextDueIn (model ${want})`).toBeLessThanOrEqual(want + 50)
+    }
+  }
+
+  const claimAt = (n: number) => claims[n % claims.length]
+
+  for (let s = 0; s < ops.length; s++) {
+    const op = ops[s]
+    const step = `step ${s + 1} ${JSON.stringify(op)}`
+    totals.steps++
+    switch (op.op) {
+      case "enqueue": {
+        const twin = model.dedupe(op.kind, op.key)
+        const result = await repo((r) =>
+          r.enqueue(op.kind, { step: s }, {
+            key: op.key ?? undefined,
+            delay: op.delay,
+            priority: op.priority,
+            maxAttempts: op.maxAttempts
+          })
+        )
+        if (twin !== undefined) {
+          expect(result, step).toEqual({ _tag: "Deduplicated", id: twin })
+        } else {
+          expect(result._tag, step).toBe("Enqueued")
+          expect(result.id, `${step}: a new id`).toBeGreaterThan(Math.max(0, ...model.items.keys()))
+          model.insert(result.id, op.kind, op.key, op.delay, op.priority, op.maxAttempts)
+        }
+        break
+      }
+      case "claim": {
+        const got = await repo((r) => r.claim({ worker: op.worker, limit: op.limit, lease: op.lease, kinds: op.kinds }))
+        const want = model.claim(op.worker, op.limit, op.lease, op.kinds)
+        expect(got.map((c) => [c.id, c.token, c.attempt, c.worker, c.kind, c.key, c.priority, c.maxAttempts, c.lastError]), step)
+          .toEqual(want.map((i) => [i.id, i.seq, i.attempts, op.worker, i.kind, i.key, i.priority, i.maxAttempts, i.lastError]))
+        claims.push(...got)
+        totals.claims += got.length
+        break
+      }
+      case "complete": {
+        if (claims.length === 0) continue
+        const claim = claimAt(op.pick)
+        expect(await repo((r) => r.complete(claim)), step).toBe(model.complete(claim))
+        break
+      }
+      case "fail": {
+        if (claims.length === 0) continue
+        const claim = claimAt(op.pick)
+        const next: QueueRepo.FailNext = op.delay === null ? { _tag: "Dead" } : { _tag: "Retry", delay: op.delay }
+        expect(await repo((r) => r.fail(claim, op.error, next)), step).toBe(model.fail(claim, op.error, op.delay))
+        break
+      }
+      case "release": {
+        if (claims.length === 0) continue
+        const claim = claimAt(op.pick)
+        expect(await repo((r) => r.release(claim)), step).toBe(model.release(claim))
+        break
+      }
+      case "extend": {
+        if (claims.length === 0) continue
+        const claim = claimAt(op.pick)
+        expect(await repo((r) => r.extend(claim, op.lease)), step).toBe(model.extend(claim, op.lease))
+        break
+      }
+      case "failMany":
+      case "releaseMany":
+      case "completeMany":
+      case "extendMany": {
+        if (claims.length === 0) continue
+        const [a, b] = op.picks.map(claimAt)
+        // A batch of two different claims (the same claim twice is not a batch anyone sends).
+        // KNOWN BUG: nor two claims of one item (a stale one and the live one): QueueRepo's
+        // batch operations map results back by item id, so the stale claim is reported
+        // with the live claim's outcome (see "batch results" below, marked it.fails).
+        const batch = a === b || a.id === b.id ? [a] : [a, b]
+        if (op.op === "failMany") {
+          const next: QueueRepo.FailNext = op.delay === null ? { _tag: "Dead" } : { _tag: "Retry", delay: op.delay }
+          const got = await repo((r) => r.failMany(batch.map((claim) => ({ claim, error: op.error, next }))))
+          expect(got, step).toEqual(batch.map((claim) => model.fail(claim, op.error, op.delay)))
+        } else if (op.op === "releaseMany") {
+          const got = await repo((r) => r.releaseMany(batch))
+          expect(got, step).toEqual(batch.map((claim) => model.release(claim)))
+        } else if (op.op === "completeMany") {
+          const got = await repo((r) => r.completeMany(batch))
+          expect(got, step).toEqual(batch.map((claim) => model.complete(claim)))
+        } else {
+          const got = await repo((r) => r.extendMany(batch, op.lease))
+          expect(got, step).toEqual(batch.map((claim) => model.extend(claim, op.lease)))
+        }
+        break
+      }
+      case "advance": {
+        await sql("UPDATE docket_items SET run_at = run_at - $1, lease_until = lease_until - $2", [op.by, op.by])
+        model.now += op.by
+        break
+      }
+    }
+    await verify(step)
+  }
+  // A sequence must finish well within a model minute, or the real clock could matter.
+  expect(Date.now() - startedAt, "a sequence takes less than 30 s").toBeLessThan(30_000)
+}
+
+/**
+ * A batch holding a stale claim and the live claim of the same item: the
+ * database changes the item once (fenced by token), and each claim's result
+ * must say what happened to it.
+ */
+const batchResults = (backend: Backend) =>
+  // KNOWN BUG: src/QueueRepo.ts maps the rows a batch statement returns back to
+  // the claims by item id only (`applied(claims, ids)` for completeMany and
+  // extendMany, `outcomes.get(claim.id)` for failMany and releaseMany), so the
+  // stale claim gets the live claim's result ("released", "dead", true). The
+  // stored state is right; the reported result is not. In the Worker this hides
+  // a stale run from lease renewal when it holds two claims of one item. Remove
+  // `.fails` when results are matched by (id, token).
+  it.fails("KNOWN BUG: batch results are per claim when two claims of one item are in a batch", async () => {
+    const runtime = ManagedRuntime.make(repoLayer(await backend.fresh()))
+    try {
+      const results = await runtime.runPromise(Effect.gen(function*() {
+        const repo = yield* QueueRepo.QueueRepo
+        // A claim made stale (the item was given back and claimed again), and the live claim.
+        const pair = (kind: string) =>
+          Effect.gen(function*() {
+            yield* repo.enqueue(kind, null)
+            const [stale] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: [kind] })
+            yield* repo.release(stale)
+            const [live] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: [kind] })
+            return [stale, live] as const
+          })
+        const c = yield* pair("c")
+        const f = yield* pair("f")
+        const r = yield* pair("r")
+        const e = yield* pair("e")
+        return {
+          completeMany: yield* repo.completeMany(c),
+          failMany: yield* repo.failMany(f.map((claim) => ({ claim, error: "x", next: { _tag: "Dead" } as const }))),
+          releaseMany: yield* repo.releaseMany(r),
+          extendMany: yield* repo.extendMany(e, "1 minute")
+        }
+      }))
+      report(`batch results (${backend.name})`, {
+        completeMany: results.completeMany.join("/"),
+        failMany: results.failMany.join("/"),
+        releaseMany: results.releaseMany.join("/"),
+        extendMany: results.extendMany.join("/")
+      })
+      expect(results).toEqual({
+        completeMany: [false, true],
+        failMany: ["stale", "dead"],
+        releaseMany: ["stale", "released"],
+        extendMany: [false, true]
+      })
+    } finally {
+      await runtime.dispose()
+    }
+  }, 60_000)
+
+const RUNS = Number(process.env.RELIABILITY_MODEL_RUNS ?? 150)
+
+const property = (backend: Backend) => {
+  let runtime: Runtime | undefined
+  afterAll(async () => {
+    await runtime?.dispose()
+    await backend.cleanup()
+  })
+  it(`agrees with the model at every step (${RUNS} random sequences of up to 40 steps)`, async () => {
+    runtime = ManagedRuntime.make(repoLayer(await backend.fresh()))
+    const seed = Number(process.env.RELIABILITY_MODEL_SEED ?? Date.now() % 2_147_483_647)
+    const totals = { steps: 0, claims: 0 }
+    const started = performance.now()
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40, size: "max" }), (ops) => sequence(runtime!, ops, totals)),
+      { numRuns: RUNS, seed, endOnFailure: false }
+    )
+    report(`model (${backend.name})`, {
+      sequences: RUNS,
+      steps: totals.steps,
+      claims: totals.claims,
+      seed,
+      seconds: Math.round((performance.now() - started) / 100) / 10,
+      disagreements: 0
+    })
+  }, 240_000)
+}
+
+export const modelScenario = () =>
+  describe("model-based: the repository against an in-memory model", () => {
+    describe("on SQLite", () => {
+      const backend = sqliteBackend()
+      property(backend)
+      batchResults(backend)
+    })
+    describe.skipIf(!pgAvailable)("on PostgreSQL", () => {
+      const backend = pgBackend()
+      property(backend)
+      batchResults(backend)
+    })
+  })
