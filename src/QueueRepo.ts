@@ -22,7 +22,7 @@ import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import { InvalidInput, StorageError } from "./Errors.js"
 import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
 import * as Pg from "./internal/pg.js"
-import { type ItemRow, type KeyRow, num, numOrNull } from "./internal/rows.js"
+import { type FencedRow, type ItemRow, type KeyRow, num, numOrNull, type OutcomeRow } from "./internal/rows.js"
 import * as Sqlite from "./internal/sqlite.js"
 import * as V from "./internal/validate.js"
 
@@ -358,7 +358,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
     complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
     completeMany: (claims) =>
       claims.length === 0 ? Effect.succeed([]) : dialect.complete(claims.map(fence)).pipe(
-        Effect.map((rows) => applied(claims, rows.map((r) => num(r.id)))),
+        Effect.map((rows) => applied(claims, rows)),
         Effect.mapError(storage("complete"))
       ),
     fail: (claim, error, next) => Effect.map(self.failMany([{ claim, error, next }]), (r) => r[0]),
@@ -372,7 +372,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
         }
         const outcomes = yield* withTwinFallback(rows, dialect.fail).pipe(Effect.mapError(storage("fail")))
         return failures.map(({ claim }): FailOutcome => {
-          const outcome = outcomes.get(claim.id)
+          const outcome = outcomes.get(fenceKey(claim.id, claim.token))
           return outcome === undefined ? "stale" : outcome === "waiting" ? "retried" : outcome === "dead" ? "dead" : "absorbed"
         })
       }),
@@ -381,7 +381,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       claims.length === 0 ? Effect.succeed([]) : withTwinFallback(claims.map(fence), dialect.release).pipe(
         Effect.map((outcomes) =>
           claims.map((claim): ReleaseOutcome => {
-            const outcome = outcomes.get(claim.id)
+            const outcome = outcomes.get(fenceKey(claim.id, claim.token))
             return outcome === undefined ? "stale" : outcome === "waiting" ? "released" : "absorbed"
           })
         ),
@@ -393,7 +393,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
         const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
         if (claims.length === 0) return []
         const rows = yield* dialect.extend(claims.map(fence), leaseMs).pipe(Effect.mapError(storage("extend")))
-        return applied(claims, rows.map((r) => num(r.id)))
+        return applied(claims, rows)
       }),
     stats: dialect.stats.pipe(
       Effect.map((rows) => {
@@ -460,11 +460,11 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
   // the per-item retry resolves that too.
   const withTwinFallback = <Row extends Fence>(
     rows: ReadonlyArray<Row>,
-    apply: (rows: ReadonlyArray<Row>) => Effect.Effect<ReadonlyArray<{ id: number | string; outcome: string }>, SqlError>
-  ): Effect.Effect<Map<number, string>, SqlError> => {
-    const collect = (result: ReadonlyArray<{ id: number | string; outcome: string }>) =>
-      new Map(result.map((r) => [num(r.id), r.outcome]))
-    const one = (row: Row, attemptsLeft: number): Effect.Effect<ReadonlyArray<{ id: number | string; outcome: string }>, SqlError> =>
+    apply: (rows: ReadonlyArray<Row>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
+  ): Effect.Effect<Map<string, string>, SqlError> => {
+    const collect = (result: ReadonlyArray<OutcomeRow>) =>
+      new Map(result.map((r) => [fenceKey(num(r.id), num(r.lease_seq)), r.outcome]))
+    const one = (row: Row, attemptsLeft: number): Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError> =>
       apply([row]).pipe(
         Effect.catchIf(
           (error) => attemptsLeft > 0 && dialect.isUniqueViolation(error),
@@ -485,9 +485,14 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
 
 const fence = (claim: Claim): Fence => ({ id: claim.id, token: claim.token })
 
-const applied = (claims: ReadonlyArray<Claim>, ids: ReadonlyArray<number>): ReadonlyArray<boolean> => {
-  const set = new Set(ids)
-  return claims.map((c) => set.has(c.id))
+// Results are matched to claims by id AND token: one pool may hold two claims
+// of one item (it claimed back an item whose lease ran out while it ran it),
+// and only the current one may count as applied.
+const fenceKey = (id: number, token: number) => `${id}:${token}`
+
+const applied = (claims: ReadonlyArray<Claim>, rows: ReadonlyArray<FencedRow>): ReadonlyArray<boolean> => {
+  const set = new Set(rows.map((r) => fenceKey(num(r.id), num(r.lease_seq))))
+  return claims.map((c) => set.has(fenceKey(c.id, c.token)))
 }
 
 const pairKey = (kind: string, key: string) => `${kind}\u0000${key}`

@@ -212,7 +212,10 @@ export const make = <H extends Handler.Any>(
     const traced = options.spans ?? ((yield* Effect.tracer) !== defaultTracer)
 
     // --- state (one JS thread: plain mutable state, changed only inside Effect.sync) ---
-    const running = new Map<number, Running>()
+    // Runs, not items: a pool may claim back an item whose lease ran out while
+    // it still ran it; then the stale run and the new one are tracked apart
+    // (the stale one's renewal fails and it is interrupted).
+    const running = new Set<Running>()
     const kindRunning = new Map<string, number>()
     const buffer = new ClaimBuffer()
     const pending: Array<Outcome> = []
@@ -315,7 +318,7 @@ export const make = <H extends Handler.Any>(
 
     const finish = (entry: Running) =>
       Effect.suspend(() => {
-        running.delete(entry.claim.id)
+        running.delete(entry)
         prefetchPaused = false
         const n = kindCount(entry.claim.kind) - 1
         if (n <= 0) kindRunning.delete(entry.claim.kind)
@@ -416,7 +419,7 @@ export const make = <H extends Handler.Any>(
               deadline: performance.now() + leaseMs * 0.9,
               lost: false
             }
-            running.set(claim.id, entry)
+            running.add(entry)
             kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
             return runItem(entry)
           }),
@@ -537,7 +540,7 @@ export const make = <H extends Handler.Any>(
 
     // --- lease renewal: one fenced statement for every running item ---
     const renewOnce = Effect.suspend(() => {
-      const entries = [...running.values()].filter((e) => !e.lost)
+      const entries = [...running].filter((e) => !e.lost)
       if (entries.length === 0) return Effect.void
       const sent = performance.now()
       const lose = (entry: Running) => {
@@ -557,7 +560,7 @@ export const make = <H extends Handler.Any>(
               entry.deadline = sent + leaseMs
               return Effect.void
             }
-            return running.has(entry.claim.id) ? lose(entry) : Effect.void
+            return running.has(entry) ? lose(entry) : Effect.void
           }, { discard: true })
         ),
         Effect.catchAll((error) =>
@@ -699,7 +702,7 @@ export const make = <H extends Handler.Any>(
         const finished = yield* boundedWait(Deferred.await(allDone), graceMs)
         if (Option.isNone(finished)) {
           yield* Effect.logWarning(`docket: ${running.size} items still running after the grace period; interrupting them`)
-          const fibers = [...running.values()].flatMap((e) => (e.slot.fiber === undefined ? [] : [e.slot.fiber]))
+          const fibers = [...running].flatMap((e) => (e.slot.fiber === undefined ? [] : [e.slot.fiber]))
           // Their interruption releases their leases (attempt not counted).
           yield* Fiber.interruptAll(fibers)
         }

@@ -6,7 +6,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import type { FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 
 export interface InsertRow {
   readonly kind: string
@@ -49,12 +49,12 @@ export interface Dialect {
     leaseMs: number,
     kinds: ReadonlyArray<string> | null
   ) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
-  readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   /** outcome: "waiting" | "dead" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
   readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
   /** outcome: "waiting" | "absorbed". */
   readonly release: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
-  readonly extend: (fences: ReadonlyArray<Fence>, leaseMs: number) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  readonly extend: (fences: ReadonlyArray<Fence>, leaseMs: number) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   readonly stats: Effect.Effect<ReadonlyArray<StatsRow>, SqlError>
   readonly get: (id: number) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
   readonly listDead: (

@@ -6,7 +6,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Dialect } from "./dialect.js"
-import type { IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import type { FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 import { ITEM_COLUMNS } from "./rows.js"
 
 /** The channel enqueues notify and idle workers listen on. */
@@ -93,7 +93,7 @@ RETURNING ${ITEM_COLUMNS.split(", ").map((c) => `i.${c}`).join(", ")}`
 const COMPLETE = `
 DELETE FROM docket_items i USING unnest($1::bigint[], $2::bigint[]) AS c(id, seq)
 WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
-RETURNING i.id`
+RETURNING i.id, i.lease_seq`
 
 // A failed item goes back to waiting unless it has no attempts left or the
 // caller asked for dead (delay_ms null). A keyed item going back to waiting
@@ -113,7 +113,7 @@ WITH input AS (
   WHERE d.id = t.id AND t.retry AND t.dedupe_key IS NOT NULL
     AND EXISTS (SELECT 1 FROM docket_items w
                 WHERE w.state = 'waiting' AND w.kind = t.kind AND w.dedupe_key = t.dedupe_key)
-  RETURNING d.id
+  RETURNING d.id, d.lease_seq
 ), updated AS (
   UPDATE docket_items u
   SET state = CASE WHEN t.retry THEN 'waiting' ELSE 'dead' END,
@@ -121,10 +121,10 @@ WITH input AS (
       last_error = t.error, claimed_by = NULL, lease_until = NULL, updated_at = docket_now_ms()
   FROM target t
   WHERE u.id = t.id AND NOT EXISTS (SELECT 1 FROM absorbed a WHERE a.id = t.id)
-  RETURNING u.id, u.state AS outcome
+  RETURNING u.id, u.lease_seq, u.state AS outcome
 )
-SELECT id, outcome FROM updated
-UNION ALL SELECT id, 'absorbed' AS outcome FROM absorbed`
+SELECT id, lease_seq, outcome FROM updated
+UNION ALL SELECT id, lease_seq, 'absorbed' AS outcome FROM absorbed`
 
 const RELEASE = `
 WITH target AS (
@@ -137,23 +137,23 @@ WITH target AS (
   WHERE d.id = t.id AND t.dedupe_key IS NOT NULL
     AND EXISTS (SELECT 1 FROM docket_items w
                 WHERE w.state = 'waiting' AND w.kind = t.kind AND w.dedupe_key = t.dedupe_key)
-  RETURNING d.id
+  RETURNING d.id, d.lease_seq
 ), updated AS (
   UPDATE docket_items u
   SET state = 'waiting', attempts = greatest(u.attempts - 1, 0), claimed_by = NULL, lease_until = NULL,
       updated_at = docket_now_ms()
   FROM target t
   WHERE u.id = t.id AND NOT EXISTS (SELECT 1 FROM absorbed a WHERE a.id = t.id)
-  RETURNING u.id, 'waiting' AS outcome
+  RETURNING u.id, u.lease_seq, 'waiting' AS outcome
 )
-SELECT id, outcome FROM updated
-UNION ALL SELECT id, 'absorbed' AS outcome FROM absorbed`
+SELECT id, lease_seq, outcome FROM updated
+UNION ALL SELECT id, lease_seq, 'absorbed' AS outcome FROM absorbed`
 
 const EXTEND = `
 UPDATE docket_items i SET lease_until = docket_now_ms() + $3, updated_at = docket_now_ms()
 FROM unnest($1::bigint[], $2::bigint[]) AS c(id, seq)
 WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
-RETURNING i.id`
+RETURNING i.id, i.lease_seq`
 
 // Shared with SQLite but for the clock expression.
 export const statsSql = (now: string) => `
@@ -230,7 +230,7 @@ export const make = (sql: SqlClient): Dialect => {
       ]),
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
     claim: (worker, limit, leaseMs, kinds) => run<ItemRow>(CLAIM, [worker, limit, leaseMs, kinds]),
-    complete: (fences) => run<IdRow>(COMPLETE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
+    complete: (fences) => run<FencedRow>(COMPLETE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
     fail: (rows) =>
       run<OutcomeRow>(FAIL, [
         rows.map((r) => r.id),
@@ -239,7 +239,7 @@ export const make = (sql: SqlClient): Dialect => {
         rows.map((r) => r.delayMs)
       ]),
     release: (fences) => run<OutcomeRow>(RELEASE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
-    extend: (fences, leaseMs) => run<IdRow>(EXTEND, [fences.map((f) => f.id), fences.map((f) => f.token), leaseMs]),
+    extend: (fences, leaseMs) => run<FencedRow>(EXTEND, [fences.map((f) => f.id), fences.map((f) => f.token), leaseMs]),
     stats: run<StatsRow>(statsSql("docket_now_ms()"), []),
     get: (id) => run<ItemRow>(GET, [id]),
     listDead: (kind, afterId, limit) => run<ItemRow>(LIST_DEAD, [kind, afterId, limit]),

@@ -30,8 +30,13 @@ export interface IdRow {
   readonly id: number | string
 }
 
-export interface OutcomeRow {
+/** A row a fenced change applied to: its id and the claim token it matched. */
+export interface FencedRow {
   readonly id: number | string
+  readonly lease_seq: number | string
+}
+
+export interface OutcomeRow extends FencedRow {
   readonly outcome: string
 }
 

@@ -10,7 +10,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { Dialect } from "./dialect.js"
 import { statsSql } from "./pg.js"
-import type { IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import type { FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 import { ITEM_COLUMNS } from "./rows.js"
 
 export const NOW = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
@@ -63,7 +63,7 @@ RETURNING ${ITEM_COLUMNS}`
 const COMPLETE = `
 DELETE FROM docket_items
 WHERE state = 'running' AND (id, lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-RETURNING id`
+RETURNING id, lease_seq`
 
 // Absorption first (see pg.ts): a retrying keyed item whose key a waiting twin holds is deleted.
 const FAIL_ABSORB = `
@@ -73,7 +73,7 @@ WHERE d.state = 'running' AND d.dedupe_key IS NOT NULL AND d.attempts < d.max_at
               WHERE j.value ->> 0 = d.id AND j.value ->> 1 = d.lease_seq AND j.value ->> 3 IS NOT NULL)
   AND EXISTS (SELECT 1 FROM docket_items w
               WHERE w.state = 'waiting' AND w.kind = d.kind AND w.dedupe_key = d.dedupe_key)
-RETURNING id, 'absorbed' AS outcome`
+RETURNING id, lease_seq, 'absorbed' AS outcome`
 
 const FAIL_UPDATE = `
 UPDATE docket_items AS u
@@ -83,7 +83,7 @@ SET state = CASE WHEN c.delay_ms IS NOT NULL AND u.attempts < u.max_attempts THE
 FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS seq, j.value ->> 2 AS error, j.value ->> 3 AS delay_ms
       FROM json_each(?1) j) AS c
 WHERE u.id = c.id AND u.lease_seq = c.seq AND u.state = 'running'
-RETURNING id, state AS outcome`
+RETURNING id, lease_seq, state AS outcome`
 
 const RELEASE_ABSORB = `
 DELETE FROM docket_items AS d
@@ -91,18 +91,18 @@ WHERE d.state = 'running' AND d.dedupe_key IS NOT NULL
   AND (d.id, d.lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
   AND EXISTS (SELECT 1 FROM docket_items w
               WHERE w.state = 'waiting' AND w.kind = d.kind AND w.dedupe_key = d.dedupe_key)
-RETURNING id, 'absorbed' AS outcome`
+RETURNING id, lease_seq, 'absorbed' AS outcome`
 
 const RELEASE_UPDATE = `
 UPDATE docket_items
 SET state = 'waiting', attempts = max(attempts - 1, 0), claimed_by = NULL, lease_until = NULL, updated_at = ${NOW}
 WHERE state = 'running' AND (id, lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-RETURNING id, 'waiting' AS outcome`
+RETURNING id, lease_seq, 'waiting' AS outcome`
 
 const EXTEND = `
 UPDATE docket_items SET lease_until = ${NOW} + ?2, updated_at = ${NOW}
 WHERE state = 'running' AND (id, lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-RETURNING id`
+RETURNING id, lease_seq`
 
 const GET = `SELECT ${ITEM_COLUMNS} FROM docket_items WHERE id = ?1`
 
@@ -172,7 +172,7 @@ export const make = (sql: SqlClient): Dialect => {
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [JSON.stringify(pairs)]),
     claim: (worker, limit, leaseMs, kinds) =>
       run<ItemRow>(CLAIM, [worker, limit, leaseMs, kinds === null ? null : JSON.stringify(kinds)]),
-    complete: (fences) => run<IdRow>(COMPLETE, [fencesJson(fences)]),
+    complete: (fences) => run<FencedRow>(COMPLETE, [fencesJson(fences)]),
     fail: (rows) => {
       const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs]))
       return both(run<OutcomeRow>(FAIL_ABSORB, [json]), run<OutcomeRow>(FAIL_UPDATE, [json]))
@@ -181,7 +181,7 @@ export const make = (sql: SqlClient): Dialect => {
       const json = fencesJson(fences)
       return both(run<OutcomeRow>(RELEASE_ABSORB, [json]), run<OutcomeRow>(RELEASE_UPDATE, [json]))
     },
-    extend: (fences, leaseMs) => run<IdRow>(EXTEND, [fencesJson(fences), leaseMs]),
+    extend: (fences, leaseMs) => run<FencedRow>(EXTEND, [fencesJson(fences), leaseMs]),
     stats: run<StatsRow>(statsSql(NOW), []),
     get: (id) => run<ItemRow>(GET, [id]),
     listDead: (kind, afterId, limit) => run<ItemRow>(LIST_DEAD, [kind, afterId, limit]),

@@ -61,14 +61,11 @@ const scenarios = (backend: Backend) => {
     expect(result.secondStarted).toBe(true)
   }, 60_000)
 
-  // KNOWN BUG: src/Worker.ts keys its `running` map by item id. When the pool claims
-  // back an item it still runs, the second run's entry replaces the first's, so the
-  // first (stale) run is never renewed, never found stale and never interrupted; and
-  // when it ends, `finish` deletes the second run's entry, so the second run is no
-  // longer renewed either: its lease runs out and the item is claimed a third time
-  // while two runs still go on. Remove `.fails` when the Worker tracks runs by claim
-  // token (or refuses to run an item it already runs).
-  it.concurrent.fails("KNOWN BUG: ...then stops the stale run and keeps the new run's lease alive", async () => {
+  // Was a bug: the Worker kept its runs by item id, so a claimed-back item's new
+  // run replaced the stale one's entry (the stale run was never interrupted, and
+  // when it ended the new run stopped being renewed). Runs are now tracked apart
+  // and fenced results matched by id and token.
+  it.concurrent("...then stops the stale run and keeps the new run's lease alive", async () => {
     const result = await reclaim()
     expect(result.firstStopped, "the run with the stale token is interrupted").toBe(true)
     expect(result.renewed, "the new run's lease is renewed").toBe(true)
