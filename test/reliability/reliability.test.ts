@@ -7,6 +7,7 @@
  */
 import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
+import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
@@ -22,3 +23,4 @@ sqliteKillScenario()
 clockSkewScenario()
 longJobsScenario()
 modelScenario()
+hostileScenario()
