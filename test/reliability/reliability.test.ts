@@ -12,6 +12,7 @@ import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
 import { restartScenario } from "./restart.js"
+import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
 
@@ -24,3 +25,4 @@ clockSkewScenario()
 longJobsScenario()
 modelScenario()
 hostileScenario()
+soakScenario()
