@@ -415,11 +415,9 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
       case "extendMany": {
         if (claims.length === 0) continue
         const [a, b] = op.picks.map(claimAt)
-        // A batch of two different claims (the same claim twice is not a batch anyone sends).
-        // KNOWN BUG: nor two claims of one item (a stale one and the live one): QueueRepo's
-        // batch operations map results back by item id, so the stale claim is reported
-        // with the live claim's outcome (see "batch results" below, marked it.fails).
-        const batch = a === b || a.id === b.id ? [a] : [a, b]
+        // A batch of two different claims (the same claim twice is not a batch anyone
+        // sends); they may be two claims of one item, a stale one and the live one.
+        const batch = a === b ? [a] : [a, b]
         if (op.op === "failMany") {
           const next: QueueRepo.FailNext = op.delay === null ? { _tag: "Dead" } : { _tag: "Retry", delay: op.delay }
           const got = await repo((r) => r.failMany(batch.map((claim) => ({ claim, error: op.error, next }))))
@@ -454,14 +452,9 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
  * must say what happened to it.
  */
 const batchResults = (backend: Backend) =>
-  // KNOWN BUG: src/QueueRepo.ts maps the rows a batch statement returns back to
-  // the claims by item id only (`applied(claims, ids)` for completeMany and
-  // extendMany, `outcomes.get(claim.id)` for failMany and releaseMany), so the
-  // stale claim gets the live claim's result ("released", "dead", true). The
-  // stored state is right; the reported result is not. In the Worker this hides
-  // a stale run from lease renewal when it holds two claims of one item. Remove
-  // `.fails` when results are matched by (id, token).
-  it.fails("KNOWN BUG: batch results are per claim when two claims of one item are in a batch", async () => {
+  // Was a bug (found by the model above, fixed in 701907d): results were matched
+  // back to claims by item id only, so the stale claim got the live one's result.
+  it("batch results are per claim when two claims of one item are in a batch", async () => {
     const runtime = ManagedRuntime.make(repoLayer(await backend.fresh()))
     try {
       const results = await runtime.runPromise(Effect.gen(function*() {
