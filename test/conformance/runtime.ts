@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Schedule, Schema, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
@@ -439,6 +439,38 @@ export const runtimeConformance = (backend: Backend) => {
           }).pipe(Effect.provide(live))
         )
         expect(sent).toEqual(["ada@example.com"])
+      })
+    })
+
+    it.live("a handler's logs carry the item's kind, id, attempt and worker", () => {
+      const lines: Array<Record<string, unknown>> = []
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ annotations, message }) => {
+          lines.push({ message: String(Array.isArray(message) ? message[0] : message), ...Object.fromEntries(HashMap.toEntries(annotations)) })
+        })
+      )
+      const Noisy = Handler.make("noisy", {
+        payload: Schema.Number,
+        run: (n) => Effect.logInfo(`working on ${n}`)
+      })
+      return Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const live = Worker.layer({ handlers: [Noisy], worker: "w-logs" }).pipe(
+          Layer.provide(capture),
+          Layer.provideMerge(repoLayer(url))
+        )
+        yield* Effect.scoped(
+          Effect.gen(function*() {
+            const events = yield* (yield* Worker.Worker).subscribe
+            const a = yield* Docket.client(Noisy).enqueue(1)
+            const b = yield* Docket.client(Noisy).enqueue(2)
+            yield* waitForCount(events, (e) => e._tag === "Completed", 2)
+            const work = lines.filter((l) => String(l.message).startsWith("working on"))
+            expect(work).toContainEqual({ message: "working on 1", kind: "noisy", id: a.id, attempt: 1, worker: "w-logs" })
+            expect(work).toContainEqual({ message: "working on 2", kind: "noisy", id: b.id, attempt: 1, worker: "w-logs" })
+          }).pipe(Effect.provide(live))
+        )
       })
     })
 
