@@ -279,22 +279,17 @@ const commandRefusals = () =>
       file("nul-key.ndjson", `${okLine}\n{"kind":"ok","payload":{},"key":"a\\u0000b"}\n`),
       file("surrogate-key.ndjson", `${okLine}\n{"kind":"ok","payload":{},"key":"\\ud800"}\n`),
       file("sql-kind.ndjson", `${okLine}\n{"kind":"x'; DROP TABLE docket_items; --","payload":{}}\n`),
-      file("huge.ndjson", `${okLine}\n${JSON.stringify({ kind: "ok", payload: "x".repeat(1024 * 1024 + 10) })}\n`),
-      file("not-json.ndjson", `${okLine}\n{"kind":"ok","payload":\n`)
+      file("huge.ndjson", `${okLine}\n${JSON.stringify({ kind: "ok", payload: "x".repeat(1024 * 1024 + 10) })}\n`)
     ]
+    // (Each is a process start; test/cli.usage.test.ts covers the ordinary bad flags.)
     const cases: ReadonlyArray<ReadonlyArray<string>> = [
       ["enqueue", "x'; DROP TABLE docket_items; --", "{}"],
       ["enqueue", "ok", "{}", "--priority", "1; DROP TABLE docket_items"],
       ["enqueue", "ok", "{}", "--delay", "1s'; DROP TABLE docket_items; --"],
-      ["enqueue", "ok", "{}", "--max-attempts", "0"],
-      ["enqueue", "ok", "{}", "--key", ""],
       ["enqueue", "ok", "{}", "--run-at", "2030-01-01'; --"],
-      ["enqueue", "ok", "{}", "--bogus", "1"],
       ["enqueue", "ok", `{"a":"\\ud800", `],
-      ["enqueue", "ok", "NaN"],
       ["dead", "retry", "1; DROP TABLE docket_items"],
       ["worker", "--tasks", scratch.dir, "--lease", "0"],
-      ["worker", "--tasks", scratch.dir, "--concurrency", "0"],
       ...bulk.map((path) => ["enqueue", "--from", path])
     ]
     const targets: Array<{ name: string; url: string; untouched: () => Promise<boolean>; drop: () => Promise<void> }> = [
@@ -328,7 +323,7 @@ const commandRefusals = () =>
     try {
       let refused = 0
       for (const target of targets) {
-        const results = await docketAll(cases.map((args) => [...args, "--database", target.url]), {}, 3)
+        const results = await docketAll(cases.map((args) => [...args, "--database", target.url]), {}, 2)
         results.forEach((result, i) => {
           expect({ args: cases[i].join(" ").slice(0, 80), code: result.code }).toEqual({
             args: cases[i].join(" ").slice(0, 80),

@@ -107,7 +107,7 @@ export interface WorkerOptions {
   readonly env?: Record<string, string | undefined>
   /** Arguments for node itself, before bin/docket.mjs (e.g. `--import <preload>`). */
   readonly nodeArgs?: ReadonlyArray<string>
-  /** Keep every stdout line matching this (default: none kept, only the tail). */
+  /** Keep every stdout line (and stderr line, as `stderr: <line>`) matching this (default: none, only the tail). */
   readonly keep?: RegExp
   /** Count stdout lines matching this. */
   readonly count?: RegExp
@@ -186,7 +186,11 @@ export const startWorker = (options: WorkerOptions): WorkerProcess => {
     }
   })
   child.stderr!.setEncoding("utf8").on("data", (data: string) => {
-    for (const line of data.split("\n")) if (line.trim() !== "") push(`stderr: ${line}`)
+    for (const line of data.split("\n")) {
+      if (line.trim() === "") continue
+      push(`stderr: ${line}`)
+      if (options.keep?.test(line)) kept.push(`stderr: ${line}`)
+    }
   })
   return worker
 }
