@@ -1,8 +1,9 @@
 /**
  * Sending mail: try at once, queue only on failure (`Docket.attemptOrEnqueue`).
  *
- * A real SMTP server (smtp-server, on a loopback port) refuses the first two
- * deliveries with "451 try again later"; nodemailer sends. A signup's welcome
+ * A real SMTP server (smtp-server, on a loopback port) refuses the first
+ * delivery to each of two busy mailboxes with "451 try again later";
+ * nodemailer sends. A signup's welcome
  * mail is sent at once when the server takes it; when it refuses, the mail
  * is queued and the worker delivers it after a short backoff.
  *
@@ -20,18 +21,20 @@ import { join } from "node:path"
 import nodemailer from "nodemailer"
 import { SMTPServer } from "smtp-server"
 
-// --- a mail server on a loopback port that refuses the first deliveries ---
+// --- a mail server on a loopback port whose busy mailboxes refuse their first delivery ---
 
 interface Received {
   readonly to: string
   readonly subject: string
 }
 
-const smtpServer = (refuseFirst: number) =>
+const smtpServer = (busy: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.async<{ port: number; received: Array<Received>; server: SMTPServer }>((resume) => {
       const received: Array<Received> = []
-      let refusals = refuseFirst
+      // Per mailbox, not per delivery: the worker's retry of one mail may reach
+      // the server before the next signup's first try does.
+      const refuseOnce = new Set(busy)
       const server = new SMTPServer({
         authOptional: true,
         disabledCommands: ["STARTTLS"],
@@ -41,12 +44,12 @@ const smtpServer = (refuseFirst: number) =>
           stream.setEncoding("utf8")
           stream.on("data", (chunk: string) => (data += chunk))
           stream.on("end", () => {
-            if (refusals > 0) {
-              refusals--
+            const to = session.envelope.rcptTo.map((r) => r.address).join(", ")
+            if (refuseOnce.delete(to)) {
               return callback(Object.assign(new Error("mailbox busy, try again later"), { responseCode: 451 }))
             }
             const subject = /^Subject: (.*)$/m.exec(data)?.[1]?.trim() ?? ""
-            received.push({ to: session.envelope.rcptTo.map((r) => r.address).join(", "), subject })
+            received.push({ to, subject })
             callback(null, "queued")
           })
         }
@@ -120,8 +123,8 @@ const main = Effect.gen(function*() {
     Effect.sync(() => mkdtempSync(join(tmpdir(), "docket-mail-"))),
     (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
   )
-  const server = yield* smtpServer(2)
-  yield* Console.log(`mail server on 127.0.0.1:${server.port} (refuses the first 2 deliveries)`)
+  const server = yield* smtpServer(["ada@example.com", "grace@example.com"])
+  yield* Console.log(`mail server on 127.0.0.1:${server.port} (refuses the first 2 deliveries: ada's and grace's mailboxes are busy)`)
   const MailerLive = mailerLayer(server.port)
   const DocketLive = Docket.layer({ database: join(dir, "queue.db"), handlers: [SendMail] })
 

@@ -221,6 +221,7 @@ export const make = <H extends Handler.Any>(
     const kindRunning = new Map<string, number>()
     const buffer = new ClaimBuffer()
     const pending: Array<Outcome> = []
+    let recording: ReadonlyArray<Outcome> = []
     let stopping = false
     let starts = 0
     // Set when prefetched items had to be released because no slot freed in
@@ -534,7 +535,9 @@ export const make = <H extends Handler.Any>(
     const flushOnce = Effect.suspend(() => {
       if (pending.length === 0) return Effect.void
       const batch = pending.splice(0, 5000)
+      recording = batch
       return recordBatch(batch).pipe(
+        Effect.ensuring(Effect.sync(() => (recording = []))),
         Effect.catchAll((error) =>
           Effect.zipRight(
             storageFailed("record outcome")(error),
@@ -555,7 +558,11 @@ export const make = <H extends Handler.Any>(
     // --- lease renewal: one fenced statement for every running item ---
     const renewOnce = Effect.suspend(() => {
       const entries = [...running].filter((e) => !e.lost)
-      if (entries.length === 0) return Effect.void
+      // Items whose handler ended but whose outcome is not written yet (the
+      // database is slow or down) keep their lease too, or another worker
+      // would run them again.
+      const unrecorded = [...pending, ...recording].map((o) => o.claim)
+      if (entries.length === 0 && unrecorded.length === 0) return Effect.void
       const sent = performance.now()
       const lose = (entry: Running) => {
         entry.lost = true
@@ -567,7 +574,7 @@ export const make = <H extends Handler.Any>(
           Effect.zipRight(Fiber.interrupt(fiber), Effect.suspend(() => (stopping ? Effect.void : startSlot)))
         )
       }
-      return repo.extendMany(entries.map((e) => e.claim), Duration.millis(leaseMs)).pipe(
+      return repo.extendMany([...entries.map((e) => e.claim), ...unrecorded], Duration.millis(leaseMs)).pipe(
         Effect.flatMap((applied) =>
           Effect.forEach(entries, (entry, i) => {
             if (applied[i]) {

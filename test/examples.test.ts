@@ -72,7 +72,7 @@ describe.concurrent("examples", () => {
     const r = await runExample("mail")
     expect(r.code, r.stderr).toBe(0)
     inOrder(r.stdout, [
-      /mail server on 127\.0\.0\.1:\d+ \(refuses the first 2 deliveries\)/,
+      /mail server on 127\.0\.0\.1:\d+ \(refuses the first 2 deliveries: ada's and grace's mailboxes are busy\)/,
       /ada@example\.com: delivery failed \(Error: Message failed: 451 mailbox busy, try again later\); queued as item 1 for retry/,
       /grace@example\.com: delivery failed \(.*451.*\); queued as item 2 for retry/
     ])
