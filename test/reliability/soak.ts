@@ -98,7 +98,11 @@ export const soakScenario = () =>
           expect(last.rss[i], `worker ${i + 1}: RSS ${first.rss[i]} MB after the first tenth, ${last.rss[i]} MB at the end`)
             .toBeLessThanOrEqual(first.rss[i] * RSS_FACTOR + RSS_SLACK_MB)
         }
-        expect(last.connections).toBeLessThanOrEqual(first.connections)
+        // Connections: each worker's pool opens connections on demand, up to its
+        // bound (10, plus one for LISTEN), so a pool may still grow after the
+        // first tenth; a leak would pass the bound.
+        const bound = workers.length * (10 + 1)
+        expect(maxConnections, `connections peaked at ${maxConnections}`).toBeLessThanOrEqual(bound)
       } finally {
         await Promise.all(workers.map((w) => killWorker(w)))
         await pool.end()
