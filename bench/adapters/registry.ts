@@ -1,0 +1,47 @@
+/**
+ * The contenders, in the order they take turns. Each is loaded on demand so a
+ * worker child process loads only its own library (its memory is measured).
+ */
+import type { Contender } from "./types.js"
+
+export const ALL = [
+  "docket-pg",
+  "docket-sqlite",
+  "graphile-worker",
+  "graphile-worker-lq",
+  "pg-boss",
+  "pg-boss-fast",
+  "bullmq",
+  "effect-pq-pg",
+  "effect-pq-sqlite"
+] as const
+
+export type Name = (typeof ALL)[number]
+
+/** Contenders that W5 (scale-out to 4 worker processes) covers. */
+export const W5_CONTENDERS: ReadonlyArray<Name> = ["docket-pg", "graphile-worker", "graphile-worker-lq"]
+
+export const isName = (name: string): name is Name => (ALL as ReadonlyArray<string>).includes(name)
+
+export const load = async (name: Name): Promise<Contender> => {
+  switch (name) {
+    case "docket-pg":
+      return (await import("./docket.js")).docketPg
+    case "docket-sqlite":
+      return (await import("./docket.js")).docketSqlite
+    case "graphile-worker":
+      return (await import("./graphile-worker.js")).graphileWorker
+    case "graphile-worker-lq":
+      return (await import("./graphile-worker.js")).graphileWorkerLocalQueue
+    case "pg-boss":
+      return (await import("./pg-boss.js")).pgBoss
+    case "pg-boss-fast":
+      return (await import("./pg-boss.js")).pgBossFast
+    case "bullmq":
+      return (await import("./bullmq.js")).bullmq
+    case "effect-pq-pg":
+      return (await import("./effect-pq.js")).effectPqPg
+    case "effect-pq-sqlite":
+      return (await import("./effect-pq.js")).effectPqSqlite
+  }
+}
