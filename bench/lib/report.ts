@@ -62,11 +62,14 @@ export const machineInfo = async (env: Env): Promise<Machine> => {
   } catch { /* reported as unreachable */ }
   let redis = "unreachable"
   try {
-    const { redisInfo } = await import("../adapters/bullmq.js")
+    const { redisInfo, removeQueue } = await import("../adapters/bullmq.js")
+    const target = { store: "redis", url: env.redisUrl, db: env.redisDb, prefix: `bench-info-${process.pid}` } as const
     const info = await Promise.race([
-      redisInfo({ store: "redis", url: env.redisUrl, db: env.redisDb, prefix: "bench-info" }, "server"),
+      redisInfo(target, "server"),
       new Promise<string>((_, reject) => setTimeout(() => reject(new Error("timeout")), 2000))
     ])
+    // Opening a queue writes its meta key: leave nothing behind.
+    await removeQueue(target)
     redis = /redis_version:(\S+)/.exec(info)?.[1] ?? "?"
   } catch { /* unreachable */ }
   let commit = "?"
