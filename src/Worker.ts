@@ -386,11 +386,11 @@ export const make = <H extends Handler.Any>(
       const limit = kindLimits.get(claim.kind)
       return limit === undefined || kindCount(claim.kind) < limit
     }
-    const takeOne = (): Claim | undefined => {
+    const takeOne = () => {
       if (stopping || buffer.size === 0) return undefined
-      const [claim] = buffer.take(1, kindLimits.size > 0 ? canStart : undefined)
-      if (claim !== undefined) starts++
-      return claim
+      const [taken] = buffer.take(1, kindLimits.size > 0 ? canStart : undefined)
+      if (taken !== undefined) starts++
+      return taken
     }
 
     // Resumes parked slots while buffered items wait.
@@ -411,16 +411,24 @@ export const make = <H extends Handler.Any>(
         while: () => !stopping && slots.has(slot),
         body: () =>
           Effect.suspend(() => {
-            const claim = takeOne()
-            if (claim === undefined) return park
-            const entry: Running = {
-              claim,
-              slot,
-              startedAt: Date.now(),
-              // The lease was granted at most "now" ago; leave a margin for the round trip.
-              deadline: performance.now() + leaseMs * 0.9,
-              lost: false
+            const taken = takeOne()
+            if (taken === undefined) return park
+            const { at, claim } = taken
+            // The lease began no earlier than the claim was sent; 10% margin.
+            const deadline = at + leaseMs * 0.9
+            if (performance.now() > deadline) {
+              // The process stalled (a long GC, a synchronous SQLite lock wait)
+              // between claim and start: the lease may be gone and the item
+              // run elsewhere. Not started; it is due again when the lease ends.
+              counts.leaseLost++
+              return Effect.zipRight(
+                Effect.logWarning("docket: lease ran out before the item could start; not started").pipe(
+                  Effect.annotateLogs({ kind: claim.kind, id: claim.id })
+                ),
+                publish({ _tag: "LeaseLost", claim })
+              )
             }
+            const entry: Running = { claim, slot, startedAt: Date.now(), deadline, lost: false }
             running.add(entry)
             kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
             // The slot's log annotations are set per item, not scoped with
@@ -503,6 +511,11 @@ export const make = <H extends Handler.Any>(
             switch (outcomes[i]) {
               case "retried":
                 counts.retried++
+                // This pool wakes itself when its retry is due, instead of
+                // waiting for the poll (the claimer may be sleeping).
+                if (o.delayMs < pollMs) {
+                  setTimeout(() => Queue.unsafeOffer(wakeups, undefined), o.delayMs + 1).unref()
+                }
                 return Effect.zipRight(
                   publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
                   Effect.zipRight(
@@ -644,14 +657,14 @@ export const make = <H extends Handler.Any>(
       }
       const kinds = claimKinds()
       if (kinds !== undefined && kinds.length === 0) return yield* waitForWake(pollMs)
+      const sentAt = performance.now()
       const claims = yield* repo.claim({ worker: id, limit: room, lease: Duration.millis(leaseMs), kinds }).pipe(
         Effect.catchAll((error) =>
           Effect.as(Effect.zipRight(storageFailed("claim")(error), Effect.sleep("500 millis")), [] as ReadonlyArray<Claim>)
         )
       )
       if (claims.length > 0) {
-        const now = performance.now()
-        for (const claim of claims) buffer.push(claim, now)
+        for (const claim of claims) buffer.push(claim, sentAt)
         counts.claimed += claims.length
         yield* Metric.incrementBy(metrics.claimed, claims.length)
         yield* Effect.forEach(claims, (claim) => publish({ _tag: "Claimed", claim }), { discard: true })

@@ -5,8 +5,9 @@
  */
 import type { Claim } from "../QueueRepo.js"
 
-interface Entry {
+export interface Entry {
   readonly claim: Claim
+  /** When the claim was sent (performance.now()): its lease started no earlier. */
   readonly at: number
 }
 
@@ -25,13 +26,13 @@ export class ClaimBuffer {
   }
 
   /** Takes up to `slots` items, in order, that `canStart` admits (it is told each one taken). */
-  take(slots: number, canStart: ((claim: Claim) => boolean) | undefined): Array<Claim> {
-    const taken: Array<Claim> = []
+  take(slots: number, canStart: ((claim: Claim) => boolean) | undefined): Array<Entry> {
+    const taken: Array<Entry> = []
     for (let i = this.head; i < this.items.length && taken.length < slots; i++) {
       const entry = this.items[i]
       if (entry === undefined) continue
       if (canStart !== undefined && !canStart(entry.claim)) continue
-      taken.push(entry.claim)
+      taken.push(entry)
       this.items[i] = undefined
       this.count--
     }

@@ -56,6 +56,8 @@ WHERE i.state = 'waiting' AND i.dedupe_key IS NOT NULL`
 // claim order (priority, run-after, id): an expired low-priority item must not
 // take the place of a waiting high-priority one. Each source is cut to its own
 // first $2 in that order, so the union's first $2 are the overall first $2.
+// The update finds the picked rows by primary key (= ANY(ARRAY(...))): joined
+// as a table, a large pick made the planner hash-join over the whole table.
 const CLAIM = `
 WITH now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
 expired AS (
@@ -86,8 +88,7 @@ picked AS (
 UPDATE docket_items i
 SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
     lease_until = (SELECT ms FROM now) + $3, updated_at = (SELECT ms FROM now)
-FROM picked
-WHERE i.id = picked.id
+WHERE i.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING ${ITEM_COLUMNS.split(", ").map((c) => `i.${c}`).join(", ")}`
 
 const COMPLETE = `
