@@ -15,7 +15,7 @@
  * ```
  */
 import type { SqlClient } from "@effect/sql"
-import { Duration, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import * as Backoff from "./Backoff.js"
 import * as Database from "./Database.js"
 import { InvalidInput, type MigrationFailed, type StorageError } from "./Errors.js"
@@ -138,6 +138,3 @@ export const attemptOrEnqueue = <A, X, RX, P, I, E, R>(
         return { _tag: "Queued", result, error } as const
       })
   })
-
-/** Milliseconds of a duration input (for options read from strings). */
-export const toMillis = (input: Duration.DurationInput): number => Duration.toMillis(Duration.decode(input))

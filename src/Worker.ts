@@ -22,7 +22,6 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import {
-  Cause,
   identity,
   Context,
   Deferred,
@@ -148,7 +147,6 @@ interface Running {
   readonly claim: Claim
   /** The slot running it (its fiber is interrupted when the lease is lost). */
   readonly slot: { readonly fiber: Fiber.RuntimeFiber<void, never> | undefined }
-  readonly startedAt: number
   /** Local monotonic estimate of the lease's end (ms, performance.now based). */
   deadline: number
   lost: boolean
@@ -428,7 +426,7 @@ export const make = <H extends Handler.Any>(
                 publish({ _tag: "LeaseLost", claim })
               )
             }
-            const entry: Running = { claim, slot, startedAt: Date.now(), deadline, lost: false }
+            const entry: Running = { claim, slot, deadline, lost: false }
             running.add(entry)
             kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
             // The slot's log annotations are set per item, not scoped with
@@ -781,6 +779,3 @@ export const make = <H extends Handler.Any>(
 export const layer = <H extends Handler.Any>(
   options: Options<H>
 ): Layer.Layer<Worker, never, QueueRepo | Handler.Requirements<H>> => Layer.scoped(Worker, make(options))
-
-/** A cause's message, for logs. */
-export const causeMessage = (cause: Cause.Cause<unknown>): string => Cause.pretty(cause)

@@ -37,11 +37,12 @@ const childEnv = (env: Record<string, string | undefined> | undefined) => {
   return merged as NodeJS.ProcessEnv
 }
 
-/** Runs `docket <args>` to its end. */
-export const docket = (args: ReadonlyArray<string>, options: RunOptions = {}): Promise<Result> =>
+/** Runs `node <args>` from the repository to its end (killed after the timeout, default 30 s). */
+export const runNode = (args: ReadonlyArray<string>, options: RunOptions = {}): Promise<Result> =>
   new Promise((resolve, reject) => {
     const started = performance.now()
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const timeoutMs = options.timeoutMs ?? 30_000
+    const child = spawn(process.execPath, args, {
       cwd: options.cwd ?? ROOT,
       env: childEnv(options.env),
       stdio: ["pipe", "pipe", "pipe"]
@@ -52,8 +53,8 @@ export const docket = (args: ReadonlyArray<string>, options: RunOptions = {}): P
     child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
-      reject(new Error(`docket ${args.join(" ")} did not finish in ${options.timeoutMs ?? 30_000} ms\n${stdout}\n${stderr}`))
-    }, options.timeoutMs ?? 30_000)
+      reject(new Error(`node ${args.join(" ")} did not finish in ${timeoutMs} ms\n${stdout}\n${stderr}`))
+    }, timeoutMs)
     child.on("error", reject)
     child.on("close", (code, signal) => {
       clearTimeout(timer)
@@ -61,6 +62,10 @@ export const docket = (args: ReadonlyArray<string>, options: RunOptions = {}): P
     })
     child.stdin.end(options.stdin ?? "")
   })
+
+/** Runs `docket <args>` to its end. */
+export const docket = (args: ReadonlyArray<string>, options: RunOptions = {}): Promise<Result> =>
+  runNode([BIN, ...args], options)
 
 /** Runs several commands, at most `limit` at a time, results in order. */
 export const docketAll = async (

@@ -2,42 +2,16 @@
  * Every example runs by itself to exit 0 and prints what it promises (each
  * as `npx tsx examples/<name>.ts` would: node with tsx's loader).
  */
-import { spawn } from "node:child_process"
 import { join } from "node:path"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { ROOT } from "./cli.support.js"
+import { runNode } from "./cli.support.js"
 import { freshPgDatabase, pgAvailable } from "./support/db.js"
 
-interface Ran {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const runExample = (name: string, env: Record<string, string> = {}): Promise<Ran> =>
-  new Promise((resolve, reject) => {
-    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env }
-    if (env.DOCKET_DATABASE_URL === undefined) delete childEnv.DOCKET_DATABASE_URL
-    const child = spawn(process.execPath, ["--import", "tsx", join("examples", `${name}.ts`)], {
-      cwd: ROOT,
-      env: childEnv,
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`examples/${name}.ts did not finish within 60 s\n${stdout}\n${stderr}`))
-    }, 60_000)
-    child.on("error", reject)
-    child.on("close", (code) => {
-      clearTimeout(timer)
-      resolve({ code, stdout, stderr })
-    })
-  })
+// Each example as `npx tsx examples/<name>.ts` runs it: node with tsx's loader.
+// DOCKET_DATABASE_URL is passed only when a test gives one.
+const runExample = (name: string, env: Record<string, string> = {}) =>
+  runNode(["--import", "tsx", join("examples", `${name}.ts`)], { env, timeoutMs: 60_000 })
 
 /** Asserts the lines appear in this order (other lines may come between). */
 const inOrder = (text: string, patterns: ReadonlyArray<RegExp | string>) => {
