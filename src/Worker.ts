@@ -146,7 +146,11 @@ const metrics = {
 interface Running {
   readonly claim: Claim
   /** The slot running it (its fiber is interrupted when the lease is lost). */
-  readonly slot: { readonly fiber: Fiber.RuntimeFiber<void, never> | undefined }
+  readonly slot: {
+    readonly fiber: Fiber.RuntimeFiber<void, never> | undefined
+    current: Running | undefined
+    controller: AbortController | undefined
+  }
   /** Local monotonic estimate of the lease's end (ms, performance.now based). */
   deadline: number
   lost: boolean
@@ -242,12 +246,13 @@ export const make = <H extends Handler.Any>(
     const wake = Queue.offer(wakeups, undefined)
 
     const isIdle = () => lastClaimDrained && running.size === 0 && buffer.size === 0 && pending.length === 0
-    const checkIdle = Effect.suspend(() => {
-      if (!isIdle() || idleWaiters.length === 0) return Effect.void
+    const checkIdleSync = () => {
+      if (idleWaiters.length === 0 || !isIdle()) return
       const waiters = idleWaiters
       idleWaiters = []
-      return Effect.forEach(waiters, (d) => Deferred.succeed(d, undefined), { discard: true })
-    })
+      for (const d of waiters) Deferred.unsafeDone(d, Exit.void)
+    }
+    const checkIdle = Effect.sync(checkIdleSync)
 
     const storageFailed = (operation: string) => (error: StorageError | InvalidInput) =>
       Effect.zipRight(
@@ -300,73 +305,85 @@ export const make = <H extends Handler.Any>(
       )
     }
 
-    const toOutcome = (claim: Claim, decision: Decision, durationMs: number): Effect.Effect<Outcome> => {
-      if (decision._tag === "Done") return Effect.succeed({ _tag: "Done", claim, durationMs })
-      if (decision._tag === "Dead" || claim.attempt >= claim.maxAttempts) {
-        return Effect.succeed({ _tag: "Fail", claim, error: decision.error, next: { _tag: "Dead" }, delayMs: 0 })
-      }
-      const delay = Option.isSome(decision.delay)
-        ? Effect.succeed(decision.delay.value)
-        : Backoff.delayFor(handlers.get(claim.kind)?.backoff ?? Backoff.defaultPolicy, claim.attempt)
-      return Effect.map(delay, (d) => ({
-        _tag: "Fail",
-        claim,
-        error: decision.error,
-        next: { _tag: "Retry", delay: d },
-        delayMs: Duration.toMillis(d)
-      }))
+    // Bookkeeping when a run ends (synchronous: it cannot be cut in half by an
+    // interruption). The claimer only needs a turn when the buffer ran low.
+    const finishSync = (entry: Running) => {
+      running.delete(entry)
+      entry.slot.current = undefined
+      prefetchPaused = false
+      const n = kindCount(entry.claim.kind) - 1
+      if (n <= 0) kindRunning.delete(entry.claim.kind)
+      else kindRunning.set(entry.claim.kind, n)
+      if (running.size === 0 && allDone !== undefined) Deferred.unsafeDone(allDone, Exit.void)
+      dispatchSync()
+      if (buffer.size <= lowWater()) Queue.unsafeOffer(wakeups, undefined)
+      checkIdleSync()
     }
 
-    const finish = (entry: Running) =>
-      Effect.suspend(() => {
-        running.delete(entry)
-        prefetchPaused = false
-        const n = kindCount(entry.claim.kind) - 1
-        if (n <= 0) kindRunning.delete(entry.claim.kind)
-        else kindRunning.set(entry.claim.kind, n)
-        const done = running.size === 0 && allDone !== undefined ? Deferred.succeed(allDone, undefined) : Effect.void
-        return Effect.zipRight(done, dispatch)
-      }).pipe(
-        // The claimer only needs a turn when the buffer ran low (or to notice idleness).
-        Effect.zipRight(Effect.suspend(() => (buffer.size <= lowWater() ? wake : Effect.void))),
-        Effect.zipRight(checkIdle)
-      )
+    const queueOutcome = (entry: Running, outcome: Outcome) => {
+      pending.push(outcome)
+      if (pending.length === 1) Queue.unsafeOffer(flushes, undefined)
+      finishSync(entry)
+    }
 
-    const runItem = (entry: Running): Effect.Effect<void> => {
+    // A run's end: its outcome queued for the next batch write, its slot free.
+    // Only a failure that retries with the kind's backoff needs an effect (a
+    // Schedule may compute the delay).
+    const settle = (entry: Running, decision: Decision, durationMs: number): Effect.Effect<void> => {
       const { claim } = entry
+      if (decision._tag === "Done") {
+        queueOutcome(entry, { _tag: "Done", claim, durationMs })
+        return Effect.void
+      }
+      if (decision._tag === "Dead" || claim.attempt >= claim.maxAttempts) {
+        queueOutcome(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Dead" }, delayMs: 0 })
+        return Effect.void
+      }
+      const retry = (d: Duration.Duration) =>
+        queueOutcome(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Retry", delay: d }, delayMs: Duration.toMillis(d) })
+      if (Option.isSome(decision.delay)) {
+        retry(decision.delay.value)
+        return Effect.void
+      }
+      return Effect.map(Backoff.delayFor(handlers.get(claim.kind)?.backoff ?? Backoff.defaultPolicy, claim.attempt), retry)
+    }
+
+    // What happens to a run cut off by an interruption of its slot: a lost
+    // lease (nothing recorded), or shutdown past its grace (the item is given
+    // back, this attempt not counted).
+    const interrupted = (entry: Running): Effect.Effect<void> => {
+      entry.slot.controller?.abort()
+      finishSync(entry)
+      if (entry.lost) {
+        counts.leaseLost++
+        return Effect.zipRight(
+          Effect.logWarning("docket: lease lost; the run was interrupted and nothing recorded").pipe(
+            Effect.annotateLogs({ kind: entry.claim.kind, id: entry.claim.id, attempt: entry.claim.attempt })
+          ),
+          Effect.zipRight(publish({ _tag: "LeaseLost", claim: entry.claim }), Metric.increment(metrics.leaseLost))
+        )
+      }
+      return releaseClaims([entry.claim])
+    }
+
+    // Runs one item in its slot's fiber. Interruption is handled once per slot
+    // (see slotLoop), not per item: two interruption regions per item cost
+    // more than a no-op handler's whole run.
+    const runItem = (entry: Running): Effect.Effect<void> => {
+      const { claim, slot } = entry
+      slot.controller = undefined
       // Most handlers never look at job.signal: make the controller on demand.
-      let controller: AbortController | undefined
-      const abort = () => (controller ??= new AbortController()).signal
+      const abort = () => (slot.controller ??= new AbortController()).signal
       const started = performance.now()
-      return Effect.suspend(() => {
-        metricsLag(Math.max(0, Date.now() - claim.runAt))
-        return subscribers > 0 ? Effect.zipRight(publish({ _tag: "Started", claim }), decideRun(claim, abort)) : decideRun(claim, abort)
-      }).pipe(
-        Effect.flatMap((decision) => toOutcome(claim, decision, performance.now() - started)),
-        Effect.flatMap((outcome) => {
-          pending.push(outcome)
-          return pending.length === 1 ? Queue.offer(flushes, undefined) : Effect.void
-        }),
-        Effect.onInterrupt(() => {
-          controller?.abort()
-          if (entry.lost) {
-            counts.leaseLost++
-            return Effect.zipRight(
-              Effect.logWarning("docket: lease lost; the run was interrupted and nothing recorded"),
-              Effect.zipRight(publish({ _tag: "LeaseLost", claim }), Metric.increment(metrics.leaseLost))
-            )
-          }
-          // Shutdown past its grace: give the item back, this attempt not counted.
-          return releaseClaims([claim])
-        }),
-        Effect.ensuring(finish(entry)),
-        traced
-          ? Effect.withSpan("docket.item", {
-            attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt },
-            captureStackTrace: false
-          })
-          : identity
-      )
+      metricsLag(Math.max(0, Date.now() - claim.runAt))
+      const run = Effect.flatMap(decideRun(claim, abort), (decision) => settle(entry, decision, performance.now() - started))
+      const observed = subscribers > 0 ? Effect.zipRight(publish({ _tag: "Started", claim }), run) : run
+      return traced
+        ? Effect.withSpan(observed, "docket.item", {
+          attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt },
+          captureStackTrace: false
+        })
+        : observed
     }
 
     const scope = yield* Effect.scope
@@ -376,6 +393,9 @@ export const make = <H extends Handler.Any>(
     // fiber is replaced only when its item's lease is lost.)
     interface Slot {
       fiber: Fiber.RuntimeFiber<void, never> | undefined
+      /** The run in progress, until its outcome is queued. */
+      current: Running | undefined
+      controller: AbortController | undefined
     }
     const slots = new Set<Slot>()
     const parked: Array<() => void> = []
@@ -392,10 +412,11 @@ export const make = <H extends Handler.Any>(
     }
 
     // Resumes parked slots while buffered items wait.
-    const dispatch: Effect.Effect<void> = Effect.sync(() => {
+    function dispatchSync() {
       let n = Math.min(parked.length, stopping ? parked.length : buffer.size)
       while (n-- > 0) parked.pop()!()
-    })
+    }
+    const dispatch: Effect.Effect<void> = Effect.sync(dispatchSync)
 
     // Checked again at the moment of parking: the fiber may have yielded
     // between finding the buffer empty and parking, while items arrived.
@@ -427,6 +448,7 @@ export const make = <H extends Handler.Any>(
               )
             }
             const entry: Running = { claim, slot, deadline, lost: false }
+            slot.current = entry
             running.add(entry)
             kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
             // The slot's log annotations are set per item, not scoped with
@@ -445,12 +467,15 @@ export const make = <H extends Handler.Any>(
             )
           }),
         step: () => undefined
-      })).pipe(Effect.ensuring(Effect.sync(() => slots.delete(slot))))
+      })).pipe(
+        Effect.onInterrupt(() => (slot.current === undefined ? Effect.void : interrupted(slot.current))),
+        Effect.ensuring(Effect.sync(() => slots.delete(slot)))
+      )
 
     // Daemon fibers, not in the layer's scope: closing the scope must not
     // interrupt running items before shutdown has given them their grace.
     const startSlot = Effect.suspend(() => {
-      const slot: Slot = { fiber: undefined }
+      const slot: Slot = { fiber: undefined, current: undefined, controller: undefined }
       slots.add(slot)
       return Effect.map(Effect.forkDaemon(slotLoop(slot)), (fiber) => {
         slot.fiber = fiber
