@@ -163,6 +163,9 @@ type Outcome =
 // Effect's built-in tracer, which exports nowhere: the one a fresh runtime has.
 const defaultTracer = Effect.runSync(Effect.tracer)
 
+// See giveTurn: at most this long (ms) of running items between two turns of the event loop.
+const TURN_MS = 10
+
 const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
 
 // better-sqlite3 is synchronous: a pool draining a SQLite backlog would never
@@ -425,11 +428,34 @@ export const make = <H extends Handler.Any>(
       else parked.push(() => resume(Effect.void))
     })
 
+    // Slots run items back to back in microtasks, and microtasks starve the
+    // event loop: the results of the next claim and of the outcome writes
+    // (socket reads), timers and IPC would wait until every slot is idle, so
+    // claiming and running would take turns instead of overlapping. The slots
+    // give the event loop a turn when it has not had one for TURN_MS; all of
+    // them wait for the same turn.
+    let lastTurn = performance.now()
+    let turnWaiters = new Set<() => void>()
+    const giveTurn = Effect.async<void>((resume) => {
+      const waiter = () => resume(Effect.void)
+      turnWaiters.add(waiter)
+      if (turnWaiters.size === 1) {
+        setImmediate(() => {
+          lastTurn = performance.now()
+          const waiters = turnWaiters
+          turnWaiters = new Set()
+          for (const w of waiters) w()
+        })
+      }
+      return Effect.sync(() => turnWaiters.delete(waiter))
+    })
+
     const slotLoop = (slot: Slot): Effect.Effect<void> =>
       Effect.flatMap(FiberRef.get(FiberRef.currentLogAnnotations), (slotAnnotations) => Effect.whileLoop({
         while: () => !stopping && slots.has(slot),
         body: () =>
           Effect.suspend(() => {
+            if (performance.now() - lastTurn > TURN_MS) return giveTurn
             const taken = takeOne()
             if (taken === undefined) return park
             const { at, claim } = taken
@@ -672,8 +698,13 @@ export const make = <H extends Handler.Any>(
     const claimRound: Effect.Effect<void> = Effect.gen(function*() {
       yield* sweepBuffer
       adaptPrefetch()
-      const room = concurrency + (prefetchPaused ? 0 : effectivePrefetch) - running.size - buffer.size
       const starving = running.size < concurrency && buffer.size === 0
+      // Slow start: slots ran dry although the last claim was full, so a larger
+      // prefetch would have kept them busy; do not wait for the next measurement.
+      if (starving && !lastClaimDrained && !prefetchPaused) {
+        effectivePrefetch = Math.min(prefetch, Math.max(minPrefetch, effectivePrefetch * 2))
+      }
+      const room = concurrency + (prefetchPaused ? 0 : effectivePrefetch) - running.size - buffer.size
       if (room <= 0 || (!starving && buffer.size > lowWater())) {
         // Full: wait until a slot frees (finish wakes us), or sweep the buffer.
         return yield* waitForWake(Math.min(pollMs, holdMs))
