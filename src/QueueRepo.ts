@@ -22,7 +22,7 @@ import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import { InvalidInput, StorageError } from "./Errors.js"
 import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
 import * as Pg from "./internal/pg.js"
-import { type FencedRow, type ItemRow, type KeyRow, num, numOrNull, type OutcomeRow } from "./internal/rows.js"
+import { type ClaimRow, type FencedRow, type ItemRow, type KeyRow, num, numOrNull, type OutcomeRow } from "./internal/rows.js"
 import * as Sqlite from "./internal/sqlite.js"
 import * as V from "./internal/validate.js"
 
@@ -200,7 +200,7 @@ export const DEFAULT_MAX_ATTEMPTS = 8
 
 const storage = (operation: string) => (cause: SqlError) => new StorageError({ operation, cause })
 
-const toClaim = (row: ItemRow): Claim => ({
+const toClaim = (row: ClaimRow, worker: string): Claim => ({
   id: num(row.id),
   token: num(row.lease_seq),
   kind: row.kind,
@@ -212,7 +212,7 @@ const toClaim = (row: ItemRow): Claim => ({
   runAt: num(row.run_at),
   createdAt: num(row.created_at),
   leaseUntil: num(row.lease_until),
-  worker: row.claimed_by ?? "",
+  worker,
   lastError: row.last_error
 })
 
@@ -353,7 +353,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
         const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds).pipe(
           Effect.mapError(storage("claim"))
         )
-        return rows.map(toClaim).sort(claimOrder)
+        return rows.map((row) => toClaim(row, w)).sort(claimOrder)
       }),
     complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
     completeMany: (claims) =>

@@ -6,7 +6,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 
 export interface InsertRow {
   readonly kind: string
@@ -48,7 +48,7 @@ export interface Dialect {
     limit: number,
     leaseMs: number,
     kinds: ReadonlyArray<string> | null
-  ) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
+  ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
   readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   /** outcome: "waiting" | "dead" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
   readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>

@@ -6,8 +6,8 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Dialect } from "./dialect.js"
-import type { FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
-import { ITEM_COLUMNS } from "./rows.js"
+import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import { CLAIM_COLUMNS, ITEM_COLUMNS } from "./rows.js"
 
 /** The channel enqueues notify and idle workers listen on. */
 export const NOTIFY_CHANNEL = "docket_items"
@@ -89,7 +89,7 @@ UPDATE docket_items i
 SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
     lease_until = (SELECT ms FROM now) + $3, updated_at = (SELECT ms FROM now)
 WHERE i.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING ${ITEM_COLUMNS.split(", ").map((c) => `i.${c}`).join(", ")}`
+RETURNING ${CLAIM_COLUMNS.split(", ").map((c) => `i.${c}`).join(", ")}`
 
 const COMPLETE = `
 DELETE FROM docket_items i USING unnest($1::bigint[], $2::bigint[]) AS c(id, seq)
@@ -230,7 +230,7 @@ export const make = (sql: SqlClient): Dialect => {
         rows.map((r) => r.maxAttempts)
       ]),
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
-    claim: (worker, limit, leaseMs, kinds) => run<ItemRow>(CLAIM, [worker, limit, leaseMs, kinds]),
+    claim: (worker, limit, leaseMs, kinds) => run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds]),
     complete: (fences) => run<FencedRow>(COMPLETE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
     fail: (rows) =>
       run<OutcomeRow>(FAIL, [

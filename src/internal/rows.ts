@@ -20,6 +20,9 @@ export interface ItemRow {
   readonly updated_at: number | string
 }
 
+/** What a claim returns: the item's columns a run needs (state, claimer and update time are known). */
+export type ClaimRow = Omit<ItemRow, "state" | "claimed_by" | "updated_at">
+
 export interface KeyRow {
   readonly id: number | string
   readonly kind: string
@@ -57,3 +60,7 @@ export const numOrNull = (value: number | string | null | undefined): number | n
 /** ITEM_COLUMNS is the column list every item-returning statement selects, in both dialects. */
 export const ITEM_COLUMNS =
   "id, kind, payload, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error, claimed_by, lease_until, lease_seq, created_at, updated_at"
+
+/** The columns of ClaimRow, in both dialects. */
+export const CLAIM_COLUMNS =
+  "id, kind, payload, dedupe_key, priority, run_at, attempts, max_attempts, last_error, lease_until, lease_seq, created_at"

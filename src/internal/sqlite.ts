@@ -10,8 +10,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { Dialect } from "./dialect.js"
 import { statsSql } from "./pg.js"
-import type { FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
-import { ITEM_COLUMNS } from "./rows.js"
+import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import { CLAIM_COLUMNS, ITEM_COLUMNS } from "./rows.js"
 
 export const NOW = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 
@@ -58,7 +58,7 @@ WHERE id IN (
       ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
   ) ORDER BY priority DESC, run_at, id LIMIT ?2
 )
-RETURNING ${ITEM_COLUMNS}`
+RETURNING ${CLAIM_COLUMNS}`
 
 const COMPLETE = `
 DELETE FROM docket_items
@@ -171,7 +171,7 @@ export const make = (sql: SqlClient): Dialect => {
       ]).pipe(Effect.map((inserted) => [...inserted].sort((a, b) => Number(a.id) - Number(b.id)))),
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [JSON.stringify(pairs)]),
     claim: (worker, limit, leaseMs, kinds) =>
-      run<ItemRow>(CLAIM, [worker, limit, leaseMs, kinds === null ? null : JSON.stringify(kinds)]),
+      run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds === null ? null : JSON.stringify(kinds)]),
     complete: (fences) => run<FencedRow>(COMPLETE, [fencesJson(fences)]),
     fail: (rows) => {
       const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs]))
