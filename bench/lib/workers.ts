@@ -1,6 +1,6 @@
 /**
  * Worker child processes. The child script is bundled once with esbuild
- * (node_modules left external) and run by plain `node`, so a child's memory
+ * (Effect's packages bundled, every other package external) and run by plain `node`, so a child's memory
  * is its library's, not tsx's (tsx's loader thread adds about 38 MB of RSS).
  * Each library is loaded lazily, so a child loads only its own.
  */
@@ -26,6 +26,18 @@ const keepImportMetaUrl: Plugin = {
   }
 }
 
+// Effect's packages are bundled (tree-shaken) with Docket, as `npm run build`
+// ships a Docket worker and as an Effect application is usually deployed:
+// loading the whole `effect` index instead costs about 23 MB of RSS at rest.
+// Every other package (pg, the peers, their drivers) loads from node_modules.
+const bundleEffect: Plugin = {
+  name: "bundle-effect-only",
+  setup(build) {
+    build.onResolve({ filter: /^[^./]/ }, (args) =>
+      /^(effect|@effect\/[^/]+)(\/|$)/.test(args.path) ? undefined : { path: args.path, external: true })
+  }
+}
+
 let built: Promise<string> | undefined
 
 /** Bundles bench/lib/child.ts into .tmp/bench-build (once per harness process). */
@@ -42,10 +54,9 @@ export const buildChild = (): Promise<string> => {
       format: "esm",
       platform: "node",
       target: "node20",
-      packages: "external",
       outdir,
       outExtension: { ".js": ".mjs" },
-      plugins: [keepImportMetaUrl],
+      plugins: [bundleEffect, keepImportMetaUrl],
       logLevel: "silent"
     })
     const entry = join(outdir, "child.mjs")

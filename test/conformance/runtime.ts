@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Context, Deferred, Duration, Effect, Exit, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
@@ -442,7 +442,7 @@ export const runtimeConformance = (backend: Backend) => {
       })
     })
 
-    it.live("a handler's logs carry the item's kind, id, attempt and worker", () => {
+    it.live("a handler's logs (and its forked fibers') carry the item's kind, id, attempt and worker", () => {
       const lines: Array<Record<string, unknown>> = []
       const capture = Logger.replace(
         Logger.defaultLogger,
@@ -452,7 +452,12 @@ export const runtimeConformance = (backend: Backend) => {
       )
       const Noisy = Handler.make("noisy", {
         payload: Schema.Number,
-        run: (n) => Effect.logInfo(`working on ${n}`)
+        run: (n) =>
+          Effect.zipRight(
+            Effect.logInfo(`working on ${n}`),
+            // A fiber the handler forks carries them too; its own annotations win.
+            Effect.fork(Effect.logInfo(`child of ${n}`).pipe(Effect.annotateLogs("kind", "mine"))).pipe(Effect.flatMap(Fiber.join))
+          )
       })
       return Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
@@ -469,6 +474,9 @@ export const runtimeConformance = (backend: Backend) => {
             const work = lines.filter((l) => String(l.message).startsWith("working on"))
             expect(work).toContainEqual({ message: "working on 1", kind: "noisy", id: a.id, attempt: 1, worker: "w-logs" })
             expect(work).toContainEqual({ message: "working on 2", kind: "noisy", id: b.id, attempt: 1, worker: "w-logs" })
+            const children = lines.filter((l) => String(l.message).startsWith("child of"))
+            expect(children).toContainEqual({ message: "child of 1", kind: "mine", id: a.id, attempt: 1, worker: "w-logs" })
+            expect(children).toContainEqual({ message: "child of 2", kind: "mine", id: b.id, attempt: 1, worker: "w-logs" })
           }).pipe(Effect.provide(live))
         )
       })
