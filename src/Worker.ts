@@ -164,8 +164,19 @@ type Outcome =
   | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
   | { readonly _tag: "Fail"; readonly claim: Claim; readonly error: string; readonly next: FailNext; readonly delayMs: number }
 
-/** The item a slot fiber runs (for its log annotations); undefined between items. */
-const currentItem = FiberRef.unsafeMake<Claim | undefined>(undefined)
+/**
+ * For log annotations: in a slot fiber, its slot (whose running item changes);
+ * in a fiber forked while an item runs, that item (fixed at the fork, so a
+ * fiber that outlives its item keeps it). Nothing is set per item.
+ */
+interface SlotRef {
+  readonly current: { readonly claim: Claim } | undefined
+}
+const currentItem = FiberRef.unsafeMake<SlotRef | Claim | undefined>(undefined, {
+  fork: (value) => (value !== undefined && "current" in value ? value.current?.claim : value)
+})
+const itemOf = (value: SlotRef | Claim | undefined): Claim | undefined =>
+  value !== undefined && "current" in value ? value.current?.claim : value
 
 // Effect's built-in tracer, which exports nowhere: the one a fresh runtime has.
 const defaultTracer = Effect.runSync(Effect.tracer)
@@ -210,12 +221,12 @@ export const make = <H extends Handler.Any>(
     // Logs written while an item runs carry its kind, id and attempt and this
     // worker's name. Setting the fiber's log annotations per item (a HashMap
     // built, hashed and compared on every set) cost a quarter of a no-op item's
-    // run; instead each slot fiber's loggers are wrapped once, and the item is
-    // one cheap fiber ref (inherited by fibers the handler forks, like
+    // run; instead each slot fiber's loggers are wrapped once and find the
+    // item through currentItem (fibers the handler forks keep their item, like
     // annotations). Annotations the handler sets itself win over these.
     const annotated = (logger: Logger.Logger<unknown, unknown>): Logger.Logger<unknown, unknown> =>
       Logger.make((options) => {
-        const claim = FiberRefs.getOrDefault(options.context, currentItem)
+        const claim = itemOf(FiberRefs.getOrDefault(options.context, currentItem))
         if (claim === undefined) return logger.log(options)
         let annotations = options.annotations
         if (!HashMap.has(annotations, "kind")) annotations = HashMap.set(annotations, "kind", claim.kind)
@@ -513,8 +524,8 @@ export const make = <H extends Handler.Any>(
             slot.current = entry
             running.add(entry)
             kindRunning.set(claim.kind, kindCount(claim.kind) + 1)
-            // The item's log annotations come from currentItem (see annotated).
-            return Effect.zipRight(FiberRef.set(currentItem, claim), runItem(entry))
+            // Its log annotations come from slot.current (see annotated).
+            return runItem(entry)
           }),
         step: () => undefined
       }).pipe(
@@ -527,7 +538,12 @@ export const make = <H extends Handler.Any>(
     const startSlot = Effect.suspend(() => {
       const slot: Slot = { fiber: undefined, current: undefined, controller: undefined }
       slots.add(slot)
-      return Effect.map(Effect.forkDaemon(Effect.locallyWith(slotLoop(slot), FiberRef.currentLoggers, HashSet.map(annotated))), (fiber) => {
+      return Effect.map(Effect.forkDaemon(
+          slotLoop(slot).pipe(
+            Effect.locally(currentItem, slot),
+            Effect.locallyWith(FiberRef.currentLoggers, HashSet.map(annotated))
+          )
+        ), (fiber) => {
         slot.fiber = fiber
       })
     })

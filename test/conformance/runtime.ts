@@ -457,6 +457,9 @@ export const runtimeConformance = (backend: Backend) => {
             Effect.logInfo(`working on ${n}`),
             // A fiber the handler forks carries them too; its own annotations win.
             Effect.fork(Effect.logInfo(`child of ${n}`).pipe(Effect.annotateLogs("kind", "mine"))).pipe(Effect.flatMap(Fiber.join))
+          ).pipe(
+            // A fiber that outlives its item (the slot has moved on) keeps its item.
+            Effect.zipLeft(Effect.forkDaemon(Effect.zipRight(Effect.sleep("100 millis"), Effect.logInfo(`late ${n}`))))
           )
       })
       return Effect.gen(function*() {
@@ -477,6 +480,10 @@ export const runtimeConformance = (backend: Backend) => {
             const children = lines.filter((l) => String(l.message).startsWith("child of"))
             expect(children).toContainEqual({ message: "child of 1", kind: "mine", id: a.id, attempt: 1, worker: "w-logs" })
             expect(children).toContainEqual({ message: "child of 2", kind: "mine", id: b.id, attempt: 1, worker: "w-logs" })
+            yield* Effect.sleep("150 millis").pipe(Effect.repeat({ until: () => lines.filter((l) => String(l.message).startsWith("late")).length === 2 }))
+            const late = lines.filter((l) => String(l.message).startsWith("late"))
+            expect(late).toContainEqual({ message: "late 1", kind: "noisy", id: a.id, attempt: 1, worker: "w-logs" })
+            expect(late).toContainEqual({ message: "late 2", kind: "noisy", id: b.id, attempt: 1, worker: "w-logs" })
           }).pipe(Effect.provide(live))
         )
       })
