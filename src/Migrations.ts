@@ -30,12 +30,30 @@ export interface MigrationFile {
   readonly statements: ReadonlyArray<string>
 }
 
-/** Splits a migration file at `;` ending a line (Docket's migration files keep to that). */
-export const splitStatements = (text: string): ReadonlyArray<string> =>
-  text
-    .split(/;[ \t]*(?:\r?\n|$)/)
+/**
+ * Splits a migration file at `;` ending a line (Docket's migration files keep
+ * to that), except inside dollar-quoted text (a function's body).
+ */
+export const splitStatements = (text: string): ReadonlyArray<string> => {
+  const statements: Array<string> = []
+  let start = 0
+  let quote: string | undefined
+  const token = /\$[A-Za-z_]*\$|;[ \t]*(?:\r?\n|$)/g
+  for (let match = token.exec(text); match !== null; match = token.exec(text)) {
+    if (match[0].startsWith("$")) {
+      if (quote === undefined) quote = match[0]
+      else if (quote === match[0]) quote = undefined
+    } else if (quote === undefined) {
+      statements.push(text.slice(start, match.index))
+      start = match.index + match[0].length
+    }
+    if (match[0].length === 0) token.lastIndex++
+  }
+  statements.push(text.slice(start))
+  return statements
     .map((statement) => statement.replace(/^\s*--.*$/gm, "").trim())
     .filter((statement) => statement.length > 0)
+}
 
 /** Reads the migration files of a dialect, in order. */
 export const files = (dialect: "pg" | "sqlite"): Effect.Effect<ReadonlyArray<MigrationFile>, MigrationFailed> =>

@@ -281,6 +281,11 @@ export const make = <H extends Handler.Any>(
     // Cleared when a slot frees.
     let prefetchPaused = false
     let lastClaimDrained = false
+    // Set when a finishing slot woke the claimer, until the claimer's next round
+    // starts (one wake-up per round is enough); yieldForClaimer until one slot
+    // has yielded for it.
+    let claimerWanted = false
+    let yieldForClaimer = false
     const counts = { claimed: 0, completed: 0, retried: 0, dead: 0, absorbed: 0, released: 0, leaseLost: 0, stale: 0 }
     let idleWaiters: Array<Deferred.Deferred<void>> = []
     let allDone: Deferred.Deferred<void> | undefined
@@ -366,7 +371,11 @@ export const make = <H extends Handler.Any>(
       else kindRunning.set(entry.claim.kind, n)
       if (running.size === 0 && allDone !== undefined) Deferred.unsafeDone(allDone, Exit.void)
       dispatchSync()
-      if (buffer.size <= lowWater()) Queue.unsafeOffer(wakeups, undefined)
+      if (buffer.size <= lowWater() && !claimerWanted) {
+        Queue.unsafeOffer(wakeups, undefined)
+        claimerWanted = true
+        yieldForClaimer = true
+      }
       checkIdleSync()
     }
 
@@ -503,6 +512,13 @@ export const make = <H extends Handler.Any>(
         body: () =>
           Effect.suspend(() => {
             if (performance.now() - lastTurn > TURN_MS) return giveTurn
+            if (yieldForClaimer) {
+              // The buffer ran low and the claimer was woken: one slot yields
+              // once, so the claimer sends its claim now rather than when every
+              // slot has run out of items (fibers take turns only when one yields).
+              yieldForClaimer = false
+              return Effect.yieldNow()
+            }
             const taken = takeOne()
             if (taken === undefined) return park
             const { at, claim } = taken
@@ -736,6 +752,7 @@ export const make = <H extends Handler.Any>(
       Queue.take(wakeups).pipe(Effect.timeoutOption(Duration.millis(Math.max(1, ms))), Effect.asVoid)
 
     const claimRound: Effect.Effect<void> = Effect.gen(function*() {
+      claimerWanted = false
       yield* sweepBuffer
       adaptPrefetch()
       const starving = running.size < concurrency && buffer.size === 0

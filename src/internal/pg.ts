@@ -47,49 +47,9 @@ SELECT i.id, i.kind, i.dedupe_key FROM docket_items i
 JOIN unnest($1::text[], $2::text[]) AS p(kind, dedupe_key) ON i.kind = p.kind AND i.dedupe_key = p.dedupe_key
 WHERE i.state = 'waiting' AND i.dedupe_key IS NOT NULL`
 
-// Two sources of due items, each skipping rows other claimers hold (SKIP
-// LOCKED): items whose lease ran out (their worker died) and waiting items,
-// each source in claim order. A waiting keyed item is not due while an item
-// with the same kind and key holds a live lease: the enqueue that arrived
-// while it ran runs after it, not beside it.
-// Both sources are due items, so the batch is the first $2 of their union in
-// claim order (priority, run-after, id): an expired low-priority item must not
-// take the place of a waiting high-priority one. Each source is cut to its own
-// first $2 in that order, so the union's first $2 are the overall first $2.
-// The update finds the picked rows by primary key (= ANY(ARRAY(...))): joined
-// as a table, a large pick made the planner hash-join over the whole table.
-const CLAIM = `
-WITH now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
-expired AS (
-  SELECT i.id, i.priority, i.run_at FROM docket_items i
-  WHERE i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
-    AND ($4::text[] IS NULL OR i.kind = ANY($4::text[]))
-  ORDER BY i.priority DESC, i.run_at, i.id
-  LIMIT $2
-  FOR UPDATE SKIP LOCKED
-),
-waiting AS (
-  SELECT i.id, i.priority, i.run_at FROM docket_items i
-  WHERE i.state = 'waiting' AND i.run_at <= (SELECT ms FROM now)
-    AND ($4::text[] IS NULL OR i.kind = ANY($4::text[]))
-    AND (i.dedupe_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM docket_items r
-      WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
-        AND r.lease_until > (SELECT ms FROM now)))
-  ORDER BY i.priority DESC, i.run_at, i.id
-  LIMIT $2
-  FOR UPDATE SKIP LOCKED
-),
-picked AS (
-  SELECT id FROM (SELECT * FROM expired UNION ALL SELECT * FROM waiting) p
-  ORDER BY p.priority DESC, p.run_at, p.id
-  LIMIT $2
-)
-UPDATE docket_items i
-SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
-    lease_until = (SELECT ms FROM now) + $3, updated_at = (SELECT ms FROM now)
-WHERE i.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING ${CLAIM_COLUMNS.split(", ").map((c) => `i.${c}`).join(", ")}`
+// The claim is a server-side function (migrations/pg/0002_claim_function.sql:
+// what it does, and why a function: its plan, kept per session).
+export const CLAIM = `SELECT ${CLAIM_COLUMNS} FROM docket_claim($1::text, $2::int, $3::bigint, $4::text[])`
 
 const COMPLETE = `
 DELETE FROM docket_items i USING unnest($1::bigint[], $2::bigint[]) AS c(id, seq)

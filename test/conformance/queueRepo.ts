@@ -55,6 +55,16 @@ const dbNow = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     orElse: () => sql.unsafe<{ ms: string | number }>("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS ms")
   })).pipe(Effect.map((rows) => Number(rows[0].ms)))
 
+/** Drops the queue table (on PostgreSQL with the claim function that returns its rows). */
+const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql.onDialectOrElse({
+    pg: () => sql.unsafe("DROP TABLE docket_items CASCADE"),
+    orElse: () => sql.unsafe("DROP TABLE docket_items")
+  }))
+
+/** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
+const ALL_MIGRATIONS = [1, 2]
+
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql.unsafe<{ migration_id: number | string }>(
@@ -1105,7 +1115,7 @@ export const queueRepoConformance = (backend: Backend) => {
         const sql = yield* SqlClient.SqlClient
         yield* repo.enqueue("job", {})
         const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease })
-        yield* sql.unsafe("DROP TABLE docket_items")
+        yield* dropTable
         const error = yield* expectStorageError(repo.enqueue("job", {}))
         expect(error.operation).toBe("enqueue")
         yield* expectStorageError(repo.enqueueMany([{ kind: "job", payload: 1 }]))
@@ -1126,7 +1136,7 @@ export const queueRepoConformance = (backend: Backend) => {
       run(Effect.gen(function*() {
         const repo = yield* Repo
         const sql = yield* SqlClient.SqlClient
-        yield* sql.unsafe("DROP TABLE docket_items")
+        yield* dropTable
         yield* expectInvalid(repo.enqueue("", {}), "kind")
       })))
   })
@@ -1136,9 +1146,9 @@ export const queueRepoConformance = (backend: Backend) => {
       Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
         yield* Effect.gen(function*() {
-          expect(yield* Migrations.run).toEqual([1])
+          expect(yield* Migrations.run).toEqual(ALL_MIGRATIONS)
           expect(yield* Migrations.run).toEqual([])
-          expect(yield* migrationRows).toEqual([1])
+          expect(yield* migrationRows).toEqual(ALL_MIGRATIONS)
           const repo = yield* Repo
           const added = yield* repo.enqueue("job", {})
           expect(yield* Migrations.run).toEqual([])
@@ -1146,7 +1156,7 @@ export const queueRepoConformance = (backend: Backend) => {
         }).pipe(Effect.provide(QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { migrate: false })))))
         // A layer that migrates on build finds nothing to do and keeps the data.
         yield* Effect.gen(function*() {
-          expect(yield* migrationRows).toEqual([1])
+          expect(yield* migrationRows).toEqual(ALL_MIGRATIONS)
           expect(yield* countAll).toBe(1)
         }).pipe(Effect.provide(repoLayer(url)))
       }))
@@ -1156,9 +1166,9 @@ export const queueRepoConformance = (backend: Backend) => {
         const url = yield* Effect.promise(() => backend.fresh())
         const migrator = Effect.provide(Migrations.run, Database.layer(url, { migrate: false }))
         const results = yield* Effect.all([migrator, migrator], { concurrency: "unbounded" })
-        expect(results.flat()).toEqual([1])
+        expect(results.flat()).toEqual(ALL_MIGRATIONS)
         yield* Effect.gen(function*() {
-          expect(yield* migrationRows).toEqual([1])
+          expect(yield* migrationRows).toEqual(ALL_MIGRATIONS)
           const repo = yield* Repo
           expect((yield* repo.enqueue("job", {}))._tag).toBe("Enqueued")
         }).pipe(Effect.provide(repoLayer(url)))
@@ -1172,9 +1182,9 @@ export const queueRepoConformance = (backend: Backend) => {
           expect(result.error, result.stderr).toBeUndefined()
           expect(result.code, result.stderr).toBe(0)
         }
-        expect(results.flatMap((r) => r.applied ?? [])).toEqual([1])
+        expect(results.flatMap((r) => r.applied ?? [])).toEqual(ALL_MIGRATIONS)
         yield* Effect.gen(function*() {
-          expect(yield* migrationRows).toEqual([1])
+          expect(yield* migrationRows).toEqual(ALL_MIGRATIONS)
           const repo = yield* Repo
           expect((yield* repo.enqueue("job", {}))._tag).toBe("Enqueued")
         }).pipe(Effect.provide(repoLayer(url)))
@@ -1189,7 +1199,7 @@ export const queueRepoConformance = (backend: Backend) => {
         )
         for (const context of contexts) {
           yield* Effect.gen(function*() {
-            expect(yield* migrationRows).toEqual([1])
+            expect(yield* migrationRows).toEqual(ALL_MIGRATIONS)
             const repo = yield* Repo
             expect((yield* repo.enqueue("job", {}))._tag).toBe("Enqueued")
           }).pipe(Effect.provide(context))

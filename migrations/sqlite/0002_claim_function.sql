@@ -1,0 +1,4 @@
+-- PostgreSQL's 0002 makes the claim a server-side function (see
+-- migrations/pg/0002_claim_function.sql). SQLite plans its claim statement
+-- once per prepared statement and walks docket_items_claim already: nothing
+-- to change; the number is kept so both dialects have the same versions.
