@@ -481,7 +481,14 @@ export const make = <H extends Handler.Any>(
     // between finding the buffer empty and parking, while items arrived.
     const park = Effect.async<void>((resume) => {
       if (stopping || buffer.some(kindLimits.size > 0 ? canStart : undefined)) resume(Effect.void)
-      else parked.push(() => resume(Effect.void))
+      else {
+        parked.push(() => {
+          // Woken with new items after waiting (the event loop has turned
+          // meanwhile): its next turn is due TURN_MS from now, not at once.
+          lastTurn = performance.now()
+          resume(Effect.void)
+        })
+      }
     })
 
     // Slots run items back to back in microtasks, and microtasks starve the
