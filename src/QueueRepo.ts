@@ -18,7 +18,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
+import { Context, Duration, Effect, Either, Layer, Option, type Scope } from "effect"
 import { InvalidInput, StorageError } from "./Errors.js"
 import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
 import * as Pg from "./internal/pg.js"
@@ -264,24 +264,45 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
   const maxPayloadBytes = options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES
   const defaultMaxAttempts = options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS
 
-  const prepare = (request: EnqueueRequest, index: number | null): Effect.Effect<InsertRow, InvalidInput> => {
-    const at = (error: InvalidInput) =>
-      index === null ? error : new InvalidInput({ field: error.field, reason: `item ${index}: ${error.reason}` })
-    return Effect.gen(function*() {
-      const kind = yield* V.lift(V.checkKind(request.kind))
-      const payload = yield* V.lift(V.encodePayload(request.payload, maxPayloadBytes))
-      const key = yield* V.lift(V.checkKey(request.key))
-      if (request.delay !== undefined && request.runAt !== undefined) {
-        return yield* new InvalidInput({ field: "delay", reason: "give delay or runAt, not both" })
-      }
-      const delayMs = request.delay === undefined ? 0 : yield* V.lift(V.checkMillis("delay", request.delay, 0, V.MAX_DELAY_MS))
-      const runAt = request.runAt === undefined ? null : yield* V.lift(V.checkRunAt(request.runAt))
-      const priority = request.priority === undefined ? 0 : yield* V.lift(V.checkIntegerIn("priority", request.priority, -INT32, INT32))
-      const maxAttempts = request.maxAttempts === undefined
-        ? defaultMaxAttempts
-        : yield* V.lift(V.checkIntegerIn("maxAttempts", request.maxAttempts, 1, V.MAX_ATTEMPTS_LIMIT))
-      return { kind, payload, key, priority, runAt, delayMs, maxAttempts }
-    }).pipe(Effect.mapError(at))
+  // Checks and encodes one request (synchronously: in a bulk enqueue this runs
+  // once per item, and an Effect per check cost 40% of the whole enqueue).
+  const prepare = (request: EnqueueRequest, index: number | null): Either.Either<InsertRow, InvalidInput> => {
+    const fail = (error: InvalidInput) =>
+      Either.left(index === null ? error : new InvalidInput({ field: error.field, reason: `item ${index}: ${error.reason}` }))
+    const kind = V.checkKind(request.kind)
+    if (Either.isLeft(kind)) return fail(kind.left)
+    const payload = V.encodePayload(request.payload, maxPayloadBytes)
+    if (Either.isLeft(payload)) return fail(payload.left)
+    const key = V.checkKey(request.key)
+    if (Either.isLeft(key)) return fail(key.left)
+    if (request.delay !== undefined && request.runAt !== undefined) {
+      return fail(new InvalidInput({ field: "delay", reason: "give delay or runAt, not both" }))
+    }
+    let delayMs = 0
+    if (request.delay !== undefined) {
+      const checked = V.checkMillis("delay", request.delay, 0, V.MAX_DELAY_MS)
+      if (Either.isLeft(checked)) return fail(checked.left)
+      delayMs = checked.right
+    }
+    let runAt: number | null = null
+    if (request.runAt !== undefined) {
+      const checked = V.checkRunAt(request.runAt)
+      if (Either.isLeft(checked)) return fail(checked.left)
+      runAt = checked.right
+    }
+    let priority = 0
+    if (request.priority !== undefined) {
+      const checked = V.checkIntegerIn("priority", request.priority, -INT32, INT32)
+      if (Either.isLeft(checked)) return fail(checked.left)
+      priority = checked.right
+    }
+    let maxAttempts = defaultMaxAttempts
+    if (request.maxAttempts !== undefined) {
+      const checked = V.checkIntegerIn("maxAttempts", request.maxAttempts, 1, V.MAX_ATTEMPTS_LIMIT)
+      if (Either.isLeft(checked)) return fail(checked.left)
+      maxAttempts = checked.right
+    }
+    return Either.right({ kind: kind.right, payload: payload.right, key: key.right, priority, runAt, delayMs, maxAttempts })
   }
 
   // Inserts, then looks up the waiting item for each keyed row that was skipped.
@@ -332,14 +353,21 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
   const self: Service = {
     dialect: dialect.name,
     enqueue: (kind, payload, opts = {}) =>
-      prepare({ ...opts, kind, payload }, null).pipe(
-        Effect.flatMap((row) => enqueueRows([row])),
+      Effect.flatMap(Effect.suspend(() => prepare({ ...opts, kind, payload }, null)), (row) => enqueueRows([row])).pipe(
         Effect.map((results) => results[0]),
         Effect.withSpan("docket.enqueue", { attributes: { kind }, captureStackTrace: false })
       ),
     enqueueMany: (requests) =>
-      Effect.forEach(requests, (request, index) => prepare(request, index)).pipe(
-        Effect.flatMap(enqueueRows),
+      Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {
+        const list = Array.isArray(requests) ? requests : Array.from(requests)
+        const rows: Array<InsertRow> = new Array(list.length)
+        for (let i = 0; i < list.length; i++) {
+          const row = prepare(list[i], i)
+          if (Either.isLeft(row)) return Effect.fail(row.left)
+          rows[i] = row.right
+        }
+        return enqueueRows(rows)
+      }).pipe(
         Effect.withSpan("docket.enqueueMany", { attributes: { count: requests.length }, captureStackTrace: false })
       ),
     claim: ({ kinds, lease, limit, worker }) =>
