@@ -7,8 +7,6 @@
  * file path (`sqlite:` / `file:` prefixes are accepted and removed).
  */
 import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Cause, Config, Data, Effect, Layer, Option, Redacted } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
@@ -56,13 +54,18 @@ export interface Options {
   readonly applicationName?: string | undefined
 }
 
+// Each dialect's driver is loaded only when a layer for it is built, so a
+// PostgreSQL worker does not load SQLite's native module, nor a SQLite one pg.
 const pgLayer = (url: string, options: Options) =>
-  PgClient.layer({
-    url: Redacted.make(url),
-    maxConnections: options.maxConnections ?? 10,
-    applicationName: options.applicationName ?? "docket",
-    connectTimeout: "10 seconds"
-  })
+  Layer.unwrapEffect(
+    Effect.map(Effect.promise(() => import("@effect/sql-pg")), ({ PgClient }) =>
+      PgClient.layer({
+        url: Redacted.make(url),
+        maxConnections: options.maxConnections ?? 10,
+        applicationName: options.applicationName ?? "docket",
+        connectTimeout: "10 seconds"
+      }))
+  )
 
 const sqliteLayer = (filename: string, options: Options) =>
   Layer.effectDiscard(
@@ -73,7 +76,13 @@ const sqliteLayer = (filename: string, options: Options) =>
         sql.unsafe(`PRAGMA synchronous = ${options.sqliteSynchronous === "normal" ? "NORMAL" : "FULL"}`),
         sql.unsafe("PRAGMA foreign_keys = ON")
       ], { discard: true }))
-  ).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+  ).pipe(
+    Layer.provideMerge(
+      Layer.unwrapEffect(
+        Effect.map(Effect.promise(() => import("@effect/sql-sqlite-node")), ({ SqliteClient }) => SqliteClient.layer({ filename }))
+      )
+    )
+  )
 
 const checkSqlitePath = (filename: string) =>
   Effect.suspend(() => {

@@ -20,7 +20,7 @@
  *   prefetched items, let running items finish for up to `grace`, then
  *   interrupt them and release their leases (attempt not counted).
  */
-import { PgClient } from "@effect/sql-pg"
+import type { PgClient } from "@effect/sql-pg"
 import {
   identity,
   Context,
@@ -163,6 +163,10 @@ interface Running {
 type Outcome =
   | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
   | { readonly _tag: "Fail"; readonly claim: Claim; readonly error: string; readonly next: FailNext; readonly delayMs: number }
+
+// @effect/sql-pg's PgClient tag, by its key: importing the module for its tag
+// would load the PostgreSQL driver into SQLite workers too.
+const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
 /**
  * For log annotations: in a slot fiber, its slot (whose running item changes);
@@ -818,7 +822,7 @@ export const make = <H extends Handler.Any>(
     // PostgreSQL: LISTEN on a connection of our own, reconnecting when it is
     // lost (a database restart); every (re)connect is followed by a look for
     // due items, since notifications sent while not listening are gone.
-    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const pg = yield* Effect.serviceOption(PgClientTag)
     const listener = Option.isSome(pg) && options.listen !== false
       ? listen(pg.value.config, NOTIFY_CHANNEL, () => Queue.unsafeOffer(wakeups, undefined), () =>
         Queue.unsafeOffer(wakeups, undefined)).pipe(
