@@ -168,6 +168,33 @@ type Outcome =
 // would load the PostgreSQL driver into SQLite workers too.
 const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
+const DONE: Decision = { _tag: "Done" }
+
+/** The `Job` a handler is given (a class: its `signal` getter is shared, not made per item). */
+class RunJob implements Handler.Job {
+  readonly id: number
+  readonly kind: string
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly key: string | null
+  readonly priority: number
+  readonly createdAt: number
+  readonly lastError: string | null
+  constructor(claim: Claim, readonly worker: string, private readonly abort: () => AbortSignal) {
+    this.id = claim.id
+    this.kind = claim.kind
+    this.attempt = claim.attempt
+    this.maxAttempts = claim.maxAttempts
+    this.key = claim.key
+    this.priority = claim.priority
+    this.createdAt = claim.createdAt
+    this.lastError = claim.lastError
+  }
+  get signal(): AbortSignal {
+    return this.abort()
+  }
+}
+
 /**
  * For log annotations: in a slot fiber, its slot (whose running item changes);
  * in a fiber forked while an item runs, that item (fixed at the fork, so a
@@ -338,20 +365,7 @@ export const make = <H extends Handler.Any>(
       if (decoded._tag === "Left") {
         return Effect.succeed({ _tag: "Dead", error: `DecodeError: ${decoded.left}` })
       }
-      const job: Handler.Job = {
-        id: claim.id,
-        kind: claim.kind,
-        attempt: claim.attempt,
-        maxAttempts: claim.maxAttempts,
-        key: claim.key,
-        priority: claim.priority,
-        createdAt: claim.createdAt,
-        lastError: claim.lastError,
-        worker: id,
-        get signal() {
-          return abort()
-        }
-      }
+      const job = new RunJob(claim, id, abort)
       // Items are forked from the pool's own fibers, which carry the context the
       // pool was built in (the handlers' services): no per-item provide needed.
       let run = Effect.suspend(() => handler.run(decoded.right, job)) as Effect.Effect<void, unknown, never>
@@ -359,9 +373,7 @@ export const make = <H extends Handler.Any>(
         const after = Duration.decode(handler.timeout)
         run = Effect.timeoutFail(run, { duration: after, onTimeout: () => new Timeout({ after }) })
       }
-      return Effect.exit(run).pipe(
-        Effect.map((exit): Decision => (Exit.isSuccess(exit) ? { _tag: "Done" } : decide(exit.cause)))
-      )
+      return Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
     }
 
     // Bookkeeping when a run ends (synchronous: it cannot be cut in half by an
@@ -469,7 +481,7 @@ export const make = <H extends Handler.Any>(
     }
     const takeOne = () => {
       if (stopping || buffer.size === 0) return undefined
-      const [taken] = buffer.take(1, kindLimits.size > 0 ? canStart : undefined)
+      const taken = buffer.takeOne(kindLimits.size > 0 ? canStart : undefined)
       if (taken !== undefined) starts++
       return taken
     }

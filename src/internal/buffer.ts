@@ -25,19 +25,18 @@ export class ClaimBuffer {
     this.count++
   }
 
-  /** Takes up to `slots` items, in order, that `canStart` admits (it is told each one taken). */
-  take(slots: number, canStart: ((claim: Claim) => boolean) | undefined): Array<Entry> {
-    const taken: Array<Entry> = []
-    for (let i = this.head; i < this.items.length && taken.length < slots; i++) {
+  /** Takes the first item `canStart` admits (every item, without it). */
+  takeOne(canStart: ((claim: Claim) => boolean) | undefined): Entry | undefined {
+    for (let i = this.head; i < this.items.length; i++) {
       const entry = this.items[i]
       if (entry === undefined) continue
       if (canStart !== undefined && !canStart(entry.claim)) continue
-      taken.push(entry)
       this.items[i] = undefined
       this.count--
+      this.compact()
+      return entry
     }
-    this.compact()
-    return taken
+    return undefined
   }
 
   /** Whether some buffered item passes `canStart` (every item, without it). */

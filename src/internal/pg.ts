@@ -184,23 +184,24 @@ export const make = (sql: SqlClient): Dialect => {
         rows.map((r) => r.kind),
         rows.map((r) => r.payload),
         rows.map((r) => r.key),
-        rows.map((r) => r.priority),
-        rows.map((r) => r.runAt),
-        rows.map((r) => r.delayMs),
-        rows.map((r) => r.maxAttempts)
+        intArray(rows.map((r) => r.priority)),
+        intArray(rows.map((r) => r.runAt)),
+        intArray(rows.map((r) => r.delayMs)),
+        intArray(rows.map((r) => r.maxAttempts))
       ]),
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
     claim: (worker, limit, leaseMs, kinds) => run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds]),
-    complete: (fences) => run<FencedRow>(COMPLETE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
+    complete: (fences) => run<FencedRow>(COMPLETE, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
     fail: (rows) =>
       run<OutcomeRow>(FAIL, [
-        rows.map((r) => r.id),
-        rows.map((r) => r.token),
+        intArray(rows.map((r) => r.id)),
+        intArray(rows.map((r) => r.token)),
         rows.map((r) => r.error),
-        rows.map((r) => r.delayMs)
+        intArray(rows.map((r) => r.delayMs))
       ]),
-    release: (fences) => run<OutcomeRow>(RELEASE, [fences.map((f) => f.id), fences.map((f) => f.token)]),
-    extend: (fences, leaseMs) => run<FencedRow>(EXTEND, [fences.map((f) => f.id), fences.map((f) => f.token), leaseMs]),
+    release: (fences) => run<OutcomeRow>(RELEASE, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
+    extend: (fences, leaseMs) =>
+      run<FencedRow>(EXTEND, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token)), leaseMs]),
     stats: run<StatsRow>(statsSql("docket_now_ms()"), []),
     get: (id) => run<ItemRow>(GET, [id]),
     listDead: (kind, afterId, limit) => run<ItemRow>(LIST_DEAD, [kind, afterId, limit]),
@@ -210,6 +211,21 @@ export const make = (sql: SqlClient): Dialect => {
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }
+}
+
+/**
+ * An array of integers (or nulls) as a PostgreSQL array literal. The driver's
+ * own array encoding quotes and escapes every element, which cost 5% of a
+ * drain's allocations; these values are checked integers, so a join is exact.
+ */
+export const intArray = (values: ReadonlyArray<number | null>): string => {
+  let text = "{"
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]
+    if (v !== null && !Number.isSafeInteger(v)) throw new Error(`intArray: ${v} is not an integer`)
+    text += (i === 0 ? "" : ",") + (v === null ? "NULL" : String(v))
+  }
+  return text + "}"
 }
 
 const pgCode = (cause: unknown): string | undefined =>
