@@ -206,7 +206,11 @@ interface SlotRef {
   readonly current: { readonly claim: Claim } | undefined
 }
 const currentItem = FiberRef.unsafeMake<SlotRef | Claim | undefined>(undefined, {
-  fork: (value) => (value !== undefined && "current" in value ? value.current?.claim : value)
+  fork: (value) => (value !== undefined && "current" in value ? value.current?.claim : value),
+  // A joined child's value must not replace the slot (by default a join
+  // copies the child's fiber refs into the parent): the slot's next item
+  // would log as the joined child's item.
+  join: (parent) => parent
 })
 const itemOf = (value: SlotRef | Claim | undefined): Claim | undefined =>
   value !== undefined && "current" in value ? value.current?.claim : value

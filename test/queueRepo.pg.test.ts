@@ -53,7 +53,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         // Sessions of this database waiting on a lock (the second enqueue, blocked by the open transaction).
         const blocked = sqlA.unsafe<{ n: string }>(
           `SELECT count(*) AS n FROM pg_stat_activity
-           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%docket_items%'`
+           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%docket%'`
         ).pipe(Effect.map((rows) => Number(rows[0].n)))
         for (const outcome of ["commit", "rollback"] as const) {
           const key = `k-${outcome}`

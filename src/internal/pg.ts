@@ -31,16 +31,10 @@ WITH input AS (
 SELECT id, kind, dedupe_key, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'enqueued')) IS NULL AS notified
 FROM ins ORDER BY id`
 
-// One item (the common case): a plain VALUES insert, much cheaper to plan than
-// the unnest form, with the same dedupe and the same NOTIFY.
-const INSERT_ONE = `
-WITH ins AS (
-  INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, coalesce($5::bigint, docket_now_ms() + $6::bigint), $7, docket_now_ms(), docket_now_ms())
-  ON CONFLICT DO NOTHING
-  RETURNING id, kind, dedupe_key
-)
-SELECT id, kind, dedupe_key, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'enqueued')) IS NULL AS notified FROM ins`
+// One item (the common case): a server-side function with a kept plan
+// (migrations/pg/0003_enqueue_function.sql), the same dedupe and NOTIFY.
+const INSERT_ONE = `SELECT new_id AS id, new_kind AS kind, new_key AS dedupe_key
+FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int)`
 
 const FIND_WAITING = `
 SELECT i.id, i.kind, i.dedupe_key FROM docket_items i

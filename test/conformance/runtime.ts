@@ -464,7 +464,9 @@ export const runtimeConformance = (backend: Backend) => {
       })
       return Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
-        const live = Worker.layer({ handlers: [Noisy], worker: "w-logs" }).pipe(
+        // One slot: the second item runs in the fiber that ran (and joined a
+        // child of) the first, and the first's daemon logs after it moved on.
+        const live = Worker.layer({ handlers: [Noisy], worker: "w-logs", concurrency: 1 }).pipe(
           Layer.provide(capture),
           Layer.provideMerge(repoLayer(url))
         )

@@ -1,0 +1,3 @@
+-- PostgreSQL's 0003 makes a single enqueue a server-side function (see
+-- migrations/pg/0003_enqueue_function.sql). Nothing to change on SQLite; the
+-- number is kept so both dialects have the same versions.
