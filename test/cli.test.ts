@@ -5,6 +5,7 @@
  * / delete, and SIGTERM during work.
  */
 import { Effect, ManagedRuntime } from "effect"
+import { existsSync, readFileSync } from "node:fs"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
 import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
@@ -306,7 +307,15 @@ describe.each(backends)("docket command on $name", (backend) => {
       const db = openDb(url)
       const tasks = tempDir("docket-tasks-")
       cleanups.push(async () => tasks.remove())
-      tasks.write("slow.mjs", `export default (payload) => new Promise((resolve) => setTimeout(resolve, payload.ms))\n`)
+      // Each run notes its start in a file: "claimed" (running in the database)
+      // is not yet "started" (a prefetched item may still wait in the buffer).
+      const started = tasks.path("started.log")
+      tasks.write(
+        "slow.mjs",
+        `import { appendFileSync } from "node:fs"\n` +
+          `export default (payload) => { appendFileSync(${JSON.stringify(started)}, payload.ms + "\\n"); ` +
+          `return new Promise((resolve) => setTimeout(resolve, payload.ms)) }\n`
+      )
       const [quick, stuck] = await db.repo((repo) =>
         repo.enqueueMany([{ kind: "slow", payload: { ms: 700 } }, { kind: "slow", payload: { ms: 600_000 } }])
       )
@@ -314,7 +323,7 @@ describe.each(backends)("docket command on $name", (backend) => {
       cleanups.push(async () => {
         worker.child.kill("SIGKILL")
       })
-      await waitUntil("both items running", async () => (await db.repo((repo) => repo.stats)).running === 2)
+      await waitUntil("both items started", async () => existsSync(started) && readFileSync(started, "utf8").trim().split("\n").length === 2)
       const signalled = performance.now()
       worker.child.kill("SIGTERM")
       const exit = await worker.exited
