@@ -47,7 +47,6 @@ export const splitStatements = (text: string): ReadonlyArray<string> => {
       statements.push(text.slice(start, match.index))
       start = match.index + match[0].length
     }
-    if (match[0].length === 0) token.lastIndex++
   }
   statements.push(text.slice(start))
   return statements

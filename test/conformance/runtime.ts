@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Context, Deferred, Duration, Effect, Exit, Fiber, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
@@ -444,10 +444,15 @@ export const runtimeConformance = (backend: Backend) => {
 
     it.live("a handler's logs (and its forked fibers') carry the item's kind, id, attempt and worker", () => {
       const lines: Array<Record<string, unknown>> = []
+      // Latches: the forked daemons log once both items are done; the test
+      // reads their lines once both are written.
+      const bothDone = Deferred.unsafeMake<void>(FiberId.none)
+      const bothLate = Deferred.unsafeMake<void>(FiberId.none)
       const capture = Logger.replace(
         Logger.defaultLogger,
         Logger.make(({ annotations, message }) => {
           lines.push({ message: String(Array.isArray(message) ? message[0] : message), ...Object.fromEntries(HashMap.toEntries(annotations)) })
+          if (lines.filter((l) => String(l.message).startsWith("late")).length === 2) Deferred.unsafeDone(bothLate, Exit.void)
         })
       )
       const Noisy = Handler.make("noisy", {
@@ -459,7 +464,7 @@ export const runtimeConformance = (backend: Backend) => {
             Effect.fork(Effect.logInfo(`child of ${n}`).pipe(Effect.annotateLogs("kind", "mine"))).pipe(Effect.flatMap(Fiber.join))
           ).pipe(
             // A fiber that outlives its item (the slot has moved on) keeps its item.
-            Effect.zipLeft(Effect.forkDaemon(Effect.zipRight(Effect.sleep("100 millis"), Effect.logInfo(`late ${n}`))))
+            Effect.zipLeft(Effect.forkDaemon(Effect.zipRight(Deferred.await(bothDone), Effect.logInfo(`late ${n}`))))
           )
       })
       return Effect.gen(function*() {
@@ -482,7 +487,8 @@ export const runtimeConformance = (backend: Backend) => {
             const children = lines.filter((l) => String(l.message).startsWith("child of"))
             expect(children).toContainEqual({ message: "child of 1", kind: "mine", id: a.id, attempt: 1, worker: "w-logs" })
             expect(children).toContainEqual({ message: "child of 2", kind: "mine", id: b.id, attempt: 1, worker: "w-logs" })
-            yield* Effect.sleep("150 millis").pipe(Effect.repeat({ until: () => lines.filter((l) => String(l.message).startsWith("late")).length === 2 }))
+            yield* Deferred.succeed(bothDone, undefined)
+            yield* Deferred.await(bothLate)
             const late = lines.filter((l) => String(l.message).startsWith("late"))
             expect(late).toContainEqual({ message: "late 1", kind: "noisy", id: a.id, attempt: 1, worker: "w-logs" })
             expect(late).toContainEqual({ message: "late 2", kind: "noisy", id: b.id, attempt: 1, worker: "w-logs" })
