@@ -5,31 +5,48 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Dialect } from "./dialect.js"
+import { Effect } from "effect"
+import type { Dialect, InsertRow } from "./dialect.js"
 import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 import { CLAIM_COLUMNS, ITEM_COLUMNS } from "./rows.js"
 
 /** The channel enqueues notify and idle workers listen on. */
 export const NOTIFY_CHANNEL = "docket_items"
 
-// Inserts in input order (ids follow ORDER BY ord), skipping rows whose key a
-// waiting item (or an earlier row of this batch) holds. One NOTIFY per
-// statement, delivered when the enclosing transaction commits; PostgreSQL
-// folds identical notifications of one transaction into one.
-const INSERT = `
-WITH input AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::bigint[], $7::int[])
-    WITH ORDINALITY AS t(kind, payload, dedupe_key, priority, run_at, delay_ms, max_attempts, ord)
-), ins AS (
+// A batch insert, in input order (ids follow ORDER BY ord). The payloads
+// travel as one JSON array (their JSON texts joined: no per-item escaping on
+// the client, one parse on the server; `json` keeps each element's text as
+// sent). Every other column is either an array ($1, $3-$7) or, when the whole
+// batch shares one value, a NULL array and the scalar ($8-$12): a bulk enqueue
+// of one kind sends little besides its payloads. Measured on 20,000 rows in
+// batches of 2,000 against the text-array form this replaces: 1.5-1.8x.
+//
+// Keyed batches skip rows whose key a waiting item (or an earlier row of this
+// batch) holds (ON CONFLICT DO NOTHING) and return the inserted rows. A batch
+// without keys cannot conflict (the unique index covers keyed rows only), so
+// it inserts without ON CONFLICT (speculative insertion wrote an extra WAL
+// record per row: 6-17% of the statement) and returns its ids as one array.
+// One NOTIFY per statement, delivered when the enclosing transaction commits.
+const insertMany = (keyed: boolean) => `
+WITH ins AS (
   INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
-  SELECT i.kind, i.payload, i.dedupe_key, i.priority,
-         coalesce(i.run_at, docket_now_ms() + i.delay_ms), i.max_attempts, docket_now_ms(), docket_now_ms()
-  FROM input i ORDER BY i.ord
-  ON CONFLICT DO NOTHING
+  SELECT coalesce(t.kind, $8), t.payload::text, t.dedupe_key, coalesce(t.priority, $9),
+         coalesce(t.run_at, $10, docket_now_ms() + coalesce(t.delay_ms, $11)), coalesce(t.max_attempts, $12),
+         docket_now_ms(), docket_now_ms()
+  FROM ROWS FROM (json_array_elements($2::json), unnest($1::text[]), unnest($3::text[]), unnest($4::int[]),
+                  unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::int[]))
+    WITH ORDINALITY AS t(payload, kind, dedupe_key, priority, run_at, delay_ms, max_attempts, ord)
+  ORDER BY t.ord
+  ${keyed ? "ON CONFLICT DO NOTHING" : ""}
   RETURNING id, kind, dedupe_key
 )
-SELECT id, kind, dedupe_key, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'enqueued')) IS NULL AS notified
-FROM ins ORDER BY id`
+${
+  keyed
+    ? "SELECT id, kind, dedupe_key, (SELECT pg_notify('" + NOTIFY_CHANNEL + "', 'enqueued')) IS NULL AS notified FROM ins ORDER BY id"
+    : "SELECT array_agg(id ORDER BY id)::text AS ids, (SELECT pg_notify('" + NOTIFY_CHANNEL + "', 'enqueued')) IS NULL AS notified FROM ins"
+}`
+const INSERT_KEYED = insertMany(true)
+const INSERT_PLAIN = insertMany(false)
 
 // One item (the common case): a server-side function with a kept plan
 // (migrations/pg/0003_enqueue_function.sql), the same dedupe and NOTIFY.
@@ -163,26 +180,16 @@ export const make = (sql: SqlClient): Dialect => {
   const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
   return {
     name: "pg",
-    insert: (rows) =>
-      rows.length === 1
-        ? run<KeyRow>(INSERT_ONE, [
-          rows[0].kind,
-          rows[0].payload,
-          rows[0].key,
-          rows[0].priority,
-          rows[0].runAt,
-          rows[0].delayMs,
-          rows[0].maxAttempts
-        ])
-        : run<KeyRow>(INSERT, [
-        rows.map((r) => r.kind),
-        rows.map((r) => r.payload),
-        rows.map((r) => r.key),
-        intArray(rows.map((r) => r.priority)),
-        intArray(rows.map((r) => r.runAt)),
-        intArray(rows.map((r) => r.delayMs)),
-        intArray(rows.map((r) => r.maxAttempts))
-      ]),
+    insert: (rows) => {
+      if (rows.length === 1) {
+        const r = rows[0]
+        return run<KeyRow>(INSERT_ONE, [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts])
+      }
+      const keyed = rows.some((r) => r.key !== null)
+      const params = batchParams(rows, keyed)
+      if (keyed) return run<KeyRow>(INSERT_KEYED, params)
+      return run<{ ids: string }>(INSERT_PLAIN, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
+    },
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
     claim: (worker, limit, leaseMs, kinds) => run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds]),
     complete: (fences) => run<FencedRow>(COMPLETE, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
@@ -205,6 +212,35 @@ export const make = (sql: SqlClient): Dialect => {
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }
+}
+
+// The parameters of insertMany: payloads as one JSON array, each other column
+// as an array, or as a NULL array and a scalar when the batch shares its value.
+const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean): Array<unknown> => {
+  let payloads = "["
+  for (let i = 0; i < rows.length; i++) payloads += (i === 0 ? "" : ",") + rows[i].payload
+  payloads += "]"
+  const column = <A extends string | number | null>(get: (row: InsertRow) => A, encode: (values: Array<A>) => unknown) => {
+    const first = get(rows[0])
+    let uniform = true
+    for (let i = 1; i < rows.length && uniform; i++) uniform = get(rows[i]) === first
+    return uniform ? [null, first] : [encode(rows.map(get)), null]
+  }
+  const [kinds, kind] = column((r) => r.kind, (values) => values)
+  const [priorities, priority] = column((r) => r.priority, intArray)
+  const [runAts, runAt] = column((r) => r.runAt, intArray)
+  const [delays, delay] = column((r) => r.delayMs, intArray)
+  const [maxAttempts, maxAttempt] = column((r) => r.maxAttempts, intArray)
+  const keys = keyed ? rows.map((r) => r.key) : null
+  return [kinds, payloads, keys, priorities, runAts, delays, maxAttempts, kind, priority, runAt, delay, maxAttempt]
+}
+
+// An unkeyed batch inserts every row, in input order: its ids (one array,
+// ascending) pair with the rows by position.
+const idsAsRows = (rows: ReadonlyArray<InsertRow>, ids: string): Array<KeyRow> => {
+  const list = ids.length <= 2 ? [] : ids.slice(1, -1).split(",")
+  if (list.length !== rows.length) throw new Error(`enqueue: ${list.length} ids for ${rows.length} rows`)
+  return list.map((id, i) => ({ id: Number(id), kind: rows[i].kind, dedupe_key: null }))
 }
 
 /**

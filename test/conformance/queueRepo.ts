@@ -676,6 +676,37 @@ export const queueRepoConformance = (backend: Backend) => {
         expect(results.map((r) => r.id)).toEqual([...results.map((r) => r.id)].sort((x, y) => x - y))
       })))
 
+    it.live("an unkeyed batch stores each item's own kind, delay, runAt, priority and maxAttempts", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const at = Date.now() + 3_600_000
+        const before = yield* dbNow
+        const results = yield* repo.enqueueMany([
+          { kind: "a", payload: 0, delay: 2_000, priority: 5, maxAttempts: 3 },
+          { kind: "b", payload: 1, runAt: at },
+          { kind: "a", payload: 2, priority: -1 },
+          { kind: "c", payload: 3, delay: 0, maxAttempts: 1 }
+        ])
+        const after = yield* dbNow
+        const items = yield* Effect.forEach(results, (r) => getItem(r.id))
+        expect(items.map((i) => [i.kind, i.payload, i.priority, i.maxAttempts])).toEqual([
+          ["a", 0, 5, 3],
+          ["b", 1, 0, QueueRepo.DEFAULT_MAX_ATTEMPTS],
+          ["a", 2, -1, QueueRepo.DEFAULT_MAX_ATTEMPTS],
+          ["c", 3, 0, 1]
+        ])
+        expectAround(items[0].runAt, before + 2_000, after + 2_000, 50)
+        expect(items[1].runAt).toBe(at)
+        expectAround(items[2].runAt, before, after, 50)
+        expectAround(items[3].runAt, before, after, 50)
+        // A batch sharing every value but the payload.
+        const shared = yield* repo.enqueueMany([0, 1, 2].map((n) => ({ kind: "d", payload: n, runAt: at, priority: 9 })))
+        for (const [n, r] of shared.entries()) {
+          const item = yield* getItem(r.id)
+          expect([item.kind, item.payload, item.runAt, item.priority]).toEqual(["d", n, at, 9])
+        }
+      })))
+
     it.live("an empty batch is [] and writes nothing", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
@@ -1051,6 +1082,31 @@ export const queueRepoConformance = (backend: Backend) => {
           expect(claim.worker).toBe("w'\"; --")
         }
         expect(yield* countAll).toBe(5)
+      })))
+
+    it.live("a batch stores each payload's JSON text exactly, with and without keys", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const payloads: ReadonlyArray<unknown> = [
+          hostile,
+          ...Object.values(hostile),
+          null,
+          "\ud800",
+          "]}, [\"",
+          { "": [[], {}, [null]] },
+          -0.5
+        ]
+        const plain = yield* repo.enqueueMany(payloads.map((payload) => ({ kind: "job", payload })))
+        const keyed = yield* repo.enqueueMany(payloads.map((payload, i) => ({ kind: "keyed", payload, key: `k${i}` })))
+        const ids = [...plain, ...keyed].map((r) => {
+          expect(r._tag).toBe("Enqueued")
+          return r.id
+        })
+        const claims = yield* repo.claim({ worker: "w", limit: 100, lease })
+        expect(claims).toHaveLength(ids.length)
+        const byId = new Map(claims.map((c) => [c.id, c.payloadJson]))
+        const expected = [...payloads, ...payloads].map((p) => JSON.stringify(p))
+        expect(ids.map((id) => byId.get(id))).toEqual(expected)
       })))
 
     it.live("error texts are kept (NUL escaped, lone surrogates replaced), quotes and all", () =>
