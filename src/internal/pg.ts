@@ -188,7 +188,7 @@ export const make = (sql: SqlClient): Dialect => {
       const keyed = rows.some((r) => r.key !== null)
       const params = batchParams(rows, keyed)
       if (keyed) return run<KeyRow>(INSERT_KEYED, params)
-      return run<{ ids: string }>(INSERT_PLAIN, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
+      return run<{ ids: string | null }>(INSERT_PLAIN, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
     },
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
     claim: (worker, limit, leaseMs, kinds) => run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds]),
@@ -237,8 +237,10 @@ const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean): Array<unkn
 
 // An unkeyed batch inserts every row, in input order: its ids (one array,
 // ascending) pair with the rows by position.
-const idsAsRows = (rows: ReadonlyArray<InsertRow>, ids: string): Array<KeyRow> => {
-  const list = ids.length <= 2 ? [] : ids.slice(1, -1).split(",")
+// (array_agg of no rows is NULL: never here, as every row is inserted or the
+// statement fails, but the count check below says so instead of a TypeError.)
+const idsAsRows = (rows: ReadonlyArray<InsertRow>, ids: string | null): Array<KeyRow> => {
+  const list = ids === null || ids.length <= 2 ? [] : ids.slice(1, -1).split(",")
   if (list.length !== rows.length) throw new Error(`enqueue: ${list.length} ids for ${rows.length} rows`)
   return list.map((id, i) => ({ id: Number(id), kind: rows[i].kind, dedupe_key: null }))
 }
