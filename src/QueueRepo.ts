@@ -246,19 +246,25 @@ const claimOrder = (a: Claim, b: Claim) => b.priority - a.priority || a.runAt - 
 
 const INT32 = 2_147_483_647
 
+const dialectOf = (sql: SqlClient.SqlClient, claimScope?: Scope.Scope): Dialect =>
+  sql.onDialectOrElse({
+    pg: () => Pg.make(sql, claimScope),
+    sqlite: () => Sqlite.make(sql),
+    orElse: () => {
+      throw new Error("Docket supports PostgreSQL and SQLite only")
+    }
+  })
+
 /** Builds the service over the `SqlClient` in context (PostgreSQL or SQLite). */
 export const make = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const dialect: Dialect = sql.onDialectOrElse({
-      pg: () => Pg.make(sql),
-      sqlite: () => Sqlite.make(sql),
-      orElse: () => {
-        throw new Error("Docket supports PostgreSQL and SQLite only")
-      }
-    })
-    return makeWith(dialect, options)
-  })
+  Effect.map(SqlClient.SqlClient, (sql) => makeWith(dialectOf(sql), options))
+
+/**
+ * As `make`, and on PostgreSQL claims run on a connection reserved from the
+ * pool (see internal/pg.ts), released when the scope closes. `layer` uses it.
+ */
+export const makeScoped = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.map(Effect.scope, (scope) => makeWith(dialectOf(sql, scope), options)))
 
 const makeWith = (dialect: Dialect, options: Options): Service => {
   const maxPayloadBytes = options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES
@@ -568,4 +574,4 @@ const checkSelection = (selection: DeadSelection) =>
 
 /** The service over the `SqlClient` in context. */
 export const layer = (options: Options = {}): Layer.Layer<QueueRepo, never, SqlClient.SqlClient> =>
-  Layer.effect(QueueRepo, make(options))
+  Layer.scoped(QueueRepo, makeScoped(options))

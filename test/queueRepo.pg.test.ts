@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Layer, Schedule } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
@@ -23,6 +23,36 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
   queueRepoConformance(backend)
 
   describe("PostgreSQL only", () => {
+    it.live("claims hold one reserved connection, replaced after it is killed and released with the layer", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(repoLayer(url), scope)
+        const repo = Context.get(context, QueueRepo.QueueRepo)
+        const sql = Context.get(context, SqlClient.SqlClient)
+        // Other sessions of this database whose last statement was a claim.
+        const claimers = sql.unsafe<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity
+           WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%docket_claim(%'`
+        ).pipe(Effect.map((rows) => rows.map((r) => Number(r.pid))))
+        yield* repo.enqueueMany([1, 2, 3].map((payload) => ({ kind: "job", payload })))
+        for (let i = 0; i < 3; i++) expect(yield* repo.claim({ worker: "w", limit: 1, lease: 30_000 })).toHaveLength(1)
+        const [first, ...others] = yield* claimers
+        expect(others).toEqual([])
+        // The reserved connection dies (as in a database restart): one claim
+        // fails as a StorageError, the next reserves a new connection.
+        yield* sql.unsafe("SELECT pg_terminate_backend($1)", [first])
+        yield* repo.enqueue("job", 4)
+        const failed = yield* Effect.exit(repo.claim({ worker: "w", limit: 1, lease: 30_000 }))
+        expect(Exit.isFailure(failed)).toBe(true)
+        expect(yield* repo.claim({ worker: "w", limit: 1, lease: 30_000 })).toHaveLength(1)
+        const after = yield* claimers
+        expect(after).toHaveLength(1)
+        expect(after[0]).not.toBe(first)
+        // Closing the layer releases it and ends the pool (a held connection would keep it open).
+        yield* Scope.close(scope, Exit.void)
+      }).pipe(Effect.timeout("20 seconds")))
+
     it.live("concurrent enqueues of one key from three pools insert exactly one waiting item", () =>
       Effect.scoped(Effect.gen(function*() {
         const contexts = yield* pools(3)

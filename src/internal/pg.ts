@@ -4,8 +4,9 @@
  * `docket_now_ms()` (the database's clock).
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import type { Dialect, InsertRow } from "./dialect.js"
 import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 import { CLAIM_COLUMNS, ITEM_COLUMNS } from "./rows.js"
@@ -176,8 +177,18 @@ SELECT least(
 ) - docket_now_ms() AS wait_ms`
 
 
-export const make = (sql: SqlClient): Dialect => {
+/**
+ * The PostgreSQL dialect. Given a scope, claims run on one connection reserved
+ * from the pool on the first claim (and again after a connection error), held
+ * until the scope closes: a worker woken from idle claims without the pool's
+ * check-out, which cost 0.5-0.6 ms of the pickup after idle (1.95-2.12 ms per
+ * claim round trip through the pool, 1.45 ms on a reserved connection).
+ */
+export const make = (sql: SqlClient, claimScope?: Scope.Scope): Dialect => {
   const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
+  const claim = claimScope === undefined
+    ? (params: ReadonlyArray<unknown>) => run<ClaimRow>(CLAIM, params)
+    : reservedClaims(sql, claimScope)
   return {
     name: "pg",
     insert: (rows) => {
@@ -191,7 +202,7 @@ export const make = (sql: SqlClient): Dialect => {
       return run<{ ids: string | null }>(INSERT_PLAIN, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
     },
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
-    claim: (worker, limit, leaseMs, kinds) => run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds]),
+    claim: (worker, limit, leaseMs, kinds) => claim([worker, limit, leaseMs, kinds]),
     complete: (fences) => run<FencedRow>(COMPLETE, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
     fail: (rows) =>
       run<OutcomeRow>(FAIL, [
@@ -212,6 +223,41 @@ export const make = (sql: SqlClient): Dialect => {
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }
+}
+
+// Claims on a reserved connection, one at a time (a connection runs one
+// statement at a time; claims are short). The reservation is dropped after a
+// failed claim, so a broken connection (a database restart) is replaced by the
+// next claim, and released when the scope closes, before the pool ends.
+const reservedClaims = (sql: SqlClient, scope: Scope.Scope) => {
+  let held: { readonly connection: Connection; readonly scope: Scope.CloseableScope } | undefined
+  let closed = false
+  const lock = Effect.unsafeMakeSemaphore(1)
+  const drop = Effect.suspend(() => {
+    const current = held
+    held = undefined
+    return current === undefined ? Effect.void : Scope.close(current.scope, Exit.void)
+  })
+  const reserve = Effect.gen(function*() {
+    const reservation = yield* Scope.make()
+    const connection = yield* Scope.extend(sql.reserve, reservation).pipe(
+      Effect.onError(() => Scope.close(reservation, Exit.void))
+    )
+    held = { connection, scope: reservation }
+    return connection
+  })
+  Effect.runSync(Scope.addFinalizer(scope, lock.withPermits(1)(Effect.suspend(() => {
+    closed = true
+    return drop
+  }))))
+  return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
+    lock.withPermits(1)(Effect.suspend(() => {
+      if (closed) return sql.unsafe<ClaimRow>(CLAIM, params)
+      return Effect.flatMap(held === undefined ? reserve : Effect.succeed(held.connection), (connection) =>
+        connection.execute(CLAIM, params, undefined) as Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>).pipe(
+        Effect.tapErrorCause(() => drop)
+      )
+    }))
 }
 
 // The parameters of insertMany: payloads as one JSON array, each other column
