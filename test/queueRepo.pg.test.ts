@@ -27,6 +27,8 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
       Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
         const scope = yield* Scope.make()
+        // Closed below; closed too if an assertion fails first.
+        yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
         const context = yield* Layer.buildWithScope(repoLayer(url), scope)
         const repo = Context.get(context, QueueRepo.QueueRepo)
         const sql = Context.get(context, SqlClient.SqlClient)
@@ -51,7 +53,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         expect(after[0]).not.toBe(first)
         // Closing the layer releases it and ends the pool (a held connection would keep it open).
         yield* Scope.close(scope, Exit.void)
-      }).pipe(Effect.timeout("20 seconds")))
+      }).pipe(Effect.scoped, Effect.timeout("20 seconds")))
 
     it.live("concurrent enqueues of one key from three pools insert exactly one waiting item", () =>
       Effect.scoped(Effect.gen(function*() {

@@ -186,9 +186,8 @@ SELECT least(
  */
 export const make = (sql: SqlClient, claimScope?: Scope.Scope): Dialect => {
   const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
-  const claim = claimScope === undefined
-    ? (params: ReadonlyArray<unknown>) => run<ClaimRow>(CLAIM, params)
-    : reservedClaims(sql, claimScope)
+  const pooled = (params: ReadonlyArray<unknown>) => run<ClaimRow>(CLAIM, params)
+  const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, pooled)
   return {
     name: "pg",
     insert: (rows) => {
@@ -228,8 +227,13 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope): Dialect => {
 // Claims on a reserved connection, one at a time (a connection runs one
 // statement at a time; claims are short). The reservation is dropped after a
 // failed claim, so a broken connection (a database restart) is replaced by the
-// next claim, and released when the scope closes, before the pool ends.
-const reservedClaims = (sql: SqlClient, scope: Scope.Scope) => {
+// next claim, and released when the scope closes, before the pool ends (a
+// claim after that goes through the pool).
+const reservedClaims = (
+  sql: SqlClient,
+  scope: Scope.Scope,
+  pooled: (params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
+) => {
   let held: { readonly connection: Connection; readonly scope: Scope.CloseableScope } | undefined
   let closed = false
   const lock = Effect.unsafeMakeSemaphore(1)
@@ -252,7 +256,7 @@ const reservedClaims = (sql: SqlClient, scope: Scope.Scope) => {
   }))))
   return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
     lock.withPermits(1)(Effect.suspend(() => {
-      if (closed) return sql.unsafe<ClaimRow>(CLAIM, params)
+      if (closed) return pooled(params)
       return Effect.flatMap(held === undefined ? reserve : Effect.succeed(held.connection), (connection) =>
         connection.execute(CLAIM, params, undefined) as Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>).pipe(
         Effect.tapErrorCause(() => drop)
