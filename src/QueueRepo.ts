@@ -24,6 +24,7 @@ import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
 import * as Pg from "./internal/pg.js"
 import { type ClaimRow, type FencedRow, type ItemRow, type KeyRow, num, numOrNull, type OutcomeRow } from "./internal/rows.js"
 import * as Sqlite from "./internal/sqlite.js"
+import { spanIfTraced } from "./internal/tracing.js"
 import * as V from "./internal/validate.js"
 
 /** Where an item is: waiting (due now or scheduled), running (leased) or dead. */
@@ -361,7 +362,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
     enqueue: (kind, payload, opts = {}) =>
       Effect.flatMap(Effect.suspend(() => prepare({ ...opts, kind, payload }, null)), (row) => enqueueRows([row])).pipe(
         Effect.map((results) => results[0]),
-        Effect.withSpan("docket.enqueue", { attributes: { kind }, captureStackTrace: false })
+        spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })
       ),
     enqueueMany: (requests) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {
@@ -374,7 +375,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
         }
         return enqueueRows(rows)
       }).pipe(
-        Effect.withSpan("docket.enqueueMany", { attributes: { count: requests.length }, captureStackTrace: false })
+        spanIfTraced("docket.enqueueMany", { attributes: { count: requests.length }, captureStackTrace: false })
       ),
     claim: ({ kinds, lease, limit, worker }) =>
       Effect.gen(function*() {

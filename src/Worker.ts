@@ -53,6 +53,7 @@ import * as Handler from "./Handler.js"
 import { ClaimBuffer } from "./internal/buffer.js"
 import { listen } from "./internal/listen.js"
 import { NOTIFY_CHANNEL } from "./internal/pg.js"
+import { defaultTracer } from "./internal/tracing.js"
 import { MAX_CLAIM_LIMIT } from "./internal/validate.js"
 import { type Decision, decide, Timeout } from "./Outcome.js"
 import { type Claim, type FailNext, QueueRepo } from "./QueueRepo.js"
@@ -219,9 +220,6 @@ const currentItem = FiberRef.unsafeMake<SlotRef | Claim | undefined>(undefined, 
 })
 const itemOf = (value: SlotRef | Claim | undefined): Claim | undefined =>
   value !== undefined && "current" in value ? value.current?.claim : value
-
-// Effect's built-in tracer, which exports nowhere: the one a fresh runtime has.
-const defaultTracer = Effect.runSync(Effect.tracer)
 
 // See giveTurn: at most this long (ms) of running items between two turns of the event loop.
 const TURN_MS = 10

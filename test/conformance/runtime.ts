@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope, Tracer } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
@@ -494,6 +494,55 @@ export const runtimeConformance = (backend: Backend) => {
             expect(late).toContainEqual({ message: "late 2", kind: "noisy", id: b.id, attempt: 1, worker: "w-logs" })
           }).pipe(Effect.provide(live))
         )
+      })
+    })
+
+    it.live("spans: enqueues and runs are traced under an application's tracer, not under Effect's built-in one", () => {
+      const builtIn = Effect.runSync(Effect.tracer)
+      const made: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = builtIn.span(...args)
+          made.push(span)
+          return span
+        },
+        context: builtIn.context
+      })
+      // Each run reports the span it runs in (None without docket.item).
+      const seenIn: Array<string | undefined> = []
+      const Traced = Handler.make("traced", {
+        payload: Schema.Number,
+        run: () => Effect.map(Effect.option(Effect.currentSpan), (span) => void seenIn.push(Option.getOrUndefined(span)?.name))
+      })
+      const round = (tracer: Tracer.Tracer | undefined) =>
+        Effect.gen(function*() {
+          const url = yield* Effect.promise(() => backend.fresh())
+          const base = Worker.layer({ handlers: [Traced] }).pipe(Layer.provideMerge(repoLayer(url)))
+          yield* Effect.scoped(
+            Effect.gen(function*() {
+              const events = yield* (yield* Worker.Worker).subscribe
+              const repo = yield* QueueRepo.QueueRepo
+              yield* repo.enqueue("traced", 1)
+              yield* repo.enqueueMany([{ kind: "traced", payload: 2 }, { kind: "traced", payload: 3 }])
+              yield* waitForCount(events, (e) => e._tag === "Completed", 3)
+            }).pipe(
+              Effect.provide(tracer === undefined ? base : base.pipe(Layer.provide(Layer.setTracer(tracer)))),
+              tracer === undefined ? (e) => e : Effect.withTracer(tracer)
+            )
+          )
+        })
+      return Effect.gen(function*() {
+        const spans = () => made.map((span) => ({ name: span.name, attributes: Object.fromEntries(span.attributes) }))
+        yield* round(undefined)
+        expect(made).toEqual([])
+        expect(seenIn).toEqual([undefined, undefined, undefined])
+        seenIn.length = 0
+        yield* round(recording)
+        const ours = spans().filter((s) => s.name.startsWith("docket."))
+        expect(ours.filter((s) => s.name === "docket.enqueue")).toEqual([{ name: "docket.enqueue", attributes: { kind: "traced" } }])
+        expect(ours.filter((s) => s.name === "docket.enqueueMany")).toEqual([{ name: "docket.enqueueMany", attributes: { count: 2 } }])
+        expect(ours.filter((s) => s.name === "docket.item")).toHaveLength(3)
+        expect(seenIn).toEqual(["docket.item", "docket.item", "docket.item"])
       })
     })
 
