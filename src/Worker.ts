@@ -53,6 +53,7 @@ import * as Handler from "./Handler.js"
 import { ClaimBuffer } from "./internal/buffer.js"
 import { listen } from "./internal/listen.js"
 import { NOTIFY_CHANNEL } from "./internal/pg.js"
+import { Signal } from "./internal/signal.js"
 import { defaultTracer } from "./internal/tracing.js"
 import { MAX_CLAIM_LIMIT } from "./internal/validate.js"
 import { type Decision, decide, Timeout } from "./Outcome.js"
@@ -336,9 +337,9 @@ export const make = <H extends Handler.Any>(
     let subscribers = 0
     const publish = (event: Event) => (subscribers > 0 ? PubSub.publish(events, event) : Effect.void)
     const metricsLag = (ms: number) => metrics.lag.unsafeUpdate(ms, [])
-    const wakeups = yield* Queue.sliding<void>(1)
+    const wakeups = new Signal()
     const flushes = yield* Queue.sliding<void>(1)
-    const wake = Queue.offer(wakeups, undefined)
+    const wake = Effect.sync(wakeups.notify)
 
     const isIdle = () => lastClaimDrained && running.size === 0 && buffer.size === 0 && pending.length === 0
     const checkIdleSync = () => {
@@ -397,7 +398,7 @@ export const make = <H extends Handler.Any>(
       if (running.size === 0 && allDone !== undefined) Deferred.unsafeDone(allDone, Exit.void)
       dispatchSync()
       if (buffer.size <= lowWater() && !claimerWanted) {
-        Queue.unsafeOffer(wakeups, undefined)
+        wakeups.notify()
         claimerWanted = true
         yieldForClaimer = true
       }
@@ -651,7 +652,7 @@ export const make = <H extends Handler.Any>(
                 // This pool wakes itself when its retry is due, instead of
                 // waiting for the poll (the claimer may be sleeping).
                 if (o.delayMs < pollMs) {
-                  setTimeout(() => Queue.unsafeOffer(wakeups, undefined), o.delayMs + 1).unref()
+                  setTimeout(() => wakeups.notify(), o.delayMs + 1).unref()
                 }
                 return Effect.zipRight(
                   publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
@@ -780,8 +781,7 @@ export const make = <H extends Handler.Any>(
     }
     const lowWater = () => Math.floor(effectivePrefetch / 2)
 
-    const waitForWake = (ms: number) =>
-      Queue.take(wakeups).pipe(Effect.timeoutOption(Duration.millis(Math.max(1, ms))), Effect.asVoid)
+    const waitForWake = (ms: number) => wakeups.wait(ms)
 
     const claimRound: Effect.Effect<void> = Effect.gen(function*() {
       claimerWanted = false
@@ -836,10 +836,10 @@ export const make = <H extends Handler.Any>(
 
     // --- wake-ups ---
     yield* repo.onEnqueued((inTransaction) => {
-      Queue.unsafeOffer(wakeups, undefined)
+      wakeups.notify()
       if (inTransaction) {
         // The items become visible at commit, which we cannot see: look again shortly.
-        for (const ms of [5, 25, 100, 400]) setTimeout(() => Queue.unsafeOffer(wakeups, undefined), ms).unref()
+        for (const ms of [5, 25, 100, 400]) setTimeout(() => wakeups.notify(), ms).unref()
       }
     })
     // PostgreSQL: LISTEN on a connection of our own, reconnecting when it is
@@ -847,8 +847,7 @@ export const make = <H extends Handler.Any>(
     // due items, since notifications sent while not listening are gone.
     const pg = yield* Effect.serviceOption(PgClientTag)
     const listener = Option.isSome(pg) && options.listen !== false
-      ? listen(pg.value.config, NOTIFY_CHANNEL, () => Queue.unsafeOffer(wakeups, undefined), () =>
-        Queue.unsafeOffer(wakeups, undefined)).pipe(
+      ? listen(pg.value.config, NOTIFY_CHANNEL, wakeups.notify, wakeups.notify).pipe(
           Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
           Effect.zipRight(Effect.sleep("1 second")),
           Effect.forever
