@@ -360,10 +360,20 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
   const self: Service = {
     dialect: dialect.name,
     enqueue: (kind, payload, opts = {}) =>
-      Effect.flatMap(Effect.suspend(() => prepare({ ...opts, kind, payload }, null)), (row) => enqueueRows([row])).pipe(
-        Effect.map((results) => results[0]),
-        spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })
-      ),
+      Effect.suspend((): Effect.Effect<EnqueueResult, InvalidInput | StorageError> => {
+        const row = prepare({ ...opts, kind, payload }, null)
+        if (Either.isLeft(row)) return Effect.fail(row.left)
+        if (row.right.key !== null) return Effect.map(enqueueRows([row.right]), (results) => results[0])
+        // No key: one insert that cannot be skipped, no dedupe look-up.
+        const inserted = dialect.insert([row.right]).pipe(
+          Effect.map((rows): EnqueueResult => {
+            if (rows.length !== 1) throw new Error(`enqueue: ${rows.length} rows inserted for one item`)
+            return { _tag: "Enqueued", id: num(rows[0].id) }
+          }),
+          Effect.mapError(storage("enqueue"))
+        )
+        return listeners.size === 0 ? inserted : Effect.tap(inserted, (result) => announce([result]))
+      }).pipe(spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })),
     enqueueMany: (requests) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {
         const list = Array.isArray(requests) ? requests : Array.from(requests)
