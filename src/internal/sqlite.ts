@@ -5,9 +5,9 @@
  * its transaction holds the write lock from its first statement (a deferred
  * transaction that reads first could fail to upgrade).
  */
-import type { SqlClient } from "@effect/sql/SqlClient"
+import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
 import { statsSql } from "./pg.js"
 import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
@@ -156,10 +156,41 @@ const compile = (text: string) => {
   return entry
 }
 
+// A claim commits without waiting for the disk: `synchronous = NORMAL` for
+// its one statement, on the connection held exclusively meanwhile, then the
+// level set before (FULL by default) again, whatever the claim's exit. In WAL
+// mode a NORMAL commit survives a crash of any process; only an operating
+// system crash or power loss can undo it, and that also ends every process
+// that could hold the claim (SQLite's processes share one machine), so no
+// stale holder is left to present the claim's token, which a claim after the
+// restart may issue again. The item is then waiting or leased as before the
+// claim. Enqueues, outcomes and dead-item changes keep the configured level.
+// Measured here: a FULL commit 0.6-0.8 ms (p50, with the event loop blocked
+// meanwhile), a NORMAL one 0.02-0.13 ms.
+const claimUnsynced = (sql: SqlClient, text: string, params: ReadonlyArray<unknown>) =>
+  Effect.scoped(Effect.flatMap(sql.reserve, (connection) =>
+    Effect.flatMap(connection.execute("PRAGMA synchronous", [], undefined), (rows) => {
+      const level = Number((rows[0] as { synchronous?: unknown } | undefined)?.synchronous)
+      const claim = connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
+      if (!Number.isInteger(level) || level <= 1) return claim
+      // Uninterruptible, so the level is always set back (the statements are
+      // synchronous and local); a claim's failure is returned after it.
+      return Effect.uninterruptible(
+        connection.execute("PRAGMA synchronous = NORMAL", [], undefined).pipe(
+          Effect.zipRight(Effect.exit(claim)),
+          Effect.flatMap((exit) => Effect.zipRight(connection.execute(`PRAGMA synchronous = ${level}`, [], undefined), exit))
+        )
+      )
+    })))
+
 export const make = (sql: SqlClient): Dialect => {
-  const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => {
+  const compiled = (text: string, params: ReadonlyArray<unknown>) => {
     const { order, text: rewritten } = compile(text)
-    return sql.unsafe<A>(rewritten, order.map((i) => params[i]))
+    return { text: rewritten, params: order.map((i) => params[i]) }
+  }
+  const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => {
+    const c = compiled(text, params)
+    return sql.unsafe<A>(c.text, c.params)
   }
   const both = <A>(first: Effect.Effect<ReadonlyArray<A>, SqlError>, second: Effect.Effect<ReadonlyArray<A>, SqlError>) =>
     sql.withTransaction(Effect.zipWith(first, second, (a, b) => [...a, ...b]))
@@ -170,8 +201,15 @@ export const make = (sql: SqlClient): Dialect => {
         JSON.stringify(rows.map((r) => [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts]))
       ]).pipe(Effect.map((inserted) => [...inserted].sort((a, b) => Number(a.id) - Number(b.id)))),
     findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [JSON.stringify(pairs)]),
-    claim: (worker, limit, leaseMs, kinds) =>
-      run<ClaimRow>(CLAIM, [worker, limit, leaseMs, kinds === null ? null : JSON.stringify(kinds)]),
+    claim: (worker, limit, leaseMs, kinds) => {
+      const params = [worker, limit, leaseMs, kinds === null ? null : JSON.stringify(kinds)]
+      // In the caller's transaction the claim commits with it.
+      return Effect.flatMap(Effect.serviceOption(TransactionConnection), (tx) => {
+        if (Option.isSome(tx)) return run<ClaimRow>(CLAIM, params)
+        const c = compiled(CLAIM, params)
+        return claimUnsynced(sql, c.text, c.params)
+      })
+    },
     complete: (fences) => run<FencedRow>(COMPLETE, [fencesJson(fences)]),
     fail: (rows) => {
       const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs]))
