@@ -372,7 +372,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
           }),
           Effect.mapError(storage("enqueue"))
         )
-        return listeners.size === 0 ? inserted : Effect.tap(inserted, (result) => announce([result]))
+        return Effect.tap(inserted, (result) => announce([result]))
       }).pipe(spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })),
     enqueueMany: (requests) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {

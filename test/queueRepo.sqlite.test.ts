@@ -1,5 +1,6 @@
 import { SqlClient } from "@effect/sql"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import Sqlite from "better-sqlite3"
 import { Effect, Layer, Option } from "effect"
 import { Database, QueueRepo } from "../src/index.js"
 import { queueRepoConformance } from "./conformance/queueRepo.js"
@@ -10,12 +11,35 @@ afterAll(() => backend.cleanup())
 describe("QueueRepo on SQLite", () => queueRepoConformance(backend))
 
 // Claims commit with synchronous = NORMAL (src/internal/sqlite.ts says why);
-// everything else keeps the configured level.
+// everything else keeps the configured level. The statements better-sqlite3
+// runs are recorded in order (its statement methods wrapped, for these tests).
 describe("QueueRepo on SQLite: the claim's synchronous level", () => {
+  const ran: Array<string> = []
+  const proto = Object.getPrototypeOf(new Sqlite(":memory:").prepare("SELECT 1")) as Record<string, Function>
+  const originals = Object.fromEntries(["all", "get", "run", "iterate"].map((m) => [m, proto[m]]))
+  beforeAll(() => {
+    for (const [method, original] of Object.entries(originals)) {
+      proto[method] = function(this: { source: string }, ...args: Array<unknown>) {
+        ran.push(this.source.trim().split(/\s+/).slice(0, 4).join(" "))
+        return original.apply(this, args)
+      }
+    }
+  })
+  afterAll(() => Object.assign(proto, originals))
+
   const level = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<{ synchronous: number }>("PRAGMA synchronous")).pipe(
     Effect.map((rows) => rows[0].synchronous)
   )
   const claim = Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.claim({ worker: "w", limit: 10, lease: "1 minute" }))
+  /** The statements around the claim's UPDATE: the one before and the one after. */
+  const aroundClaim = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      ran.length = 0
+      const result = yield* Effect.either(effect)
+      const at = ran.findIndex((text) => text.startsWith("UPDATE docket_items SET state"))
+      expect(at).toBeGreaterThanOrEqual(0)
+      return { result, before: ran[at - 1], after: ran[at + 1] }
+    })
   const withRepo = <A, E>(
     options: Database.Options,
     body: Effect.Effect<A, E, QueueRepo.QueueRepo | SqlClient.SqlClient>
@@ -23,26 +47,46 @@ describe("QueueRepo on SQLite: the claim's synchronous level", () => {
     Effect.flatMap(Effect.promise(() => backend.fresh()), (url) =>
       Effect.provide(body, QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, options)))))
 
-  it.effect("the configured level is back after a claim, after a failed claim, and unchanged at NORMAL", () =>
+  it.effect("a claim runs at NORMAL and the configured level is back after it, after a failed claim too", () =>
+    withRepo({}, Effect.gen(function*() {
+      const repo = yield* QueueRepo.QueueRepo
+      expect(yield* level).toBe(2) // FULL, Docket's default
+      yield* repo.enqueue("k", 1)
+      const ok = yield* aroundClaim(claim)
+      expect(ok.result._tag === "Right" && ok.result.right).toHaveLength(1)
+      expect([ok.before, ok.after]).toEqual(["PRAGMA synchronous = NORMAL", "PRAGMA synchronous = 2"])
+      expect(yield* level).toBe(2)
+      // The enqueue ran at FULL: nothing set NORMAL before it.
+      ran.length = 0
+      yield* repo.enqueue("k", 2)
+      expect(ran.some((text) => text.includes("NORMAL"))).toBe(false)
+      // A claim that fails (its table is gone) still sets the level back.
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe("ALTER TABLE docket_items RENAME TO docket_items_gone")
+      ran.length = 0
+      const failed = yield* Effect.either(claim)
+      expect(failed._tag).toBe("Left")
+      expect(ran.at(-1)).toBe("PRAGMA synchronous = 2")
+      expect(yield* level).toBe(2)
+    })))
+
+  it.effect("no change when the configured level is NORMAL, nor outside WAL mode", () =>
     Effect.gen(function*() {
-      yield* withRepo({}, Effect.gen(function*() {
-        const repo = yield* QueueRepo.QueueRepo
-        expect(yield* level).toBe(2) // FULL, Docket's default
-        yield* repo.enqueue("k", 1)
-        expect(yield* claim).toHaveLength(1)
-        expect(yield* level).toBe(2)
-        // A claim that fails (the table is gone) still sets the level back.
-        const sql = yield* SqlClient.SqlClient
-        yield* sql.unsafe("ALTER TABLE docket_items RENAME TO docket_items_gone")
-        const failed = yield* Effect.either(claim)
-        expect(failed._tag).toBe("Left")
-        expect(yield* level).toBe(2)
-      }))
       yield* withRepo({ sqliteSynchronous: "normal" }, Effect.gen(function*() {
-        expect(yield* level).toBe(1)
         yield* Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue("k", 1))
-        expect(yield* claim).toHaveLength(1)
+        const { before, after, result } = yield* aroundClaim(claim)
+        expect(result._tag === "Right" && result.right).toHaveLength(1)
+        expect([before, after]).not.toContain("PRAGMA synchronous = NORMAL")
         expect(yield* level).toBe(1)
+      }))
+      yield* withRepo({}, Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe("PRAGMA journal_mode = DELETE")
+        yield* Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue("k", 1))
+        const { result } = yield* aroundClaim(claim)
+        expect(result._tag === "Right" && result.right).toHaveLength(1)
+        expect(ran.some((text) => text.includes("NORMAL"))).toBe(false)
+        expect(yield* level).toBe(2)
       }))
     }))
 
@@ -54,7 +98,9 @@ describe("QueueRepo on SQLite: the claim's synchronous level", () => {
       const inside = yield* Effect.either(sql.withTransaction(Effect.zipRight(claim, Effect.fail("undo" as const))))
       expect(inside._tag).toBe("Left")
       expect(Option.getOrUndefined(yield* repo.get(id))).toMatchObject({ state: "waiting", attempts: 0 })
-      expect(yield* sql.withTransaction(claim)).toHaveLength(1)
+      const { result } = yield* aroundClaim(sql.withTransaction(claim))
+      expect(result._tag === "Right" && result.right).toHaveLength(1)
+      expect(ran.some((text) => text.includes("NORMAL"))).toBe(false)
       expect(yield* level).toBe(2)
     })))
 })

@@ -36,6 +36,18 @@ describe("Signal", () => {
       expect(performance.now() - t0).toBeGreaterThanOrEqual(39)
     }))
 
+  it.live("a wait longer than a Node timer can hold (Infinity, 30 days) does not end early", () =>
+    Effect.gen(function*() {
+      const signal = new Signal()
+      for (const ms of [Number.POSITIVE_INFINITY, 30 * 24 * 3600 * 1000]) {
+        const fiber = yield* Effect.fork(signal.wait(ms))
+        yield* Effect.sleep("50 millis")
+        expect(fiber.unsafePoll()).toBeNull()
+        signal.notify()
+        yield* Fiber.join(fiber)
+      }
+    }))
+
   it.live("an interrupted wait leaves no waiter behind: the next notify is kept for the next wait", () =>
     Effect.gen(function*() {
       const signal = new Signal()

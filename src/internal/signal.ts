@@ -10,6 +10,11 @@
  */
 import { Effect } from "effect"
 
+// Node fires a timer whose delay exceeds a signed 32-bit millisecond count
+// (about 24.8 days, or Infinity: a `poll` of Duration.infinity) after 1 ms.
+// Longer waits are cut to this; waking early only costs a look for due items.
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 export class Signal {
   private pending = false
   private waiter: (() => void) | undefined
@@ -25,7 +30,11 @@ export class Signal {
     waiter()
   }
 
-  /** Returns at the next `notify` (at once if one came since the last wait), or after `ms`. One waiter at a time. */
+  /**
+   * Returns at the next `notify` (at once if one came since the last wait), or
+   * after `ms` (at most about 24.8 days). One waiter at a time. A notify that
+   * lands while the wait is being interrupted may be spent on it.
+   */
   wait(ms: number): Effect.Effect<void> {
     return Effect.async<void>((resume) => {
       if (this.pending) {
@@ -37,7 +46,7 @@ export class Signal {
       const timer = setTimeout(() => {
         this.waiter = undefined
         resume(Effect.void)
-      }, Math.max(1, ms))
+      }, Math.min(MAX_TIMER_MS, Math.max(1, ms)))
       this.waiter = () => {
         clearTimeout(timer)
         resume(Effect.void)

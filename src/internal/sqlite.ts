@@ -6,6 +6,7 @@
  * transaction that reads first could fail to upgrade).
  */
 import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
@@ -158,32 +159,55 @@ const compile = (text: string) => {
 
 // A claim commits without waiting for the disk: `synchronous = NORMAL` for
 // its one statement, on the connection held exclusively meanwhile, then the
-// level set before (FULL by default) again, whatever the claim's exit. In WAL
+// configured level (FULL by default) again, whatever the claim's exit. In WAL
 // mode a NORMAL commit survives a crash of any process; only an operating
 // system crash or power loss can undo it, and that also ends every process
-// that could hold the claim (SQLite's processes share one machine), so no
-// stale holder is left to present the claim's token, which a claim after the
-// restart may issue again. The item is then waiting or leased as before the
-// claim. Enqueues, outcomes and dead-item changes keep the configured level.
-// Measured here: a FULL commit 0.6-0.8 ms (p50, with the event loop blocked
+// that could hold the claim (a SQLite file's processes share one machine: it
+// must be on a local disk), so no stale holder is left to present the claim's
+// token, which a claim after the restart may issue again. The item is then
+// waiting or leased as before the claim (that attempt is not counted).
+// Enqueues, outcomes, renewals and dead-item changes keep the configured
+// level. Not done outside WAL mode (a rollback journal at NORMAL can lose more
+// than the last commit), when the configured level is NORMAL or lower already,
+// or inside the caller's transaction (the claim commits with it).
+// Measured here: a FULL commit 0.6-0.8 ms (p50, the event loop blocked
 // meanwhile), a NORMAL one 0.02-0.13 ms.
-const claimUnsynced = (sql: SqlClient, text: string, params: ReadonlyArray<unknown>) =>
-  Effect.scoped(Effect.flatMap(sql.reserve, (connection) =>
-    Effect.flatMap(connection.execute("PRAGMA synchronous", [], undefined), (rows) => {
-      const level = Number((rows[0] as { synchronous?: unknown } | undefined)?.synchronous)
-      const claim = connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
-      if (!Number.isInteger(level) || level <= 1) return claim
-      // Uninterruptible, so the level is always set back (the statements are
-      // synchronous and local); a claim's failure is returned after it.
-      return Effect.uninterruptible(
-        connection.execute("PRAGMA synchronous = NORMAL", [], undefined).pipe(
-          Effect.zipRight(Effect.exit(claim)),
-          Effect.flatMap((exit) => Effect.zipRight(connection.execute(`PRAGMA synchronous = ${level}`, [], undefined), exit))
+const unsyncedClaims = (sql: SqlClient) => {
+  // Read on the first claim: the level to restore, or null to claim as configured.
+  let restoreTo: number | null | undefined
+  const levelOf = (connection: Connection) =>
+    restoreTo !== undefined ? Effect.succeed(restoreTo) : Effect.map(
+      Effect.zip(
+        connection.execute("PRAGMA synchronous", [], undefined),
+        connection.execute("PRAGMA journal_mode", [], undefined)
+      ),
+      ([sync, journal]) => {
+        const level = Number((sync[0] as { synchronous?: unknown } | undefined)?.synchronous)
+        const wal = String((journal[0] as { journal_mode?: unknown } | undefined)?.journal_mode).toLowerCase() === "wal"
+        restoreTo = wal && Number.isInteger(level) && level > 1 ? level : null
+        return restoreTo
+      }
+    )
+  return (text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
+    Effect.scoped(Effect.flatMap(sql.reserve, (connection) =>
+      Effect.flatMap(levelOf(connection), (level) => {
+        const claim = connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
+        if (level === null) return claim
+        // Uninterruptible, so the level is always set back (the statements are
+        // synchronous and local; setting it back is retried, and a failure to
+        // is returned, as the claim's own failure is, after it).
+        const restore = Effect.retry(connection.execute(`PRAGMA synchronous = ${level}`, [], undefined), { times: 2 })
+        return Effect.uninterruptible(
+          connection.execute("PRAGMA synchronous = NORMAL", [], undefined).pipe(
+            Effect.zipRight(Effect.exit(claim)),
+            Effect.flatMap((exit) => Effect.zipRight(restore, exit))
+          )
         )
-      )
-    })))
+      })))
+}
 
 export const make = (sql: SqlClient): Dialect => {
+  const claimUnsynced = unsyncedClaims(sql)
   const compiled = (text: string, params: ReadonlyArray<unknown>) => {
     const { order, text: rewritten } = compile(text)
     return { text: rewritten, params: order.map((i) => params[i]) }
@@ -207,7 +231,7 @@ export const make = (sql: SqlClient): Dialect => {
       return Effect.flatMap(Effect.serviceOption(TransactionConnection), (tx) => {
         if (Option.isSome(tx)) return run<ClaimRow>(CLAIM, params)
         const c = compiled(CLAIM, params)
-        return claimUnsynced(sql, c.text, c.params)
+        return claimUnsynced(c.text, c.params)
       })
     },
     complete: (fences) => run<FencedRow>(COMPLETE, [fencesJson(fences)]),

@@ -533,8 +533,8 @@ export const runtimeConformance = (backend: Backend) => {
         })
       return Effect.gen(function*() {
         const spans = () => made.map((span) => ({ name: span.name, attributes: Object.fromEntries(span.attributes) }))
+        // (That enqueues make no span under the built-in tracer is test/tracing.test.ts's.)
         yield* round(undefined)
-        expect(made).toEqual([])
         expect(seenIn).toEqual([undefined, undefined, undefined])
         seenIn.length = 0
         yield* round(recording)
