@@ -349,10 +349,20 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
         })
       )
 
+  // Rows without a key cannot be skipped: one insert, its rows matched to the
+  // input in order, no dedupe rounds (for a single enqueue the rounds' own
+  // machinery cost more CPU than the rest of Docket's work in it).
+  const insertUnkeyed = (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
+    Effect.map(dialect.insert(rows), (inserted) => {
+      const results: Array<EnqueueResult | undefined> = new Array(rows.length)
+      matchInserted(rows, rows.length === 1 ? [0] : rows.map((_, i) => i), inserted, results)
+      return results as ReadonlyArray<EnqueueResult>
+    })
+
   const enqueueRows = (rows: ReadonlyArray<InsertRow>) =>
     rows.length === 0
       ? Effect.succeed([])
-      : (rows.some((r) => r.key !== null) ? dialect.atomic(insertAll(rows)) : insertAll(rows)).pipe(
+      : (rows.some((r) => r.key !== null) ? dialect.atomic(insertAll(rows)) : insertUnkeyed(rows)).pipe(
         Effect.mapError(storage("enqueue")),
         Effect.tap(announce)
       )
@@ -363,16 +373,7 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       Effect.suspend((): Effect.Effect<EnqueueResult, InvalidInput | StorageError> => {
         const row = prepare({ ...opts, kind, payload }, null)
         if (Either.isLeft(row)) return Effect.fail(row.left)
-        if (row.right.key !== null) return Effect.map(enqueueRows([row.right]), (results) => results[0])
-        // No key: one insert that cannot be skipped, no dedupe look-up.
-        const inserted = dialect.insert([row.right]).pipe(
-          Effect.map((rows): EnqueueResult => {
-            if (rows.length !== 1) throw new Error(`enqueue: ${rows.length} rows inserted for one item`)
-            return { _tag: "Enqueued", id: num(rows[0].id) }
-          }),
-          Effect.mapError(storage("enqueue"))
-        )
-        return Effect.tap(inserted, (result) => announce([result]))
+        return Effect.map(enqueueRows([row.right]), (results) => results[0])
       }).pipe(spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })),
     enqueueMany: (requests) =>
       Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {

@@ -652,7 +652,7 @@ export const make = <H extends Handler.Any>(
                 // This pool wakes itself when its retry is due, instead of
                 // waiting for the poll (the claimer may be sleeping).
                 if (o.delayMs < pollMs) {
-                  setTimeout(() => wakeups.notify(), o.delayMs + 1).unref()
+                  setTimeout(wakeups.notify, o.delayMs + 1).unref()
                 }
                 return Effect.zipRight(
                   publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
@@ -781,8 +781,6 @@ export const make = <H extends Handler.Any>(
     }
     const lowWater = () => Math.floor(effectivePrefetch / 2)
 
-    const waitForWake = (ms: number) => wakeups.wait(ms)
-
     const claimRound: Effect.Effect<void> = Effect.gen(function*() {
       claimerWanted = false
       yield* sweepBuffer
@@ -798,10 +796,10 @@ export const make = <H extends Handler.Any>(
       const room = Math.min(MAX_CLAIM_LIMIT, concurrency + (prefetchPaused ? 0 : effectivePrefetch) - running.size - buffer.size)
       if (room <= 0 || (!starving && buffer.size > lowWater())) {
         // Full: wait until a slot frees (finish wakes us), or sweep the buffer.
-        return yield* waitForWake(Math.min(pollMs, holdMs))
+        return yield* wakeups.wait(Math.min(pollMs, holdMs))
       }
       const kinds = claimKinds()
-      if (kinds !== undefined && kinds.length === 0) return yield* waitForWake(pollMs)
+      if (kinds !== undefined && kinds.length === 0) return yield* wakeups.wait(pollMs)
       const sentAt = performance.now()
       const claims = yield* repo.claim({ worker: id, limit: room, lease: Duration.millis(leaseMs), kinds }).pipe(
         Effect.catchAll((error) =>
@@ -825,7 +823,7 @@ export const make = <H extends Handler.Any>(
       yield* checkIdle
       const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
       const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })
-      yield* waitForWake(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
+      yield* wakeups.wait(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
     })
 
     const claimer = Effect.whileLoop({
@@ -839,7 +837,7 @@ export const make = <H extends Handler.Any>(
       wakeups.notify()
       if (inTransaction) {
         // The items become visible at commit, which we cannot see: look again shortly.
-        for (const ms of [5, 25, 100, 400]) setTimeout(() => wakeups.notify(), ms).unref()
+        for (const ms of [5, 25, 100, 400]) setTimeout(wakeups.notify, ms).unref()
       }
     })
     // PostgreSQL: LISTEN on a connection of our own, reconnecting when it is

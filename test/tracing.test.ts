@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option, Tracer } from "effect"
+import { Effect, Option } from "effect"
 import { defaultTracer, spanIfTraced } from "../src/internal/tracing.js"
+import { recordingTracer } from "./support/tracing.js"
 
 // Docket's spans are made only under an application's tracer (src/internal/tracing.ts).
 describe("spanIfTraced", () => {
@@ -14,16 +15,8 @@ describe("spanIfTraced", () => {
 
   it.effect("under another tracer the effect runs in a span of that name, with its attributes", () =>
     Effect.gen(function*() {
-      const made: Array<Tracer.Span> = []
-      const recording = Tracer.make({
-        span: (...args) => {
-          const span = defaultTracer.span(...args)
-          made.push(span)
-          return span
-        },
-        context: defaultTracer.context
-      })
-      const span = yield* Effect.withTracer(inner, recording)
+      const { made, tracer } = recordingTracer()
+      const span = yield* Effect.withTracer(inner, tracer)
       expect(Option.getOrUndefined(span)?.name).toBe("docket.test")
       expect(made.map((s) => [s.name, Object.fromEntries(s.attributes)])).toEqual([["docket.test", { n: 1 }]])
     }))

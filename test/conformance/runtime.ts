@@ -7,13 +7,14 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope, Tracer } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope, type Tracer } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
 import type { Backend } from "../support/db.js"
 import { expireLease, repoLayer, setRow } from "../support/db.js"
 import { waitForCount, waitForEvent } from "../support/events.js"
+import { recordingTracer } from "../support/tracing.js"
 
 const fast = Backoff.constant("20 millis")
 
@@ -498,16 +499,7 @@ export const runtimeConformance = (backend: Backend) => {
     })
 
     it.live("spans: enqueues and runs are traced under an application's tracer, not under Effect's built-in one", () => {
-      const builtIn = Effect.runSync(Effect.tracer)
-      const made: Array<Tracer.Span> = []
-      const recording = Tracer.make({
-        span: (...args) => {
-          const span = builtIn.span(...args)
-          made.push(span)
-          return span
-        },
-        context: builtIn.context
-      })
+      const { made, tracer: recording } = recordingTracer()
       // Each run reports the span it runs in (None without docket.item).
       const seenIn: Array<string | undefined> = []
       const Traced = Handler.make("traced", {
