@@ -177,7 +177,12 @@ export interface Service {
   /** Dead items back to waiting with a fresh attempt budget; returns their ids. */
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
-  /** Time until the next item is due (a waiting item or a lease ending): None when nothing waits or runs. */
+  /**
+   * Time until the pool has something new to claim: the next waiting item that
+   * is not yet due (enqueued with a delay or run-after time, or retried after a
+   * backoff) becomes due, or the next lease ends (zero if one has ended). Items
+   * already due are not reported: a claim takes them. None when neither exists.
+   */
   readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
   /**
    * Calls `listener` after every enqueue through this service that added an

@@ -170,9 +170,14 @@ DELETE FROM docket_items
 WHERE state = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[])) AND ($2::text IS NULL OR kind = $2)
 RETURNING id`
 
+// The next waiting item not yet due, through docket_items_scheduled
+// (migrations/pg/0004_scheduled_index.sql): such an item has run_at > now >=
+// created_at, so the index's predicate holds for it; items already due are the
+// claim's, not the wait's.
 const NEXT_DUE = `
 SELECT least(
-  (SELECT min(run_at) FROM docket_items WHERE state = 'waiting'),
+  (SELECT min(run_at) FROM docket_items
+   WHERE state = 'waiting' AND run_at > created_at AND run_at > docket_now_ms()),
   (SELECT min(lease_until) FROM docket_items WHERE state = 'running')
 ) - docket_now_ms() AS wait_ms`
 

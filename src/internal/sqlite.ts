@@ -131,9 +131,12 @@ DELETE FROM docket_items
 WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) AND (?2 IS NULL OR kind = ?2)
 RETURNING id`
 
+// The next waiting item not yet due, through docket_items_scheduled (see
+// NEXT_DUE in pg.ts and migrations/sqlite/0004_scheduled_index.sql).
 const NEXT_DUE = `
 SELECT min(
-  coalesce((SELECT min(run_at) FROM docket_items WHERE state = 'waiting'), 9007199254740991),
+  coalesce((SELECT min(run_at) FROM docket_items
+            WHERE state = 'waiting' AND run_at > created_at AND run_at > ${NOW}), 9007199254740991),
   coalesce((SELECT min(lease_until) FROM docket_items WHERE state = 'running'), 9007199254740991)
 ) - ${NOW} AS wait_ms`
 

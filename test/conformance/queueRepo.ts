@@ -63,7 +63,7 @@ const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   }))
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3]
+const ALL_MIGRATIONS = [1, 2, 3, 4]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -806,24 +806,30 @@ export const queueRepoConformance = (backend: Backend) => {
         expectAround(item.runAt, before, after, 50)
       })))
 
-    it.live("nextDueIn: None on an empty queue, about the delay for a scheduled item, 0 when due", () =>
+    it.live("nextDueIn: None on an empty queue, about the delay for a scheduled item, items already due not reported", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
+        expect(yield* repo.nextDueIn).toEqual(Option.none())
+        // An item due at once is the claim's, not the wait's.
+        const immediate = yield* repo.enqueue("job", { now: true })
         expect(yield* repo.nextDueIn).toEqual(Option.none())
         const added = yield* repo.enqueue("job", {}, { delay: "1 minute" })
         const wait = yield* repo.nextDueIn
         expect(Option.isSome(wait)).toBe(true)
         expectAround(Duration.toMillis(Option.getOrThrow(wait)), 55_000, 60_000, 0)
-        // A running item's lease end counts too.
+        // A scheduled item that has come due is not reported either: the next is.
         yield* repo.enqueue("job", {}, { delay: "5 minutes" })
         yield* makeDue(added.id)
-        expect(yield* repo.nextDueIn).toEqual(Option.some(Duration.zero))
+        expectAround(Duration.toMillis(Option.getOrThrow(yield* repo.nextDueIn)), 295_000, 300_000, 0)
+        // A running item's lease end counts too.
         const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: "20 seconds" })
         expect(claim.id).toBe(added.id)
         expectAround(Duration.toMillis(Option.getOrThrow(yield* repo.nextDueIn)), 15_000, 20_000, 0)
         // Dead items are not waited for.
         expect(yield* repo.fail(claim, "x", { _tag: "Dead" })).toBe("dead")
         expectAround(Duration.toMillis(Option.getOrThrow(yield* repo.nextDueIn)), 290_000, 300_000, 0)
+        // The item due at once was waiting all along.
+        expect(Option.map(yield* repo.get(immediate.id), (i) => i.state)).toEqual(Option.some("waiting"))
       })))
 
     it.live("nextDueIn is None when only dead items remain", () =>

@@ -168,10 +168,10 @@ class Model {
     return { ...total, byKind }
   }
 
-  /** Milliseconds until the next due time (a waiting item or a lease ending), if any. */
+  /** Milliseconds until a waiting item not yet due becomes due or a lease ends (0 if one has), if any. */
   nextDue(): number | undefined {
     const times = [...this.items.values()].flatMap((i) =>
-      i.state === "waiting" ? [i.runAt] : i.state === "running" ? [i.leaseUntil!] : []
+      i.state === "waiting" ? (i.runAt > this.now ? [i.runAt] : []) : i.state === "running" ? [i.leaseUntil!] : []
     )
     return times.length === 0 ? undefined : Math.max(0, Math.min(...times) - this.now)
   }
