@@ -7,10 +7,12 @@
  * file path (`sqlite:` / `file:` prefixes are accepted and removed).
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Config, Data, Effect, Layer, Option, Redacted } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Config, Context, Data, Effect, Layer, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import type { MigrationFailed } from "./Errors.js"
+import { directPools } from "./internal/pg.js"
 import * as Migrations from "./Migrations.js"
 
 /** Where the queue lives. */
@@ -56,15 +58,45 @@ export interface Options {
 
 // Each dialect's driver is loaded only when a layer for it is built, so a
 // PostgreSQL worker does not load SQLite's native module, nor a SQLite one pg.
+//
+// On PostgreSQL Docket makes the pg pool itself and builds the PgClient over it
+// (`PgClient.fromPool`, the same settings `PgClient.layer` would use), so its
+// own hot statements can go to the pool directly (internal/pg.ts, `direct`).
 const pgLayer = (url: string, options: Options) =>
   Layer.unwrapEffect(
-    Effect.map(Effect.promise(() => import("@effect/sql-pg")), ({ PgClient }) =>
-      PgClient.layer({
-        url: Redacted.make(url),
-        maxConnections: options.maxConnections ?? 10,
-        applicationName: options.applicationName ?? "docket",
-        connectTimeout: "10 seconds"
-      }))
+    Effect.map(
+      Effect.promise(() =>
+        Promise.all([import("@effect/sql-pg"), import("pg"), import("@effect/experimental/Reactivity")])
+      ),
+      ([{ PgClient }, { default: Pg }, Reactivity]) =>
+        Layer.scopedContext(Effect.gen(function*() {
+          const pool = new Pg.Pool({
+            connectionString: url,
+            max: options.maxConnections ?? 10,
+            application_name: options.applicationName ?? "docket",
+            connectionTimeoutMillis: 10_000
+          })
+          // A broken idle connection is dropped by the pool; the next query
+          // reports what is wrong.
+          pool.on("error", () => {})
+          yield* Effect.acquireRelease(
+            Effect.tryPromise({
+              try: () => pool.query("SELECT 1"),
+              catch: (cause) => new SqlError({ cause, message: "Failed to connect" })
+            }).pipe(Effect.timeoutFail({
+              duration: "10 seconds",
+              onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out" })
+            })),
+            () => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+          ).pipe(Effect.onError(() => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1000))))
+          const client = yield* PgClient.fromPool({
+            acquire: Effect.succeed(pool),
+            applicationName: options.applicationName ?? "docket"
+          })
+          directPools.set(client, pool)
+          return Context.make(PgClient.PgClient, client).pipe(Context.add(SqlClient.SqlClient, client))
+        })).pipe(Layer.provide(Reactivity.layer))
+    )
   )
 
 const sqliteLayer = (filename: string, options: Options) =>

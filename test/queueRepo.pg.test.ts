@@ -1,10 +1,12 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, Statement } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Layer, Schedule, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Redacted, Schedule, Scope } from "effect"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
 import { withRepo } from "./conformance/harness.js"
+import { recordingTracer } from "./support/tracing.js"
 
 const backend = pgBackend()
 afterAll(() => backend.cleanup())
@@ -54,6 +56,46 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         // Closing the layer releases it and ends the pool (a held connection would keep it open).
         yield* Scope.close(scope, Exit.void)
       }).pipe(Effect.scoped, Effect.timeout("20 seconds")))
+
+    it.live("Docket's own client sends statements straight to its pool unless a tracer reads their spans; an application's PgClient goes through @effect/sql", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        // A statement transformer sees every statement that goes through @effect/sql.
+        const seen: Array<string> = []
+        const watched = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+          Statement.withTransformer(effect, (statement) => {
+            seen.push(statement.compile()[0])
+            return Effect.succeed(statement)
+          })
+        const roundTrip = Effect.gen(function*() {
+          const repo = yield* QueueRepo.QueueRepo
+          const added = yield* repo.enqueue("job", { n: 1 })
+          const batch = yield* repo.enqueueMany([{ kind: "job", payload: 2 }, { kind: "job", payload: 3 }])
+          const claims = yield* repo.claim({ worker: "w", limit: 3, lease: 30_000 })
+          expect(claims.map((c) => c.id)).toEqual([added.id, ...batch.map((b) => b.id)])
+          expect(yield* repo.completeMany(claims)).toEqual([true, true, true])
+        })
+        // Docket's Database layer, built-in tracer: nothing through @effect/sql
+        // (the claim runs on its reserved connection either way).
+        yield* Effect.scoped(Effect.flatMap(Layer.build(repoLayer(url)), (ctx) =>
+          watched(Effect.provide(roundTrip, ctx))))
+        expect(seen).toEqual([])
+        // The same under an application's tracer: each statement keeps its sql.execute span.
+        const { made, tracer } = recordingTracer()
+        yield* Effect.scoped(Effect.flatMap(Layer.build(repoLayer(url)), (ctx) =>
+          watched(Effect.provide(roundTrip, ctx)).pipe(Effect.withTracer(tracer))))
+        expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
+        expect(seen.some((text) => text.includes("DELETE FROM docket_items"))).toBe(true)
+        expect(made.filter((span) => span.name === "sql.execute").length).toBeGreaterThanOrEqual(seen.length)
+        // An application's own PgClient (the schema is already there): every
+        // statement goes through @effect/sql, and the queue works the same.
+        seen.length = 0
+        const appClient = PgClient.layer({ url: Redacted.make(url) })
+        yield* Effect.scoped(Effect.flatMap(Layer.build(QueueRepo.layer().pipe(Layer.provideMerge(appClient))), (ctx) =>
+          watched(Effect.provide(roundTrip, ctx))))
+        expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
+        expect(seen.some((text) => text.includes("DELETE FROM docket_items"))).toBe(true)
+      }).pipe(Effect.timeout("20 seconds")))
 
     it.live("concurrent enqueues of one key from three pools insert exactly one waiting item", () =>
       Effect.scoped(Effect.gen(function*() {

@@ -3,10 +3,12 @@
  * `unnest`, so one statement text serves any batch size. Times come from
  * `docket_now_ms()` (the database's clock).
  */
-import type { SqlClient } from "@effect/sql/SqlClient"
+import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit, Scope } from "effect"
+import { Context, Effect, Exit, Option, Scope } from "effect"
+import { defaultTracer } from "./tracing.js"
 import type { Dialect, InsertRow } from "./dialect.js"
 import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
 import { CLAIM_COLUMNS, ITEM_COLUMNS } from "./rows.js"
@@ -190,7 +192,10 @@ SELECT least(
  * claim round trip through the pool, 1.45 ms on a reserved connection).
  */
 export const make = (sql: SqlClient, claimScope?: Scope.Scope): Dialect => {
-  const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
+  const pool = directPools.get(sql)
+  const run = pool === undefined
+    ? <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
+    : direct(sql, pool)
   const pooled = (params: ReadonlyArray<unknown>) => run<ClaimRow>(CLAIM, params)
   const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, pooled)
   return {
@@ -228,6 +233,49 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope): Dialect => {
     atomic: (effect) => effect
   }
 }
+
+/**
+ * The pg pools under the SqlClients Docket made itself (Database.layer), so
+ * its statements can skip @effect/sql's statement machinery (a span, a scope,
+ * the acquirer) when nobody reads the span. A client an application built is
+ * not here, and goes through `sql.unsafe` as before.
+ */
+export const directPools = new WeakMap<object, Pool>()
+
+/** The part of pg's Pool Docket uses. */
+export interface Pool {
+  query(
+    text: string,
+    values: Array<unknown>,
+    callback: (error: Error | undefined, result: { readonly rows: Array<unknown> }) => void
+  ): void
+}
+
+// A statement straight to the pool, or to the caller's transaction connection,
+// under Effect's built-in tracer (which exports nowhere). Under an application's
+// tracer every statement keeps its sql.execute span. Measured, one enqueue at a
+// time on one connection (10 x 300, medians): raw pg 405 us, sql.unsafe 484,
+// Docket's enqueue through sql.unsafe 517 (client CPU 112 / 212 / 248 us); and
+// after a 20 ms idle gap, where each piece of code runs from cold caches, the
+// statement machinery alone cost 0.3 ms of a 1.2 ms round trip.
+const direct = (sql: SqlClient, pool: Pool) =>
+<A extends object>(text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const tx = Context.getOption(fiber.currentContext, TransactionConnection)
+    return Effect.tracerWith((tracer) => {
+      if (tracer !== defaultTracer) return sql.unsafe<A>(text, params)
+      if (Option.isSome(tx)) return tx.value[0].execute(text, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>
+      return Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
+        pool.query(text, params as Array<unknown>, (error, result) => {
+          resume(
+            error === undefined || error === null
+              ? Effect.succeed(result.rows as Array<A>)
+              : Effect.fail(new SqlErrorClass({ cause: error, message: "Failed to execute statement" }))
+          )
+        })
+      })
+    })
+  })
 
 // Claims on a reserved connection, one at a time (a connection runs one
 // statement at a time; claims are short). The reservation is dropped after a
