@@ -1,5 +1,5 @@
 /**
- * The benchmark harness (bench/) on tiny sizes, Docket contenders only: the
+ * The benchmark harness (bench/) on tiny sizes, Docket contenders and the floor only: the
  * same code path as `npm run bench` (fresh stores, worker child processes,
  * the exactly-once check), without Redis or the peers.
  */
@@ -10,7 +10,9 @@ import { render } from "../bench/lib/report.js"
 import { closeAdmin } from "../bench/lib/stores.js"
 import { PG_ADMIN_URL, pgAvailable } from "./support/db.js"
 
-const contenders: Array<Name> = pgAvailable ? ["docket-pg", "docket-sqlite"] : ["docket-sqlite"]
+const docket: Array<Name> = pgAvailable ? ["docket-pg", "docket-sqlite"] : ["docket-sqlite"]
+// The floor (W3 only, no library) rides along where PostgreSQL is.
+const contenders: Array<Name> = pgAvailable ? [...docket, "pg-floor"] : docket
 
 afterAll(() => closeAdmin())
 
@@ -29,8 +31,12 @@ describe("benchmark harness (smoke)", () => {
     expect(result.skipped).toEqual([])
     const failed = result.samples.filter((s) => s.error !== undefined || s.once?.ok !== true)
     expect(failed.map((s) => `${s.contender} ${s.kind}/${s.procs}: ${s.error ?? s.once?.detail}`), lines.join("\n")).toEqual([])
-    // W1 once, W2 with one and two processes, W3, W4: five runs per contender.
-    expect(result.samples).toHaveLength(5 * contenders.length)
+    // W1 once, W2 with one and two processes, W3, W4: five runs per Docket
+    // contender; the floor runs W3 alone.
+    expect(result.samples).toHaveLength(5 * docket.length + (pgAvailable ? 1 : 0))
+    if (pgAvailable) {
+      expect(result.samples.filter((s) => s.contender === "pg-floor").map((s) => s.kind)).toEqual(["W3"])
+    }
     for (const sample of result.samples.filter((s) => s.kind === "W2")) {
       expect(sample.values.rate).toBeGreaterThan(0)
       expect(sample.values.peakRssMb).toBeGreaterThan(0)

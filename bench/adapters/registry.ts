@@ -13,7 +13,8 @@ export const ALL = [
   "pg-boss-fast",
   "bullmq",
   "effect-pq-pg",
-  "effect-pq-sqlite"
+  "effect-pq-sqlite",
+  "pg-floor"
 ] as const
 
 export type Name = (typeof ALL)[number]
@@ -43,5 +44,7 @@ export const load = async (name: Name): Promise<Contender> => {
       return (await import("./effect-pq.js")).effectPqPg
     case "effect-pq-sqlite":
       return (await import("./effect-pq.js")).effectPqSqlite
+    case "pg-floor":
+      return (await import("./floor.js")).floor
   }
 }

@@ -74,6 +74,10 @@ export interface Contender {
   readonly retryNote: string
   /** Docket itself (the others are peers). */
   readonly docket?: boolean
+  /** Not a queue but a reference (the floor): shown in the tables, not a peer in the ratios or targets. */
+  readonly baseline?: boolean
+  /** The workloads it takes part in (default: all). */
+  readonly workloads?: ReadonlyArray<"W1" | "W2" | "W3" | "W4" | "W5">
   /** W3: enqueue from inside the worker process (uses `RunningWorker.client`). */
   readonly latencyInProcess?: boolean
   /** Why it cannot run here, if it cannot (checked before the run). */

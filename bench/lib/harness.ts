@@ -448,11 +448,12 @@ interface Step {
   readonly procs: number
 }
 
-const plan = (workloads: ReadonlyArray<Workload>, contender: Name, options: Options): Array<Step> => {
+const plan = (asked: ReadonlyArray<Workload>, contender: Contender, options: Options): Array<Step> => {
   const steps: Array<Step> = []
   const drainProcs = new Set<number>()
+  const workloads = asked.filter((w) => contender.workloads === undefined || contender.workloads.includes(w))
   if (workloads.includes("W2")) for (const p of options.w2Procs ?? [1, 2]) drainProcs.add(p)
-  if (workloads.includes("W5") && W5_CONTENDERS.includes(contender)) {
+  if (workloads.includes("W5") && W5_CONTENDERS.includes(contender.name as Name)) {
     for (const p of options.w5Procs ?? [1, 2, 4]) drainProcs.add(p)
   }
   if (workloads.includes("W1")) steps.push({ kind: "W1", procs: 0 })
@@ -487,7 +488,7 @@ export const run = async (options: Options): Promise<Result> => {
 
   // Every step of every contender, in the order the workloads are listed.
   const allSteps = new Map<string, Step>()
-  for (const c of contenders) for (const s of plan(options.workloads, c.name as Name, options)) allSteps.set(stepKey(s), s)
+  for (const c of contenders) for (const s of plan(options.workloads, c, options)) allSteps.set(stepKey(s), s)
   const order = (s: Step) => ["W1", "W2", "W3", "W4"].indexOf(s.kind) * 10 + s.procs
   const steps = [...allSteps.values()].sort((a, b) => order(a) - order(b))
 
@@ -496,7 +497,7 @@ export const run = async (options: Options): Promise<Result> => {
   const maxRun = options.maxRunSeconds ?? 0
   for (let rep = 1; rep <= options.repeat; rep++) {
     for (const step of steps) {
-      const takers = contenders.filter((c) => plan(options.workloads, c.name as Name, options).some((s) => stepKey(s) === stepKey(step)))
+      const takers = contenders.filter((c) => plan(options.workloads, c, options).some((s) => stepKey(s) === stepKey(step)))
       // Rotate who goes first each repetition.
       const shift = (rep - 1) % Math.max(1, takers.length)
       const turn = [...takers.slice(shift), ...takers.slice(0, shift)]

@@ -235,7 +235,7 @@ const ratio = (a: number | undefined, b: number | undefined) =>
 
 const ratioTable = (result: Result, docket: Contender): string => {
   const cols = ratioColumns(result)
-  const peers = result.contenders.filter((c) => !c.docket && result.samples.some((x) => x.contender === c.name))
+  const peers = result.contenders.filter((c) => !c.docket && !c.baseline && result.samples.some((x) => x.contender === c.name))
   const rows = peers.map((p) => [`${docket.label} / ${p.label}`, ...cols.map((c) => ratio(c.value(docket.name), c.value(p.name)))])
   return table(["Ratio (↑: above 1x is Docket ahead; ↓: below 1x is Docket ahead)", ...cols.map((c) => c.title)], rows)
 }
@@ -253,8 +253,8 @@ const targets = (result: Result): Array<Target> => {
   const has = (name: string) => result.contenders.some((c) => c.name === name)
   const out: Array<Target> = []
   const judge = (text: string, figure: string, met: boolean | undefined) => out.push({ text, figure, met })
-  const pgPeers = result.contenders.filter((c) => !c.docket && c.store === "pg").map((c) => c.name)
-  const allPeers = result.contenders.filter((c) => !c.docket).map((c) => c.name)
+  const pgPeers = result.contenders.filter((c) => !c.docket && !c.baseline && c.store === "pg").map((c) => c.name)
+  const allPeers = result.contenders.filter((c) => !c.docket && !c.baseline).map((c) => c.name)
   const label = (name: string) => result.contenders.find((c) => c.name === name)?.label ?? name
 
   if (has("docket-pg") && has("graphile-worker-lq") && hasKind(result, "W2", 1)) {
@@ -269,8 +269,12 @@ const targets = (result: Result): Array<Target> => {
   if (has("docket-pg") && hasKind(result, "W3")) {
     const p50 = med("docket-pg", "W3", "p50")
     const p99 = med("docket-pg", "W3", "p99")
-    judge("W3 on PostgreSQL: p50 < 2 ms", `p50 ${fmt(p50)} ms`, p50 === undefined ? undefined : p50 < 2)
-    judge("W3 on PostgreSQL: p99 < 10 ms", `p99 ${fmt(p99)} ms`, p99 === undefined ? undefined : p99 < 10)
+    // The floor (no library) in the same run: what the two flushed commits cost here.
+    const floor = has("pg-floor")
+      ? ` (floor, no library: p50 ${fmt(med("pg-floor", "W3", "p50"))}, p99 ${fmt(med("pg-floor", "W3", "p99"))} ms)`
+      : ""
+    judge("W3 on PostgreSQL: p50 < 2 ms", `p50 ${fmt(p50)} ms${floor}`, p50 === undefined ? undefined : p50 < 2)
+    judge("W3 on PostgreSQL: p99 < 10 ms", `p99 ${fmt(p99)} ms${floor}`, p99 === undefined ? undefined : p99 < 10)
     if (has("docket-sqlite")) {
       const s50 = med("docket-sqlite", "W3", "p50")
       const s99 = med("docket-sqlite", "W3", "p99")
