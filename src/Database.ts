@@ -79,25 +79,42 @@ const pgLayer = (url: string, options: Options) =>
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
           pool.on("error", () => {})
-          yield* Effect.acquireRelease(
-            Effect.tryPromise({
-              try: () => pool.query("SELECT 1"),
-              catch: (cause) => new SqlError({ cause, message: "Failed to connect" })
-            }).pipe(Effect.timeoutFail({
-              duration: "10 seconds",
-              onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out" })
-            })),
-            () => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
-          ).pipe(Effect.onError(() => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1000))))
+          yield* Effect.addFinalizer(() =>
+            Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+          )
+          yield* Effect.tryPromise({
+            try: () => pool.query("SELECT 1"),
+            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+          }).pipe(Effect.timeoutFail({
+            duration: "10 seconds",
+            onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
+          }))
           const client = yield* PgClient.fromPool({
             acquire: Effect.succeed(pool),
             applicationName: options.applicationName ?? "docket"
           })
-          directPools.set(client, pool)
+          directPools.set(client, {
+            pool,
+            cancel: async (processId) => {
+              const canceller = new Pg.Client({
+                connectionString: url,
+                application_name: `${options.applicationName ?? "docket"} cancel`,
+                connectionTimeoutMillis: 5000
+              })
+              try {
+                await canceller.connect()
+                await canceller.query("SELECT pg_cancel_backend($1)", [processId])
+              } finally {
+                await canceller.end().catch(() => {})
+              }
+            }
+          })
           return Context.make(PgClient.PgClient, client).pipe(Context.add(SqlClient.SqlClient, client))
         })).pipe(Layer.provide(Reactivity.layer))
     )
   )
+
+const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 
 const sqliteLayer = (filename: string, options: Options) =>
   Layer.effectDiscard(

@@ -1,7 +1,10 @@
 import { SqlClient, Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Layer, Redacted, Schedule, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Redacted, Schedule, Scope } from "effect"
+import pg from "pg"
+import * as Database from "../src/Database.js"
+import { directPools } from "../src/internal/pg.js"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
@@ -96,6 +99,65 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
         expect(seen.some((text) => text.includes("DELETE FROM docket_items"))).toBe(true)
       }).pipe(Effect.timeout("20 seconds")))
+
+    it.live("an interrupted enqueue is not sent while it waits for a connection, and is cancelled while it runs; a failed statement keeps its connection", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const ctx = yield* Layer.build(
+          QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { maxConnections: 1 })))
+        )
+        const repo = Context.get(ctx, QueueRepo.QueueRepo)
+        const sql = Context.get(ctx, SqlClient.SqlClient)
+        const pool = directPools.get(sql)!.pool as unknown as { readonly waitingCount: number }
+        const count = Effect.map(sql.unsafe<{ n: string }>("SELECT count(*)::text AS n FROM docket_items"), (r) => Number(r[0].n))
+        const until = <A>(read: Effect.Effect<A>, done: (a: A) => boolean) =>
+          read.pipe(Effect.repeat({ until: done, schedule: Schedule.spaced("5 millis") }), Effect.timeout("5 seconds"))
+        // Waiting for the pool's one connection (a transaction holds it): interrupted, never sent.
+        const inside = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(sql.withTransaction(Effect.zipRight(Deferred.succeed(inside, undefined), Deferred.await(gate))))
+        yield* Deferred.await(inside)
+        const queued = yield* Effect.fork(repo.enqueue("job", 1))
+        yield* until(Effect.sync(() => pool.waitingCount), (n) => n === 1)
+        yield* Fiber.interrupt(queued)
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(holder)
+        expect(yield* count).toBe(0)
+        // Running, blocked on a lock another session holds: interrupted and
+        // cancelled (left running, the insert would commit once the lock goes).
+        // The pool's one connection is busy, so the cancel must not need it.
+        // (The watcher reads pg_stat_activity outside any transaction: inside
+        // one, PostgreSQL keeps the first snapshot of it.)
+        const [locker, watcher] = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })]
+        for (const client of [locker, watcher]) {
+          yield* Effect.promise(() => client.connect())
+          yield* Effect.addFinalizer(() => Effect.promise(() => client.end()))
+        }
+        yield* Effect.promise(() => locker.query("BEGIN; LOCK TABLE docket_items IN ACCESS EXCLUSIVE MODE"))
+        const blocked = yield* Effect.fork(repo.enqueue("job", 2))
+        const lockWaiters = Effect.promise(() =>
+          watcher.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%docket_enqueue_one(%'`
+          )
+        ).pipe(Effect.map((r) => Number(r.rows[0].n)))
+        yield* until(lockWaiters, (n) => n === 1)
+        yield* Fiber.interrupt(blocked)
+        expect(yield* lockWaiters).toBe(0)
+        yield* Effect.promise(() => locker.query("COMMIT"))
+        expect(yield* count).toBe(0)
+        // A statement the server refuses: a typed error, and the connection
+        // stays in the pool (the same session serves the next statement).
+        const session = Effect.map(sql.unsafe<{ pid: number }>("SELECT pg_backend_pid() AS pid"), (r) => r[0].pid)
+        const before = yield* session
+        yield* sql.unsafe("ALTER TABLE docket_items RENAME TO docket_items_away")
+        const refused = yield* Effect.flip(repo.enqueue("job", 3))
+        expect(refused._tag).toBe("StorageError")
+        expect(yield* session).toBe(before)
+        yield* sql.unsafe("ALTER TABLE docket_items_away RENAME TO docket_items")
+        expect((yield* repo.enqueue("job", 4))._tag).toBe("Enqueued")
+        expect(yield* count).toBe(1)
+      }).pipe(Effect.scoped, Effect.timeout("20 seconds")))
 
     it.live("concurrent enqueues of one key from three pools insert exactly one waiting item", () =>
       Effect.scoped(Effect.gen(function*() {

@@ -62,48 +62,58 @@ const startWorker = async (target: Target, handler: JobHandler, options: { reado
     connect(url, "floor-finish")
   ])
   let stopped = false
-  let claiming = false
   let again = false
   let running = 0
+  let claiming: Promise<void> | undefined
   let idle: (() => void) | undefined
+  let failure: unknown
+  const failed = (error: unknown) => {
+    failure ??= error
+  }
   // One claim at a time; a wake-up during a claim claims again after it.
-  const claim = async (): Promise<void> => {
-    if (claiming) {
+  const claimLoop = async (): Promise<void> => {
+    do {
+      again = false
+      const free = options.concurrency - running
+      if (stopped || free <= 0) return
+      const { rows } = await claimer.query<{ id: string; payload: string }>(CLAIM, [free])
+      for (const row of rows) {
+        running++
+        void Promise.resolve()
+          .then(() => handler(JSON.parse(row.payload)))
+          .then(() => finisher.query("DELETE FROM floor_jobs WHERE id = $1", [row.id]))
+          .catch(failed)
+          .finally(() => {
+            running--
+            if (running === 0 && idle !== undefined) idle()
+            claim()
+          })
+      }
+      if (rows.length === free) again = true
+    } while (again)
+  }
+  const claim = () => {
+    if (claiming !== undefined) {
       again = true
       return
     }
-    claiming = true
-    try {
-      do {
-        again = false
-        const free = options.concurrency - running
-        if (stopped || free <= 0) break
-        const { rows } = await claimer.query<{ id: string; payload: string }>(CLAIM, [free])
-        for (const row of rows) {
-          running++
-          void Promise.resolve()
-            .then(() => handler(JSON.parse(row.payload)))
-            .then(() => finisher.query("DELETE FROM floor_jobs WHERE id = $1", [row.id]))
-            .finally(() => {
-              running--
-              if (running === 0 && idle !== undefined) idle()
-              void claim()
-            })
-        }
-        if (rows.length === free) again = true
-      } while (again)
-    } finally {
-      claiming = false
-    }
+    claiming = claimLoop().catch(failed).finally(() => {
+      claiming = undefined
+    })
   }
-  listener.on("notification", () => void claim())
+  listener.on("notification", claim)
   await listener.query("LISTEN floor_jobs")
-  await claim()
+  claim()
   return {
     stop: async () => {
       stopped = true
-      if (running > 0) await new Promise<void>((resolve) => (idle = resolve))
+      // A claim in flight may still hand out rows: wait for it and for them.
+      while (running > 0 || claiming !== undefined) {
+        if (claiming !== undefined) await claiming
+        if (running > 0) await new Promise<void>((resolve) => (idle = resolve))
+      }
       await Promise.all([listener.end(), claimer.end(), finisher.end()])
+      if (failure !== undefined) throw failure
     }
   }
 }

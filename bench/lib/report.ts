@@ -433,7 +433,7 @@ export const render = (result: Result, machine: Machine): string => {
     out.push("")
   }
   for (const d of result.contenders.filter((c) => c.docket)) {
-    if (result.contenders.some((c) => !c.docket)) {
+    if (result.contenders.some((c) => !c.docket && !c.baseline)) {
       out.push(`**${d.label} / peer** (medians):`)
       out.push("")
       out.push(ratioTable(result, d))

@@ -4,6 +4,8 @@
 -- has run_at = created_at (one clock reading per statement) and is the claim's;
 -- the pool reads the next due time only to sleep until an item not yet due,
 -- which always has run_at > now >= created_at.
+--
+-- As on PostgreSQL, it assumes the clock does not step backwards (see there).
 CREATE INDEX docket_items_scheduled ON docket_items (run_at)
   WHERE state = 'waiting' AND run_at > created_at;
 

@@ -64,7 +64,7 @@ export interface Dialect {
   ) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
-  /** Milliseconds from the database's now to the next due time (waiting item or lease end), if any. */
+  /** Milliseconds from the database's now until a waiting item not yet due becomes due or a lease ends (negative if one has ended), if any. */
   readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>
   readonly isUniqueViolation: (error: SqlError) => boolean
   /**

@@ -821,6 +821,9 @@ export const queueRepoConformance = (backend: Backend) => {
         yield* repo.enqueue("job", {}, { delay: "5 minutes" })
         yield* makeDue(added.id)
         expectAround(Duration.toMillis(Option.getOrThrow(yield* repo.nextDueIn)), 295_000, 300_000, 0)
+        // So is one whose backoff has passed (scheduled after its creation, due now).
+        yield* setRow(added.id, { created_at: 1, run_at: 2 })
+        expectAround(Duration.toMillis(Option.getOrThrow(yield* repo.nextDueIn)), 295_000, 300_000, 0)
         // A running item's lease end counts too.
         const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: "20 seconds" })
         expect(claim.id).toBe(added.id)
