@@ -335,6 +335,7 @@ const onPool = <A>({ cancel, pool }: DirectPool, text: string, params: ReadonlyA
       if (running === undefined || released) return Effect.void
       const pid = running.processID
       return Effect.async<void>((done) => {
+        if (released) return done(Effect.void)
         ended = () => done(Effect.void)
         if (pid !== null) cancel(pid).catch(() => {})
       }).pipe(
