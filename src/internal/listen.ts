@@ -6,7 +6,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
-import pg from "pg"
+import type pg from "pg"
 
 const clientConfig = (config: PgClient.PgClientConfig): pg.ClientConfig => ({
   ...(config.url !== undefined
@@ -40,7 +40,9 @@ export const listen = (
       const client = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: async () => {
-            const client = new pg.Client(clientConfig(config))
+            // Loaded here, not at the top: a SQLite application never loads pg.
+            const { default: Pg } = await import("pg")
+            const client = new Pg.Client(clientConfig(config))
             client.on("error", () => {}) // reported through the "end" below
             await client.connect()
             return client
@@ -53,7 +55,7 @@ export const listen = (
         if (message.channel === channel) onNotification()
       })
       yield* Effect.tryPromise({
-        try: () => client.query(`LISTEN ${pg.escapeIdentifier(channel)}`),
+        try: () => client.query(`LISTEN ${client.escapeIdentifier(channel)}`),
         catch: (cause) => new Error(`cannot LISTEN: ${String(cause)}`)
       })
       onListening()
