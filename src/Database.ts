@@ -70,12 +70,10 @@ const pgLayer = (url: string, options: Options) =>
       ),
       ([{ PgClient }, { default: Pg }, Reactivity]) =>
         Layer.scopedContext(Effect.gen(function*() {
-          const pool = new Pg.Pool({
-            connectionString: url,
-            max: options.maxConnections ?? 10,
-            application_name: options.applicationName ?? "docket",
-            connectionTimeoutMillis: 10_000
-          })
+          const applicationName = options.applicationName ?? "docket"
+          // The pool's connections and the cancel's own connection (see below).
+          const connection = { connectionString: url, connectionTimeoutMillis: 10_000 }
+          const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
           pool.on("error", () => {})
@@ -89,16 +87,13 @@ const pgLayer = (url: string, options: Options) =>
             duration: "10 seconds",
             onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
           }))
-          const client = yield* PgClient.fromPool({
-            acquire: Effect.succeed(pool),
-            applicationName: options.applicationName ?? "docket"
-          })
+          const client = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName })
           directPools.set(client, {
             pool,
             cancel: async (processId) => {
               const canceller = new Pg.Client({
-                connectionString: url,
-                application_name: `${options.applicationName ?? "docket"} cancel`,
+                ...connection,
+                application_name: `${applicationName} cancel`,
                 connectionTimeoutMillis: 5000
               })
               try {
