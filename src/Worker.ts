@@ -224,6 +224,8 @@ const itemOf = (value: SlotRef | Claim | undefined): Claim | undefined =>
 
 // See giveTurn: at most this long (ms) of running items between two turns of the event loop.
 const TURN_MS = 10
+/** On shutdown, how long the outcomes still unwritten may take to be written (the database may be down). */
+const OUTCOME_GRACE_MS = 10_000
 
 const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
 
@@ -316,6 +318,9 @@ export const make = <H extends Handler.Any>(
     const pending: Array<Outcome> = []
     let recording: ReadonlyArray<Outcome> = []
     let stopping = false
+    // Set by shutdown once no item runs any more: the flusher writes what is
+    // pending and ends.
+    let outcomesClosed = false
     let starts = 0
     // Set when prefetched items had to be released because no slot freed in
     // time: prefetching more would only lease items other workers could run.
@@ -698,13 +703,16 @@ export const make = <H extends Handler.Any>(
         Effect.zipRight(checkIdle)
       )
     })
-    const flusher = Effect.forever(
-      Queue.take(flushes).pipe(
-        Effect.zipRight(flushOnce),
-        Effect.zipRight(Effect.suspend(() => (pending.length > 0 ? Queue.offer(flushes, undefined) : Effect.void))),
-        Effect.zipRight(yieldToEventLoop)
-      )
-    )
+    const flusher = Effect.whileLoop({
+      while: () => !(outcomesClosed && pending.length === 0),
+      body: () =>
+        Queue.take(flushes).pipe(
+          Effect.zipRight(flushOnce),
+          Effect.zipRight(Effect.suspend(() => (pending.length > 0 ? Queue.offer(flushes, undefined) : Effect.void))),
+          Effect.zipRight(yieldToEventLoop)
+        ),
+      step: () => undefined
+    })
 
     // --- lease renewal: one fenced statement for every running item ---
     const renewOnce = Effect.suspend(() => {
@@ -883,17 +891,23 @@ export const make = <H extends Handler.Any>(
           yield* Fiber.interruptAll(fibers)
         }
       }
+      // The outcomes: the flusher writes what is pending and ends. It is not
+      // interrupted while it writes: that would cancel its statement, and the
+      // batch it carried would be lost (those items would run again once
+      // their leases ran out). The renewer keeps their leases meanwhile.
+      outcomesClosed = true
+      const unwritten = pending.length + recording.length
+      if (unwritten > 0) yield* Effect.logInfo(`docket: stopping: recording ${unwritten} outcomes`)
+      yield* Queue.offer(flushes, undefined)
+      const flushed = yield* boundedWait(Fiber.await(flusherFiber), OUTCOME_GRACE_MS)
+      if (Option.isNone(flushed)) {
+        const unrecorded = pending.length + recording.length
+        yield* Fiber.interrupt(flusherFiber)
+        yield* Effect.logWarning(
+          `docket: ${unrecorded} outcomes not recorded within ${OUTCOME_GRACE_MS / 1000} s of shutdown; their items run again once their leases run out`
+        )
+      }
       yield* Fiber.interrupt(renewerFiber)
-      yield* Fiber.interrupt(flusherFiber)
-      // Whatever outcomes are still unrecorded: a last bounded attempt.
-      yield* boundedWait(
-        Effect.whileLoop({
-          while: () => pending.length > 0,
-          body: () => recordBatch(pending.splice(0, 5000)).pipe(Effect.catchAll(storageFailed("record outcome"))),
-          step: () => undefined
-        }),
-        10_000
-      )
       yield* publish({ _tag: "Stopped", counters: { ...counts, running: running.size, buffered: buffer.size } })
     }).pipe(Effect.annotateLogs({ worker: id }))
 

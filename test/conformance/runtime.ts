@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
+import pg from "pg"
 import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope, type Tracer } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
@@ -287,6 +288,69 @@ export const runtimeConformance = (backend: Backend) => {
           expect(row).toMatchObject({ state: "waiting", attempts: 0, claimedBy: null, leaseUntil: null })
         }
       })
+    })
+
+    it.live.skipIf(backend.name !== "pg")("shutdown waits for the outcomes being written: none is cancelled, no item runs again", () => {
+      const gate = Deferred.unsafeMake<void>(FiberId.none)
+      const stoppingLogged = Deferred.unsafeMake<void>(FiberId.none)
+      const capture = Logger.add(Logger.make(({ message }) => {
+        if (String(Array.isArray(message) ? message[0] : message).startsWith("docket: stopping: recording 1 outcomes")) {
+          Deferred.unsafeDone(stoppingLogged, Exit.void)
+        }
+      }))
+      const Gated = Handler.make("gated", { payload: Schema.Unknown, run: () => Deferred.await(gate) })
+      return Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const session = (name: string) =>
+          Effect.acquireRelease(
+            Effect.promise(async () => {
+              const client = new pg.Client({ connectionString: url, application_name: name })
+              await client.connect()
+              return client
+            }),
+            (client) => Effect.promise(() => client.end())
+          )
+        const locker = yield* session("test locker")
+        const observer = yield* session("test observer")
+        const deleteWaits = Effect.promise(() =>
+          observer.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM docket_items%'`
+          )
+        ).pipe(Effect.map((r) => r.rows[0].n === 1))
+
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(
+          Worker.layer({ handlers: [Gated] }).pipe(Layer.provideMerge(repoLayer(url)), Layer.provide(capture)),
+          scope
+        )
+        const events = yield* Effect.provide(Effect.flatMap(Worker.Worker, (w) => w.subscribe), context).pipe(Scope.extend(scope))
+        const added = yield* Effect.provide(Docket.client(Gated).enqueue(null), context)
+        yield* waitForEvent(events, (e) => e._tag === "Started" && e.claim.id === added.id)
+        // Another session locks the item's row: its completion will wait on it.
+        yield* Effect.promise(() => locker.query("BEGIN"))
+        yield* Effect.promise(() => locker.query("SELECT id FROM docket_items WHERE id = $1 FOR UPDATE", [added.id]))
+        yield* Deferred.succeed(gate, undefined)
+        yield* deleteWaits.pipe(
+          Effect.filterOrFail((waits) => waits, () => "the completion is not waiting yet"),
+          Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds")))
+        )
+        // Shutdown starts while the completion is in flight: it says it waits
+        // for it, and the statement is still there (a shutdown that cut it off
+        // would have cancelled it).
+        const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+        const cancelled = deleteWaits.pipe(
+          Effect.filterOrFail((waits) => !waits, () => "still waiting"),
+          Effect.retry(Schedule.spaced("20 millis"))
+        )
+        yield* Effect.raceFirst(Deferred.await(stoppingLogged), cancelled).pipe(Effect.timeout("10 seconds"))
+        expect(yield* deleteWaits).toBe(true)
+        yield* Effect.promise(() => locker.query("COMMIT"))
+        yield* Fiber.join(closing)
+        // The completion was written: the item is gone, not left running until its lease ends.
+        const row = yield* Effect.scoped(Effect.provide(item(added.id), repoLayer(url)))
+        expect(row).toBeUndefined()
+      }).pipe(Effect.scoped, Effect.timeout("45 seconds"))
     })
 
     it.live("a killed worker's item is claimed again after its lease, by another worker", () =>
