@@ -12,6 +12,7 @@ import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
 import { restartScenario } from "./restart.js"
+import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
@@ -19,6 +20,7 @@ import { printSummary } from "./support.js"
 afterAll(() => printSummary())
 
 killScenario()
+rollingScenario()
 restartScenario()
 sqliteKillScenario()
 clockSkewScenario()
