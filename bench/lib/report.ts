@@ -257,6 +257,21 @@ const targets = (result: Result): Array<Target> => {
   const allPeers = result.contenders.filter((c) => !c.docket && !c.baseline).map((c) => c.name)
   const label = (name: string) => result.contenders.find((c) => c.name === name)?.label ?? name
 
+  // W2 is one process and two: ahead of every peer means ahead in both.
+  if (has("docket-pg") && hasKind(result, "W2", 1) && allPeers.length > 0) {
+    const parts: Array<string> = []
+    let met: boolean | undefined = true
+    for (const procs of [1, 2]) {
+      const d = med("docket-pg", "W2", "rate", procs)
+      if (d === undefined) continue
+      const next = allPeers.reduce((a, b) => ((med(a, "W2", "rate", procs) ?? 0) >= (med(b, "W2", "rate", procs) ?? 0) ? a : b))
+      const n = med(next, "W2", "rate", procs)
+      parts.push(`${procs} process${procs === 1 ? "" : "es"}: ${fmt(d)} vs next ${fmt(n)} jobs/s (${label(next)}) = ${ratio(d, n)}`)
+      if (n === undefined) met = undefined
+      else if (met !== undefined) met = met && d > n
+    }
+    judge("W2 drain on PostgreSQL ahead of every peer", parts.join("; "), met)
+  }
   if (has("docket-pg") && has("graphile-worker-lq") && hasKind(result, "W2", 1)) {
     const d = med("docket-pg", "W2", "rate", 1)
     const g = med("graphile-worker-lq", "W2", "rate", 1)
