@@ -18,7 +18,9 @@
  *   next due time; the poll is only the fallback.
  * - Shutdown (when the layer's scope closes): stop claiming, release the
  *   prefetched items, let running items finish for up to `grace`, then
- *   interrupt them and release their leases (attempt not counted).
+ *   interrupt them and release their leases (attempt not counted), then
+ *   write the outcomes not yet written (up to 10 s more: the statement in
+ *   flight is waited for, never cancelled).
  */
 import type { PgClient } from "@effect/sql-pg"
 import {
@@ -900,11 +902,15 @@ export const make = <H extends Handler.Any>(
       if (unwritten > 0) yield* Effect.logInfo(`docket: stopping: recording ${unwritten} outcomes`)
       yield* Queue.offer(flushes, undefined)
       const flushed = yield* boundedWait(Fiber.await(flusherFiber), OUTCOME_GRACE_MS)
-      if (Option.isNone(flushed)) {
-        const unrecorded = pending.length + recording.length
-        yield* Fiber.interrupt(flusherFiber)
+      // Unwritten: the time ran out, or the flusher died of a defect.
+      const unrecorded = pending.length + recording.length
+      if (Option.isNone(flushed)) yield* Fiber.interrupt(flusherFiber)
+      else if (Exit.isFailure(flushed.value)) {
+        yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
+      }
+      if (unrecorded > 0) {
         yield* Effect.logWarning(
-          `docket: ${unrecorded} outcomes not recorded within ${OUTCOME_GRACE_MS / 1000} s of shutdown; their items run again once their leases run out`
+          `docket: ${unrecorded} outcomes not recorded at shutdown; their items run again once their leases run out`
         )
       }
       yield* Fiber.interrupt(renewerFiber)

@@ -13,12 +13,13 @@ const machine = {
   redis: "none", pgStatStatements: false, commit: "test", dirty: [], packages: {}
 }
 
-const drain = (contender: Name, procs: number, rate: number): Sample => ({
-  contender, kind: "W2", procs, rep: 1, values: { rate, peakRssMb: 100 },
-  once: { ok: true, missing: 0, duplicates: 0, detail: "" }
-})
+/** A W2 sample; a rate of undefined is a run that failed. */
+const drain = (contender: Name, procs: number, rate: number | undefined): Sample =>
+  rate === undefined
+    ? { contender, kind: "W2", procs, rep: 1, values: {}, error: "failed" }
+    : { contender, kind: "W2", procs, rep: 1, values: { rate, peakRssMb: 100 }, once: { ok: true, missing: 0, duplicates: 0, detail: "" } }
 
-const targetLine = async (rates: Record<string, [number, number]>): Promise<string | undefined> => {
+const targetLine = async (rates: Record<string, [number | undefined, number | undefined]>): Promise<string | undefined> => {
   const names = Object.keys(rates) as Array<Name>
   const result: Result = {
     options: {
@@ -45,5 +46,20 @@ describe("benchmark report: W2 ahead of every peer", () => {
     const oneOnly = await targetLine({ "docket-pg": [30000, 23000], "graphile-worker-lq": [15000, 24000], bullmq: [7000, 6000] })
     expect(oneOnly).toContain("= 0.96x")
     expect(oneOnly).toMatch(/\*\*not met\*\* \|$/)
+  })
+
+  it("is not met when behind with one process, whatever else is missing; unknown when a figure is missing", async () => {
+    const behindOneMissingTwo = await targetLine({ "docket-pg": [10000, undefined], "graphile-worker-lq": [15000, 24000] })
+    expect(behindOneMissingTwo).toContain("2 processes: n/a")
+    expect(behindOneMissingTwo).toMatch(/\*\*not met\*\* \|$/)
+    // Docket's two-process run failed: not judged on one process alone.
+    const docketMissing = await targetLine({ "docket-pg": [30000, undefined], "graphile-worker-lq": [15000, 24000] })
+    expect(docketMissing).not.toMatch(/\| met \|$/)
+    expect(docketMissing).not.toMatch(/not met/)
+    // The leading peer's two-process run failed: Docket ahead of the rest is not enough.
+    const peerMissing = await targetLine({ "docket-pg": [30000, 25000], "graphile-worker-lq": [15000, undefined], bullmq: [7000, 6000] })
+    expect(peerMissing).toContain("2 processes: 25,000 vs next 6,000 jobs/s")
+    expect(peerMissing).not.toMatch(/\| met \|$/)
+    expect(peerMissing).not.toMatch(/not met/)
   })
 })

@@ -257,20 +257,31 @@ const targets = (result: Result): Array<Target> => {
   const allPeers = result.contenders.filter((c) => !c.docket && !c.baseline).map((c) => c.name)
   const label = (name: string) => result.contenders.find((c) => c.name === name)?.label ?? name
 
-  // W2 is one process and two: ahead of every peer means ahead in both.
+  // W2 is one process and two: ahead of every peer means ahead in both. Not
+  // met as soon as one count is behind; unknown (n/a) when a figure is missing
+  // (Docket's run, or a peer's that ran but has no median) and none is behind.
   if (has("docket-pg") && hasKind(result, "W2", 1) && allPeers.length > 0) {
     const parts: Array<string> = []
-    let met: boolean | undefined = true
+    let behind = false
+    let unknown = false
     for (const procs of [1, 2]) {
+      const ran = allPeers.filter((p) => result.samples.some((s) => s.contender === p && s.kind === "W2" && s.procs === procs))
+      if (ran.length === 0) continue
       const d = med("docket-pg", "W2", "rate", procs)
-      if (d === undefined) continue
-      const next = allPeers.reduce((a, b) => ((med(a, "W2", "rate", procs) ?? 0) >= (med(b, "W2", "rate", procs) ?? 0) ? a : b))
-      const n = med(next, "W2", "rate", procs)
-      parts.push(`${procs} process${procs === 1 ? "" : "es"}: ${fmt(d)} vs next ${fmt(n)} jobs/s (${label(next)}) = ${ratio(d, n)}`)
-      if (n === undefined) met = undefined
-      else if (met !== undefined) met = met && d > n
+      const measured = ran.filter((p) => med(p, "W2", "rate", procs) !== undefined)
+      if (measured.length < ran.length) unknown = true
+      const label_ = `${procs} process${procs === 1 ? "" : "es"}`
+      if (d === undefined || measured.length === 0) {
+        unknown = true
+        parts.push(`${label_}: n/a`)
+        continue
+      }
+      const next = measured.reduce((a, b) => (med(a, "W2", "rate", procs)! >= med(b, "W2", "rate", procs)! ? a : b))
+      const n = med(next, "W2", "rate", procs)!
+      parts.push(`${label_}: ${fmt(d)} vs next ${fmt(n)} jobs/s (${label(next)}) = ${ratio(d, n)}`)
+      if (d <= n) behind = true
     }
-    judge("W2 drain on PostgreSQL ahead of every peer", parts.join("; "), met)
+    judge("W2 drain on PostgreSQL ahead of every peer", parts.join("; "), behind ? false : unknown ? undefined : true)
   }
   if (has("docket-pg") && has("graphile-worker-lq") && hasKind(result, "W2", 1)) {
     const d = med("docket-pg", "W2", "rate", 1)

@@ -422,7 +422,9 @@ const workerConfig = {
     Options.optional
   ),
   grace: Options.text("grace").pipe(
-    Options.withDescription("On SIGINT/SIGTERM, how long running items may finish before they are given back (default 10s)."),
+    Options.withDescription(
+      "On SIGINT/SIGTERM, how long running items may finish before they are given back (default 10s); the outcomes not yet written then get up to 10s more."
+    ),
     Options.optional
   ),
   handledOnly: Options.boolean("handled-only").pipe(
