@@ -684,23 +684,32 @@ export const make = <H extends Handler.Any>(
           }, { discard: true })
         )
       )
-      return Effect.all([completeAll, failAll], { concurrency: 2, discard: true })
+      // Both statements run to their end: if one fails, the other is not cut
+      // off (its cancel could land after its commit, and its items would be
+      // written twice, the second time refused as stale). Returns the
+      // outcomes to write again, those of the statement that failed.
+      return Effect.all([Effect.either(completeAll), Effect.either(failAll)], { concurrency: 2 }).pipe(
+        Effect.flatMap(([c, f]) => {
+          const again: Array<Outcome> = [...(Either.isLeft(c) ? done : []), ...(Either.isLeft(f) ? failed : [])]
+          const errors = [c, f].flatMap((r) => (Either.isLeft(r) ? [r.left] : []))
+          return Effect.as(Effect.forEach(errors, storageFailed("record outcome"), { discard: true }), again)
+        })
+      )
     }
 
     // Takes whatever outcomes are ready; while a batch is being written, new
     // ones gather for the next (batching without waiting). On a storage error
-    // the batch is kept and retried.
+    // the outcomes of the statement that failed are kept and retried.
     const flushOnce = Effect.suspend(() => {
       if (pending.length === 0) return Effect.void
       const batch = pending.splice(0, 5000)
       recording = batch
       return recordBatch(batch).pipe(
         Effect.ensuring(Effect.sync(() => (recording = []))),
-        Effect.catchAll((error) =>
-          Effect.zipRight(
-            storageFailed("record outcome")(error),
-            Effect.zipRight(Effect.sync(() => pending.unshift(...batch)), Effect.sleep("200 millis"))
-          )
+        Effect.flatMap((again) =>
+          again.length === 0
+            ? Effect.void
+            : Effect.zipRight(Effect.sync(() => pending.unshift(...again)), Effect.sleep("200 millis"))
         ),
         Effect.zipRight(checkIdle)
       )

@@ -353,6 +353,56 @@ export const runtimeConformance = (backend: Backend) => {
       }).pipe(Effect.scoped, Effect.timeout("45 seconds"))
     })
 
+    it.live.skipIf(backend.name !== "pg")("a failed outcome statement retries only its own outcomes: completions beside it are not written twice", () => {
+      const gate = Deferred.unsafeMake<void>(FiberId.none)
+      const Gated = Handler.make("gated", { payload: Schema.Unknown, run: () => Deferred.await(gate) })
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
+      const Bad = Handler.make("bad", { payload: Schema.Unknown, run: () => Effect.fail(new Retry({ reason: "boom-db" })) })
+      return withPool(backend, { handlers: [Gated, Ok, Bad], concurrency: 4 }, (url) =>
+        Effect.gen(function*() {
+          const session = Effect.acquireRelease(
+            Effect.promise(async () => {
+              const client = new pg.Client({ connectionString: url })
+              await client.connect()
+              return client
+            }),
+            (client) => Effect.promise(() => client.end())
+          )
+          const locker = yield* session
+          const admin = yield* session
+          const query = (client: pg.Client, text: string, params: Array<unknown> = []) =>
+            Effect.promise(() => client.query(text, params))
+          // The database refuses to record the failure (a trigger), until the test drops it.
+          yield* query(admin, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'refused by the test'; END $$`)
+          yield* query(admin, `CREATE TRIGGER refuse BEFORE UPDATE ON docket_items FOR EACH ROW
+            WHEN (NEW.last_error LIKE '%boom-db%') EXECUTE FUNCTION refuse()`)
+          const worker = yield* Worker.Worker
+          const events = yield* worker.subscribe
+          // A first outcome holds the writer: its completion waits on a row lock.
+          const held = yield* Docket.client(Gated).enqueue(null)
+          yield* waitForEvent(events, (e) => e._tag === "Started" && e.claim.id === held.id)
+          yield* query(locker, "BEGIN")
+          yield* query(locker, "SELECT id FROM docket_items WHERE id = $1 FOR UPDATE", [held.id])
+          yield* Deferred.succeed(gate, undefined)
+          // Meanwhile one item completes and one fails: both outcomes wait for the next batch.
+          yield* Docket.client(Ok).enqueue(null)
+          yield* Docket.client(Bad).enqueue(null)
+          yield* waitForCount(events, (e) => e._tag === "Started", 2)
+          yield* worker.counters.pipe(
+            Effect.filterOrFail((c) => c.running === 0 && c.completed === 0, () => "not both ended yet"),
+            Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo("10 seconds")))
+          )
+          yield* query(locker, "COMMIT")
+          // The failure's statement is refused; the completion beside it is written once.
+          yield* waitForEvent(events, (e) => e._tag === "StorageFailed" && e.operation === "record outcome")
+          yield* query(admin, "DROP TRIGGER refuse ON docket_items")
+          yield* waitForEvent(events, (e) => e._tag === "Retried")
+          const counters = yield* worker.counters
+          expect(counters).toMatchObject({ completed: 2, retried: 1, stale: 0 })
+        }))
+    })
+
     it.live("a killed worker's item is claimed again after its lease, by another worker", () =>
       Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
