@@ -270,15 +270,15 @@ const targets = (result: Result): Array<Target> => {
       const d = med("docket-pg", "W2", "rate", procs)
       const measured = ran.filter((p) => med(p, "W2", "rate", procs) !== undefined)
       if (measured.length < ran.length) unknown = true
-      const label_ = `${procs} process${procs === 1 ? "" : "es"}`
+      const processes = `${procs} process${procs === 1 ? "" : "es"}`
       if (d === undefined || measured.length === 0) {
         unknown = true
-        parts.push(`${label_}: n/a`)
+        parts.push(`${processes}: n/a`)
         continue
       }
       const next = measured.reduce((a, b) => (med(a, "W2", "rate", procs)! >= med(b, "W2", "rate", procs)! ? a : b))
       const n = med(next, "W2", "rate", procs)!
-      parts.push(`${label_}: ${fmt(d)} vs next ${fmt(n)} jobs/s (${label(next)}) = ${ratio(d, n)}`)
+      parts.push(`${processes}: ${fmt(d)} vs next ${fmt(n)} jobs/s (${label(next)}) = ${ratio(d, n)}`)
       if (d <= n) behind = true
     }
     judge("W2 drain on PostgreSQL ahead of every peer", parts.join("; "), behind ? false : unknown ? undefined : true)

@@ -11,7 +11,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { EXECUTIONS_TABLE, enqueueJobs, readExecutions } from "./kill.js"
-import { delay, fixture, killWorker, pgCount, pgPool, report, scaled, startWorker, stopWorker, type WorkerProcess } from "./support.js"
+import { driveUntilDrained, fixture, killWorker, pgCount, pgPool, report, scaled, startWorker, stopWorker, type WorkerProcess } from "./support.js"
 import { freshPgDatabase, pgAvailable } from "../support/db.js"
 
 export const rollingScenario = () =>
@@ -46,31 +46,17 @@ export const rollingScenario = () =>
         await Promise.all(first.map((w) => w.ready(60_000)))
 
         const stops: Array<Promise<{ readonly exit: { code: number | null; signal: NodeJS.Signals | null }; readonly ms: number }>> = []
-        let skippedTicks = 0
-        const deadline = performance.now() + 240_000
-        let nextStop = performance.now() + stopEveryMs
-        for (;;) {
-          const remaining = await pgCount(pool, "SELECT count(*) AS n FROM docket_items")
-          if (remaining === 0) break
-          if (performance.now() > deadline) {
-            throw new Error(`the queue did not drain within 240 s: ${remaining} items left, ${stops.length} stops`)
+        const { skippedTicks } = await driveUntilDrained({
+          pool,
+          live,
+          everyMs: stopEveryMs,
+          act: (victim) => {
+            live.delete(victim)
+            spawnOne()
+            const at = performance.now()
+            stops.push(stopWorker(victim).then((exit) => ({ exit, ms: performance.now() - at })))
           }
-          if (performance.now() >= nextStop) {
-            nextStop += stopEveryMs
-            // A stop only while at least two workers are working, so the drain always moves.
-            const candidates = [...live].filter((w) => w.name !== undefined && w.alive())
-            if (candidates.length < 2) {
-              skippedTicks++
-            } else {
-              const victim = candidates[Math.floor(Math.random() * candidates.length)]
-              live.delete(victim)
-              spawnOne()
-              const at = performance.now()
-              stops.push(stopWorker(victim).then((exit) => ({ exit, ms: performance.now() - at })))
-            }
-          }
-          await delay(50)
-        }
+        })
         const drainedMs = performance.now() - started
         const stopped = await Promise.all(stops)
         const survivors = [...live]

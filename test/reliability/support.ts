@@ -232,6 +232,43 @@ export const pgPool = (url: string) => {
 export const pgCount = async (pool: pg.Pool, text: string, params: Array<unknown> = []) =>
   Number((await pool.query<{ n: string }>(text, params)).rows[0].n)
 
+/**
+ * The driver of the kill and rolling-restart scenarios: until the queue table
+ * is empty (at most 240 s), every `everyMs` it hands a random worker to `act`,
+ * among those that have started, but only while at least two have (so the
+ * drain always moves: a new worker takes 1-4 s to start on a busy 2-core
+ * machine). Returns how many ticks acted and how many were skipped.
+ */
+export const driveUntilDrained = async (options: {
+  readonly pool: pg.Pool
+  readonly live: ReadonlySet<WorkerProcess>
+  readonly everyMs: number
+  readonly act: (victim: WorkerProcess) => Promise<void> | void
+}): Promise<{ readonly acted: number; readonly skippedTicks: number }> => {
+  let acted = 0
+  let skippedTicks = 0
+  const deadline = performance.now() + 240_000
+  let next = performance.now() + options.everyMs
+  for (;;) {
+    const remaining = await pgCount(options.pool, "SELECT count(*) AS n FROM docket_items")
+    if (remaining === 0) return { acted, skippedTicks }
+    if (performance.now() > deadline) {
+      throw new Error(`the queue did not drain within 240 s: ${remaining} items left, ${acted} workers acted on`)
+    }
+    if (performance.now() >= next) {
+      next += options.everyMs
+      const candidates = [...options.live].filter((w) => w.name !== undefined && w.alive())
+      if (candidates.length < 2) {
+        skippedTicks++
+      } else {
+        acted++
+        await options.act(candidates[Math.floor(Math.random() * candidates.length)])
+      }
+    }
+    await delay(50)
+  }
+}
+
 /** The URL of another database on the same server. */
 export const withDatabase = (url: string, database: string) => {
   const u = new URL(url)
