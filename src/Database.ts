@@ -8,11 +8,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Config, Context, Data, Effect, Layer, Option } from "effect"
+import { Cause, Config, Context, Effect, Layer, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
-import type { MigrationFailed } from "./Errors.js"
-import { directPools } from "./internal/pg.js"
+import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
+import * as DirectPool from "./internal/directPool.js"
 import * as Migrations from "./Migrations.js"
 
 /** Where the queue lives. */
@@ -20,16 +20,7 @@ export type Target =
   | { readonly _tag: "Pg"; readonly url: string }
   | { readonly _tag: "Sqlite"; readonly filename: string }
 
-/** The database named cannot be opened or reached. */
-export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
-  readonly target: string
-  readonly reason: string
-  readonly cause?: unknown
-}> {
-  override get message(): string {
-    return `cannot open ${this.target}: ${this.reason}`
-  }
-}
+export { DatabaseUnavailable } from "./Errors.js"
 
 /** The default: a SQLite file in the working directory. */
 export const DEFAULT_URL = "./docket.db"
@@ -88,7 +79,8 @@ const pgLayer = (url: string, options: Options) =>
             onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
           }))
           const client = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName })
-          directPools.set(client, {
+          const direct: DirectPool.Service = {
+            client,
             pool,
             cancel: async (processId) => {
               const canceller = new Pg.Client({
@@ -103,8 +95,11 @@ const pgLayer = (url: string, options: Options) =>
                 await canceller.end().catch(() => {})
               }
             }
-          })
-          return Context.make(PgClient.PgClient, client).pipe(Context.add(SqlClient.SqlClient, client))
+          }
+          return Context.make(PgClient.PgClient, client).pipe(
+            Context.add(SqlClient.SqlClient, client),
+            Context.add(DirectPool.DirectPool, direct)
+          )
         })).pipe(Layer.provide(Reactivity.layer))
     )
   )

@@ -22,6 +22,7 @@ import { InvalidInput, type MigrationFailed, type StorageError } from "./Errors.
 import type * as Handler from "./Handler.js"
 import { decide } from "./Outcome.js"
 import * as QueueRepo from "./QueueRepo.js"
+import type * as Wakeups from "./Wakeups.js"
 import * as Worker from "./Worker.js"
 
 export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
@@ -38,7 +39,7 @@ export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
 export const layer = <H extends Handler.Any>(
   options: LayerOptions<H>
 ): Layer.Layer<
-  Worker.Worker | QueueRepo.QueueRepo | SqlClient.SqlClient,
+  Worker.Worker | QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
   Database.DatabaseUnavailable | MigrationFailed,
   Handler.Requirements<H>
 > => {
@@ -59,7 +60,10 @@ export const layer = <H extends Handler.Any>(
 export const layerClient = (
   database: string | Database.Target,
   options: { readonly databaseOptions?: Database.Options; readonly repo?: QueueRepo.Options } = {}
-): Layer.Layer<QueueRepo.QueueRepo | SqlClient.SqlClient, Database.DatabaseUnavailable | MigrationFailed> =>
+): Layer.Layer<
+  QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
+  Database.DatabaseUnavailable | MigrationFailed
+> =>
   QueueRepo.layer(options.repo).pipe(Layer.provideMerge(Database.layer(database, options.databaseOptions)))
 
 /** Enqueues items of one handler's kind, encoded and checked with its Schema. */

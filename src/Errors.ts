@@ -57,3 +57,14 @@ export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{
     return `migration failed: ${this.reason}`
   }
 }
+
+/** The database named cannot be opened or reached. */
+export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
+  readonly target: string
+  readonly reason: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `cannot open ${this.target}: ${this.reason}`
+  }
+}

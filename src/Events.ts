@@ -4,8 +4,21 @@
  * publishes into a sliding buffer: a slow subscriber loses its oldest events,
  * and never slows the pool.
  */
-import type { Claim } from "./QueueRepo.js"
-import type { Counters } from "./Worker.js"
+import type { Claim } from "./Domain.js"
+
+/** Counters since the pool started. */
+export interface Counters {
+  readonly claimed: number
+  readonly completed: number
+  readonly retried: number
+  readonly dead: number
+  readonly absorbed: number
+  readonly released: number
+  readonly leaseLost: number
+  readonly stale: number
+  readonly running: number
+  readonly buffered: number
+}
 
 export type Event =
   /** Leased by this worker (may wait briefly in the prefetch buffer). */

@@ -21,126 +21,46 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Duration, Effect, Either, Layer, Option, type Scope } from "effect"
 import { InvalidInput, StorageError } from "./Errors.js"
 import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
+import * as DirectPool from "./internal/directPool.js"
 import * as Pg from "./internal/pg.js"
 import { type ClaimRow, type FencedRow, type ItemRow, type KeyRow, num, numOrNull, type OutcomeRow } from "./internal/rows.js"
 import * as Sqlite from "./internal/sqlite.js"
 import { spanIfTraced } from "./internal/tracing.js"
 import * as V from "./internal/validate.js"
+import * as Wakeups from "./Wakeups.js"
 
-/** Where an item is: waiting (due now or scheduled), running (leased) or dead. */
-export type State = "waiting" | "running" | "dead"
-
-/** Options of one enqueue. `delay` and `runAt` are exclusive. */
-export interface EnqueueOptions {
-  /** Dedupe key: while an item of this kind and key WAITS, another enqueue of it is not added. */
-  readonly key?: string | undefined
-  /** Due this long after now (database clock); a `Duration` input or milliseconds. */
-  readonly delay?: Duration.DurationInput | undefined
-  /** Due at this time (a `Date` or epoch milliseconds). */
-  readonly runAt?: Date | number | undefined
-  /** Higher runs first among due items; default 0. */
-  readonly priority?: number | undefined
-  /** Attempts before the item is dead; default 8. */
-  readonly maxAttempts?: number | undefined
-}
-
-/** One item of an `enqueueMany` batch. */
-export interface EnqueueRequest extends EnqueueOptions {
-  readonly kind: string
-  readonly payload: unknown
-}
-
-/** What an enqueue did: added a new item, or found a waiting item with the same kind and key. */
-export type EnqueueResult =
-  | { readonly _tag: "Enqueued"; readonly id: number }
-  | { readonly _tag: "Deduplicated"; readonly id: number }
-
-/** A claimed item: the handle for complete, fail, release and extend. */
-export interface Claim {
-  readonly id: number
-  /** The claim token: fresh for every claim of the item. */
-  readonly token: number
-  readonly kind: string
-  /** The payload as stored (JSON text). */
-  readonly payloadJson: string
-  readonly key: string | null
-  readonly priority: number
-  /** This attempt's number, from 1. */
-  readonly attempt: number
-  readonly maxAttempts: number
-  readonly runAt: number
-  readonly createdAt: number
-  /** The lease's end on the database's clock (epoch ms). */
-  readonly leaseUntil: number
-  readonly worker: string
-  /** The previous attempt's error, if any. */
-  readonly lastError: string | null
-}
-
-/** An item as stored, for people and tools. */
-export interface Item {
-  readonly id: number
-  readonly kind: string
-  readonly payload: unknown
-  readonly key: string | null
-  readonly priority: number
-  readonly state: State
-  readonly runAt: number
-  readonly attempts: number
-  readonly maxAttempts: number
-  readonly lastError: string | null
-  readonly claimedBy: string | null
-  readonly leaseUntil: number | null
-  readonly createdAt: number
-  readonly updatedAt: number
-}
-
-/** What to do with a failed item: retry after a delay (if attempts remain), or dead at once. */
-export type FailNext =
-  | { readonly _tag: "Retry"; readonly delay: Duration.DurationInput }
-  | { readonly _tag: "Dead" }
-
-/**
- * What a fail did: "retried" (waiting again), "dead", "absorbed" (a waiting twin with
- * the same key stands for it, so it was removed) or "stale" (the claim was no longer
- * held: nothing changed).
- */
-export type FailOutcome = "retried" | "dead" | "absorbed" | "stale"
-
-/** What a release did: "released" (waiting, attempt not counted), "absorbed" or "stale". */
-export type ReleaseOutcome = "released" | "absorbed" | "stale"
-
-/** Counts of items by visible state. Due includes items whose lease ran out. */
-export interface Counts {
-  readonly due: number
-  readonly scheduled: number
-  readonly running: number
-  readonly dead: number
-}
-
-export interface Stats extends Counts {
-  readonly byKind: Readonly<Record<string, Counts>>
-}
-
-/** Which dead items a retry or delete applies to. */
-export type DeadSelection =
-  | { readonly ids: ReadonlyArray<number> }
-  | { readonly all: true; readonly kind?: string | undefined }
-
-export interface ClaimOptions {
-  readonly worker: string
-  readonly limit: number
-  readonly lease: Duration.DurationInput
-  /** Claim only these kinds (default: every kind). */
-  readonly kinds?: ReadonlyArray<string> | undefined
-}
-
-export interface DeadPageOptions {
-  readonly kind?: string | undefined
-  /** Items with an id greater than this (the previous page's last id). */
-  readonly after?: number | undefined
-  readonly limit?: number | undefined
-}
+export type {
+  State,
+  EnqueueOptions,
+  EnqueueRequest,
+  EnqueueResult,
+  Claim,
+  Item,
+  FailNext,
+  FailOutcome,
+  ReleaseOutcome,
+  Counts,
+  Stats,
+  DeadSelection,
+  ClaimOptions,
+  DeadPageOptions
+} from "./Domain.js"
+import type {
+  State,
+  EnqueueOptions,
+  EnqueueRequest,
+  EnqueueResult,
+  Claim,
+  Item,
+  FailNext,
+  FailOutcome,
+  ReleaseOutcome,
+  Counts,
+  Stats,
+  DeadSelection,
+  ClaimOptions,
+  DeadPageOptions
+} from "./Domain.js"
 
 type E = StorageError
 type EI = InvalidInput | StorageError
@@ -184,12 +104,6 @@ export interface Service {
    * already due are not reported: a claim takes them. None when neither exists.
    */
   readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
-  /**
-   * Calls `listener` after every enqueue through this service that added an
-   * item, for in-process wake-ups; `inTransaction` tells that the items become
-   * visible only when the caller's transaction commits. Removed with the scope.
-   */
-  readonly onEnqueued: (listener: (inTransaction: boolean) => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The `QueueRepo` service tag. */
@@ -252,27 +166,36 @@ const claimOrder = (a: Claim, b: Claim) => b.priority - a.priority || a.runAt - 
 
 const INT32 = 2_147_483_647
 
-const dialectOf = (sql: SqlClient.SqlClient, claimScope?: Scope.Scope): Dialect =>
-  sql.onDialectOrElse({
-    pg: () => Pg.make(sql, claimScope),
+const dialectOf = (sql: SqlClient.SqlClient, claimScope?: Scope.Scope): Effect.Effect<Dialect> =>
+  Effect.map(Effect.serviceOption(DirectPool.DirectPool), (direct) =>
+    sql.onDialectOrElse({
+    pg: () => Pg.make(sql, claimScope, Option.getOrUndefined(direct)),
     sqlite: () => Sqlite.make(sql),
     orElse: () => {
       throw new Error("Docket supports PostgreSQL and SQLite only")
     }
-  })
+  }))
 
 /** Builds the service over the `SqlClient` in context (PostgreSQL or SQLite). */
-export const make = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient> =>
-  Effect.map(SqlClient.SqlClient, (sql) => makeWith(dialectOf(sql), options))
+export const make = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient | Wakeups.Wakeups> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return makeWith(yield* dialectOf(sql), yield* Wakeups.Wakeups, options)
+  })
 
 /**
  * As `make`, and on PostgreSQL claims run on a connection reserved from the
  * pool (see internal/pg.ts), released when the scope closes. `layer` uses it.
  */
-export const makeScoped = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient | Scope.Scope> =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.map(Effect.scope, (scope) => makeWith(dialectOf(sql, scope), options)))
+export const makeScoped = (
+  options: Options = {}
+): Effect.Effect<Service, never, SqlClient.SqlClient | Wakeups.Wakeups | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return makeWith(yield* dialectOf(sql, yield* Effect.scope), yield* Wakeups.Wakeups, options)
+  })
 
-const makeWith = (dialect: Dialect, options: Options): Service => {
+const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options): Service => {
   const maxPayloadBytes = options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES
   const defaultMaxAttempts = options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS
 
@@ -344,15 +267,9 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       return results as ReadonlyArray<EnqueueResult>
     })
 
-  const listeners = new Set<(inTransaction: boolean) => void>()
+  // This process's worker pools are woken at once (others by NOTIFY).
   const announce = (results: ReadonlyArray<EnqueueResult>) =>
-    listeners.size === 0 || !results.some((r) => r._tag === "Enqueued")
-      ? Effect.void
-      : Effect.serviceOption(SqlClient.TransactionConnection).pipe(
-        Effect.map((tx) => {
-          for (const listener of listeners) listener(Option.isSome(tx))
-        })
-      )
+    results.some((r) => r._tag === "Enqueued") ? wakeups.enqueued : Effect.void
 
   // Rows without a key cannot be skipped: one insert, its rows matched to the
   // input in order, no dedupe rounds (for a single enqueue the rounds' own
@@ -497,11 +414,6 @@ const makeWith = (dialect: Dialect, options: Options): Service => {
       }),
       Effect.mapError(storage("nextDueIn"))
     ),
-    onEnqueued: (listener) =>
-      Effect.acquireRelease(
-        Effect.sync(() => listeners.add(listener)),
-        () => Effect.sync(() => listeners.delete(listener))
-      )
   }
 
   // Two items of one batch that share a key cannot both go back to waiting in
@@ -589,6 +501,6 @@ const checkSelection = (selection: DeadSelection) =>
     return { ids: null, kind }
   })
 
-/** The service over the `SqlClient` in context. */
-export const layer = (options: Options = {}): Layer.Layer<QueueRepo, never, SqlClient.SqlClient> =>
-  Layer.scoped(QueueRepo, makeScoped(options))
+/** The service over the `SqlClient` in context, and the `Wakeups` its worker pools use. */
+export const layer = (options: Options = {}): Layer.Layer<QueueRepo | Wakeups.Wakeups, never, SqlClient.SqlClient> =>
+  Layer.scoped(QueueRepo, makeScoped(options)).pipe(Layer.provideMerge(Wakeups.layer))

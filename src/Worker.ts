@@ -22,7 +22,6 @@
  *   write the outcomes not yet written (up to 10 s more: the statement in
  *   flight is waited for, never cancelled).
  */
-import type { PgClient } from "@effect/sql-pg"
 import {
   identity,
   Context,
@@ -43,23 +42,24 @@ import {
   Option,
   PubSub,
   Queue,
-  type Scope,
+  Scope,
   Schedule,
   Schema
 } from "effect"
 import { hostname } from "node:os"
 import * as Backoff from "./Backoff.js"
 import type { InvalidInput, StorageError } from "./Errors.js"
-import type { Event } from "./Events.js"
+import type { Counters, Event } from "./Events.js"
+
+export type { Counters } from "./Events.js"
 import * as Handler from "./Handler.js"
 import { ClaimBuffer } from "./internal/buffer.js"
-import { listen } from "./internal/listen.js"
-import { NOTIFY_CHANNEL } from "./internal/pg.js"
-import { Signal } from "./internal/signal.js"
 import { defaultTracer } from "./internal/tracing.js"
 import { MAX_CLAIM_LIMIT } from "./internal/validate.js"
 import { type Decision, decide, Timeout } from "./Outcome.js"
-import { type Claim, type FailNext, QueueRepo } from "./QueueRepo.js"
+import type { Claim, FailNext } from "./Domain.js"
+import { QueueRepo } from "./QueueRepo.js"
+import * as Wakeups from "./Wakeups.js"
 
 export interface Options<H extends Handler.Any = Handler.Any> {
   /** The handlers, one per kind. */
@@ -102,20 +102,6 @@ export interface Options<H extends Handler.Any = Handler.Any> {
   readonly spans?: boolean | undefined
   /** Listen for PostgreSQL notifications (default true; off behind a transaction-pooling PgBouncer). */
   readonly listen?: boolean | undefined
-}
-
-/** Counters since the pool started. */
-export interface Counters {
-  readonly claimed: number
-  readonly completed: number
-  readonly retried: number
-  readonly dead: number
-  readonly absorbed: number
-  readonly released: number
-  readonly leaseLost: number
-  readonly stale: number
-  readonly running: number
-  readonly buffered: number
 }
 
 /** The running pool. */
@@ -174,10 +160,6 @@ interface Running {
 type Outcome =
   | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
   | { readonly _tag: "Fail"; readonly claim: Claim; readonly error: string; readonly next: FailNext; readonly delayMs: number }
-
-// @effect/sql-pg's PgClient tag, by its key: importing the module for its tag
-// would load the PostgreSQL driver into SQLite workers too.
-const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
 const DONE: Decision = { _tag: "Done" }
 
@@ -252,7 +234,7 @@ const checkPositiveInt = (name: string, value: number, min: number) => {
  */
 export const make = <H extends Handler.Any>(
   options: Options<H>
-): Effect.Effect<Service, never, QueueRepo | Scope.Scope | Handler.Requirements<H>> =>
+): Effect.Effect<Service, never, QueueRepo | Wakeups.Wakeups | Scope.Scope | Handler.Requirements<H>> =>
   Effect.gen(function*() {
     const repo = yield* QueueRepo
     const id = options.worker ?? defaultName()
@@ -344,7 +326,10 @@ export const make = <H extends Handler.Any>(
     let subscribers = 0
     const publish = (event: Event) => (subscribers > 0 ? PubSub.publish(events, event) : Effect.void)
     const metricsLag = (ms: number) => metrics.lag.unsafeUpdate(ms, [])
-    const wakeups = new Signal()
+    // Wakes the claimer: enqueues here and (PostgreSQL) anywhere, and the pool's own nudges.
+    // Its LISTEN connection (in a scope of its own) is closed by shutdown once claiming has stopped.
+    const wakeupScope = yield* Scope.make()
+    const wakeups = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen }).pipe(Scope.extend(wakeupScope))
     const flushes = yield* Queue.sliding<void>(1)
     const wake = Effect.sync(wakeups.notify)
 
@@ -851,27 +836,6 @@ export const make = <H extends Handler.Any>(
       step: () => undefined
     })
 
-    // --- wake-ups ---
-    yield* repo.onEnqueued((inTransaction) => {
-      wakeups.notify()
-      if (inTransaction) {
-        // The items become visible at commit, which we cannot see: look again shortly.
-        for (const ms of [5, 25, 100, 400]) setTimeout(wakeups.notify, ms).unref()
-      }
-    })
-    // PostgreSQL: LISTEN on a connection of our own, reconnecting when it is
-    // lost (a database restart); every (re)connect is followed by a look for
-    // due items, since notifications sent while not listening are gone.
-    const pg = yield* Effect.serviceOption(PgClientTag)
-    const listener = Option.isSome(pg) && options.listen !== false
-      ? listen(pg.value.config, NOTIFY_CHANNEL, wakeups.notify, wakeups.notify).pipe(
-          Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
-          Effect.zipRight(Effect.sleep("1 second")),
-          Effect.forever
-        )
-      : Effect.never
-
-    const listenerFiber = yield* Effect.forkIn(listener, scope)
     const renewerFiber = yield* Effect.forkIn(renewer, scope)
     const flusherFiber = yield* Effect.forkIn(flusher, scope)
     for (let i = 0; i < concurrency; i++) yield* startSlot
@@ -889,7 +853,7 @@ export const make = <H extends Handler.Any>(
       yield* wake
       const stopped = yield* boundedWait(Fiber.await(claimerFiber), 5000)
       if (Option.isNone(stopped)) yield* Fiber.interrupt(claimerFiber)
-      yield* Fiber.interrupt(listenerFiber)
+      yield* Scope.close(wakeupScope, Exit.void)
       yield* releaseClaims(buffer.takeAll())
       yield* dispatch // parked slots wake, see `stopping` and end
       if (running.size > 0) {
@@ -951,4 +915,4 @@ export const make = <H extends Handler.Any>(
 /** The pool as a layer: built, it runs in the layer's scope; released, it shuts down gracefully. */
 export const layer = <H extends Handler.Any>(
   options: Options<H>
-): Layer.Layer<Worker, never, QueueRepo | Handler.Requirements<H>> => Layer.scoped(Worker, make(options))
+): Layer.Layer<Worker, never, QueueRepo | Wakeups.Wakeups | Handler.Requirements<H>> => Layer.scoped(Worker, make(options))

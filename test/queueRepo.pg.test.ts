@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Redacted, Schedule, Scope } from "effect"
 import pg from "pg"
 import * as Database from "../src/Database.js"
-import { directPools } from "../src/internal/pg.js"
+import { DirectPool } from "../src/internal/directPool.js"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
@@ -108,7 +108,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         )
         const repo = Context.get(ctx, QueueRepo.QueueRepo)
         const sql = Context.get(ctx, SqlClient.SqlClient)
-        const pool = directPools.get(sql)!.pool as unknown as { readonly waitingCount: number }
+        const pool = Context.get(ctx as Context.Context<unknown>, DirectPool).pool as unknown as { readonly waitingCount: number }
         const count = Effect.map(sql.unsafe<{ n: string }>("SELECT count(*)::text AS n FROM docket_items"), (r) => Number(r[0].n))
         const until = <A>(read: Effect.Effect<A>, done: (a: A) => boolean) =>
           read.pipe(Effect.repeat({ until: done, schedule: Schedule.spaced("5 millis") }), Effect.timeout("5 seconds"))

@@ -6,6 +6,7 @@
 import { Duration, Effect, Exit, Scope } from "effect"
 import type * as Handler from "../Handler.js"
 import type { QueueRepo } from "../QueueRepo.js"
+import type { Wakeups } from "../Wakeups.js"
 import * as Worker from "../Worker.js"
 
 /** A running pool and the way to stop it. */
@@ -19,7 +20,7 @@ export interface Pool {
 /** Starts a pool; it is stopped by `stop`, or when the current scope closes. The handlers need no services. */
 export const start = (
   options: Worker.Options<Handler.Handler<any, any, unknown, never>>
-): Effect.Effect<Pool, never, QueueRepo | Scope.Scope> =>
+): Effect.Effect<Pool, never, QueueRepo | Wakeups | Scope.Scope> =>
   Effect.gen(function*() {
     const graceMs = Duration.toMillis(Duration.decode(options.grace ?? "10 seconds"))
     const poolScope = yield* Scope.make()

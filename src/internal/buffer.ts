@@ -3,7 +3,7 @@
  * A FIFO with a moving head (no per-item array copies); items a kind limit
  * holds back stay in place and keep their order.
  */
-import type { Claim } from "../QueueRepo.js"
+import type { Claim } from "../Domain.js"
 
 export interface Entry {
   readonly claim: Claim

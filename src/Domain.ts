@@ -1,0 +1,120 @@
+/**
+ * Docket's domain types: items and claims, what an operation did, counts.
+ * Every module uses them from here; `QueueRepo` re-exports them for users.
+ */
+import type { Duration } from "effect"
+
+/** Where an item is: waiting (due now or scheduled), running (leased) or dead. */
+export type State = "waiting" | "running" | "dead"
+
+/** Options of one enqueue. `delay` and `runAt` are exclusive. */
+export interface EnqueueOptions {
+  /** Dedupe key: while an item of this kind and key WAITS, another enqueue of it is not added. */
+  readonly key?: string | undefined
+  /** Due this long after now (database clock); a `Duration` input or milliseconds. */
+  readonly delay?: Duration.DurationInput | undefined
+  /** Due at this time (a `Date` or epoch milliseconds). */
+  readonly runAt?: Date | number | undefined
+  /** Higher runs first among due items; default 0. */
+  readonly priority?: number | undefined
+  /** Attempts before the item is dead; default 8. */
+  readonly maxAttempts?: number | undefined
+}
+
+/** One item of an `enqueueMany` batch. */
+export interface EnqueueRequest extends EnqueueOptions {
+  readonly kind: string
+  readonly payload: unknown
+}
+
+/** What an enqueue did: added a new item, or found a waiting item with the same kind and key. */
+export type EnqueueResult =
+  | { readonly _tag: "Enqueued"; readonly id: number }
+  | { readonly _tag: "Deduplicated"; readonly id: number }
+
+/** A claimed item: the handle for complete, fail, release and extend. */
+export interface Claim {
+  readonly id: number
+  /** The claim token: fresh for every claim of the item. */
+  readonly token: number
+  readonly kind: string
+  /** The payload as stored (JSON text). */
+  readonly payloadJson: string
+  readonly key: string | null
+  readonly priority: number
+  /** This attempt's number, from 1. */
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly runAt: number
+  readonly createdAt: number
+  /** The lease's end on the database's clock (epoch ms). */
+  readonly leaseUntil: number
+  readonly worker: string
+  /** The previous attempt's error, if any. */
+  readonly lastError: string | null
+}
+
+/** An item as stored, for people and tools. */
+export interface Item {
+  readonly id: number
+  readonly kind: string
+  readonly payload: unknown
+  readonly key: string | null
+  readonly priority: number
+  readonly state: State
+  readonly runAt: number
+  readonly attempts: number
+  readonly maxAttempts: number
+  readonly lastError: string | null
+  readonly claimedBy: string | null
+  readonly leaseUntil: number | null
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+/** What to do with a failed item: retry after a delay (if attempts remain), or dead at once. */
+export type FailNext =
+  | { readonly _tag: "Retry"; readonly delay: Duration.DurationInput }
+  | { readonly _tag: "Dead" }
+
+/**
+ * What a fail did: "retried" (waiting again), "dead", "absorbed" (a waiting twin with
+ * the same key stands for it, so it was removed) or "stale" (the claim was no longer
+ * held: nothing changed).
+ */
+export type FailOutcome = "retried" | "dead" | "absorbed" | "stale"
+
+/** What a release did: "released" (waiting, attempt not counted), "absorbed" or "stale". */
+export type ReleaseOutcome = "released" | "absorbed" | "stale"
+
+/** Counts of items by visible state. Due includes items whose lease ran out. */
+export interface Counts {
+  readonly due: number
+  readonly scheduled: number
+  readonly running: number
+  readonly dead: number
+}
+
+export interface Stats extends Counts {
+  readonly byKind: Readonly<Record<string, Counts>>
+}
+
+/** Which dead items a retry or delete applies to. */
+export type DeadSelection =
+  | { readonly ids: ReadonlyArray<number> }
+  | { readonly all: true; readonly kind?: string | undefined }
+
+export interface ClaimOptions {
+  readonly worker: string
+  readonly limit: number
+  readonly lease: Duration.DurationInput
+  /** Claim only these kinds (default: every kind). */
+  readonly kinds?: ReadonlyArray<string> | undefined
+}
+
+export interface DeadPageOptions {
+  readonly kind?: string | undefined
+  /** Items with an id greater than this (the previous page's last id). */
+  readonly after?: number | undefined
+  readonly limit?: number | undefined
+}

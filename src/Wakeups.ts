@@ -1,0 +1,112 @@
+/**
+ * `Wakeups`: how a worker pool learns that there may be new items to claim,
+ * without waiting for its poll.
+ *
+ * Each pool takes a `Signal` of its own (`signal`), which wakes it on:
+ * - an enqueue through a `QueueRepo` of this process (`enqueued`, called by the
+ *   repository after every enqueue that added an item; inside the caller's
+ *   transaction the items are visible only at its commit, which nobody can
+ *   see, so the signal fires again at 5, 25, 100 and 400 ms);
+ * - on PostgreSQL, a notification from an enqueue in any process (LISTEN on a
+ *   connection of the pool's own, reconnected after it is lost: a database
+ *   restart; every (re)connect is followed by a wake-up, since notifications
+ *   sent while not listening are gone);
+ * - the pool's own nudges (`notify`: a slot freed, a retry came due).
+ *
+ * `QueueRepo.layer` provides it beside the repository: the local one on
+ * SQLite, the listening one on PostgreSQL.
+ */
+import { SqlClient } from "@effect/sql"
+import type { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option, type Scope } from "effect"
+import { listen } from "./internal/listen.js"
+import { Signal as WakeSignal } from "./internal/signal.js"
+import { NOTIFY_CHANNEL } from "./internal/sql/notify.js"
+
+/** One pool's wake-up: `notify` from anywhere, `wait` by the pool's claimer (one waiter at a time). */
+export interface Signal {
+  /** Wakes the waiter, or the next `wait` if none waits. Safe from any callback. */
+  readonly notify: () => void
+  /** Returns at the next `notify` (at once if one came since the last wait), or after `ms`. */
+  readonly wait: (ms: number) => Effect.Effect<void>
+}
+
+export interface SignalOptions {
+  /** Also wake on notifications from the database (PostgreSQL LISTEN; default true). */
+  readonly listen?: boolean | undefined
+}
+
+/** The service. */
+export interface Service {
+  /** A new signal for one pool, woken as described above until the scope closes. */
+  readonly signal: (options?: SignalOptions) => Effect.Effect<Signal, never, Scope.Scope>
+  /**
+   * Items were added in this process (run where the enqueue ran: inside the
+   * caller's transaction, the signals fire again after its likely commit).
+   * Costs nothing while no pool has a signal.
+   */
+  readonly enqueued: Effect.Effect<void>
+}
+
+/** The `Wakeups` service tag. */
+export class Wakeups extends Context.Tag("docket/Wakeups")<Wakeups, Service>() {}
+
+// After an enqueue inside the caller's transaction: when to look again.
+const TRANSACTION_RETRIES_MS = [5, 25, 100, 400]
+
+/**
+ * Wake-ups within this process only; `remote`, when given, is run for each
+ * signal that asks to listen (in the signal's scope) with the signal's notify.
+ */
+export const make = (
+  remote?: (notify: () => void) => Effect.Effect<never>
+): Service => {
+  const signals = new Set<() => void>()
+  return {
+    signal: (options = {}) =>
+      Effect.gen(function*() {
+        const signal = new WakeSignal()
+        yield* Effect.acquireRelease(
+          Effect.sync(() => signals.add(signal.notify)),
+          () => Effect.sync(() => signals.delete(signal.notify))
+        )
+        if (remote !== undefined && options.listen !== false) yield* Effect.forkScoped(remote(signal.notify))
+        return { notify: signal.notify, wait: (ms: number) => signal.wait(ms) }
+      }),
+    enqueued: Effect.suspend(() =>
+      signals.size === 0 ? Effect.void : Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
+        for (const notify of signals) {
+          notify()
+          if (Option.isSome(tx)) for (const ms of TRANSACTION_RETRIES_MS) setTimeout(notify, ms).unref()
+        }
+      })
+    )
+  }
+}
+
+// @effect/sql-pg's PgClient tag, by its key: importing the module for its tag
+// would load the PostgreSQL driver into SQLite applications too.
+const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
+
+// LISTEN until the connection is lost, then again after a second, for ever.
+const listening = (config: PgClient.PgClientConfig) => (notify: () => void): Effect.Effect<never> =>
+  listen(config, NOTIFY_CHANNEL, notify, notify).pipe(
+    Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
+    Effect.zipRight(Effect.sleep("1 second")),
+    Effect.forever
+  )
+
+/**
+ * The service for the `SqlClient` in context: on PostgreSQL (with a PgClient,
+ * whose connection settings the LISTEN connections use) signals listen; on
+ * SQLite only this process's enqueues wake its pools.
+ */
+export const layer: Layer.Layer<Wakeups, never, SqlClient.SqlClient> = Layer.effect(
+  Wakeups,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const pg = yield* Effect.serviceOption(PgClientTag)
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    return make(isPg && Option.isSome(pg) ? listening(pg.value.config) : undefined)
+  })
+)
