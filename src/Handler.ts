@@ -15,6 +15,7 @@
  */
 import { Context, type Duration, Effect, Layer, Schema } from "effect"
 import type { Backoff } from "./Backoff.js"
+import { HANDLER_KEY_PREFIX } from "./internal/worker/handlers.js"
 
 /** What a handler is told about the item it runs. */
 export interface Job {
@@ -108,11 +109,9 @@ export interface Registered {
   readonly handler: Handler<unknown, unknown, unknown, never>
 }
 
-const KEY_PREFIX = "docket/Handler/"
-
 /** The service tag of a kind's handler. */
 export const tag = (kind: string): Context.Tag<Registered, Registered> =>
-  Context.GenericTag<Registered>(`${KEY_PREFIX}${kind}`)
+  Context.GenericTag<Registered>(`${HANDLER_KEY_PREFIX}${kind}`)
 
 /**
  * A kind's handler as a layer: the handler becomes a service of its own, built
@@ -136,12 +135,3 @@ export const layer = <A, I, E, R>(handler: Handler<A, I, E, R>): Layer.Layer<Reg
       }
     }))
   )
-
-/** The handlers provided as services (by `Handler.layer`) in a context. */
-export const registered = (context: Context.Context<never>): ReadonlyArray<Any> => {
-  const found: Array<Any> = []
-  for (const [key, value] of context.unsafeMap) {
-    if (key.startsWith(KEY_PREFIX)) found.push((value as Registered).handler)
-  }
-  return found
-}

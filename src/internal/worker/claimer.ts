@@ -1,0 +1,132 @@
+/**
+ * The claimer: one fiber that keeps the buffer stocked. Each round it gives
+ * back prefetched items that waited too long for a slot, sizes the prefetch,
+ * claims as many items as there is room for (free slots plus the prefetch),
+ * hands them to the slots, and when a claim finds fewer items than it asked
+ * for sleeps until a wake-up, the next due time, or the poll.
+ */
+import { Duration, Effect, Metric, Option } from "effect"
+import type { Claim } from "../../Domain.js"
+import type * as QueueRepo from "../../QueueRepo.js"
+import type * as Wakeups from "../../Wakeups.js"
+import { MAX_CLAIM_LIMIT } from "../validate.js"
+import { yieldToEventLoop } from "../eventLoop.js"
+import { metrics, type Publisher } from "./events.js"
+import * as Prefetch from "./prefetch.js"
+import type { PoolState } from "./state.js"
+
+export interface ClaimerDeps {
+  readonly repo: QueueRepo.Service
+  readonly state: PoolState
+  readonly prefetch: Prefetch.Prefetch
+  readonly signal: Wakeups.Signal
+  readonly publisher: Publisher
+  readonly worker: string
+  readonly concurrency: number
+  readonly leaseMs: number
+  readonly pollMs: number
+  /** How long a prefetched item may wait for a slot. */
+  readonly holdMs: number
+  /** The kinds with a handler here. */
+  readonly handlerKinds: ReadonlyArray<string>
+  /** Claim only those kinds (else every kind, unless some are at their limit here). */
+  readonly handledOnly: boolean
+  /** Gives claims back unrun. */
+  readonly release: (claims: ReadonlyArray<Claim>) => Effect.Effect<void>
+  /** Resumes parked slots. */
+  readonly dispatch: () => void
+  /** The pool may be idle now. */
+  readonly checkIdle: () => void
+}
+
+/** After a failed claim, how long before the next. */
+const CLAIM_RETRY = "500 millis"
+
+export class Claimer {
+  constructor(private readonly deps: ClaimerDeps) {}
+
+  /** Claims round after round until the pool stops. */
+  readonly run: Effect.Effect<void> = Effect.whileLoop({
+    while: () => !this.deps.state.stopping,
+    body: () => this.round,
+    step: () => undefined
+  })
+
+  /**
+   * A slot freed: the claimer only needs a turn when the buffer ran low (one
+   * wake-up per round is enough; one slot yields so the claim goes out now).
+   */
+  readonly slotFreed = (): void => {
+    const { prefetch, signal, state } = this.deps
+    if (state.buffer.size <= prefetch.lowWater() && !state.claimerWanted) {
+      signal.notify()
+      state.claimerWanted = true
+      state.yieldForClaimer = true
+    }
+  }
+
+  // Every kind (undefined), or the kinds to claim: those handled here (when
+  // claiming only those) less the kinds at their limit in this process.
+  private kinds(): ReadonlyArray<string> | undefined {
+    const saturated = this.deps.state.saturatedKinds()
+    if (!this.deps.handledOnly && saturated.length === 0) return undefined
+    return this.deps.handlerKinds.filter((k) => !saturated.includes(k))
+  }
+
+  private readonly sweep = Effect.suspend(() => {
+    const { holdMs, release, state } = this.deps
+    if (state.buffer.size === 0) return Effect.void
+    const old = state.buffer.takeOlderThan(performance.now() - holdMs)
+    if (old.length === 0) return Effect.void
+    state.prefetchPaused = true
+    return release(old)
+  })
+
+  private readonly round: Effect.Effect<void> = Effect.gen(this, function*() {
+    const { concurrency, holdMs, leaseMs, pollMs, prefetch, publisher, repo, signal, state, worker } = this.deps
+    state.claimerWanted = false
+    yield* this.sweep
+    prefetch.adapt(performance.now(), state.starts)
+    const starving = state.running.size < concurrency && state.buffer.size === 0
+    if (starving && !state.lastClaimDrained && !state.prefetchPaused) prefetch.grow()
+    const room = Prefetch.room({
+      concurrency,
+      prefetch: prefetch.current,
+      paused: state.prefetchPaused,
+      running: state.running.size,
+      buffered: state.buffer.size,
+      maxClaim: MAX_CLAIM_LIMIT
+    })
+    // Full: wait until a slot frees (its finish wakes us), or sweep the buffer.
+    if (!Prefetch.shouldClaim(room, starving, state.buffer.size, prefetch.current)) {
+      return yield* signal.wait(Math.min(pollMs, holdMs))
+    }
+    const kinds = this.kinds()
+    if (kinds !== undefined && kinds.length === 0) return yield* signal.wait(pollMs)
+    const sentAt = performance.now()
+    const claims = yield* repo.claim({ worker, limit: room, lease: Duration.millis(leaseMs), kinds }).pipe(
+      Effect.catchAll((error) =>
+        Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
+      )
+    )
+    if (claims.length > 0) {
+      for (const claim of claims) state.buffer.push(claim, sentAt)
+      state.counts.claimed += claims.length
+      yield* Metric.incrementBy(metrics.claimed, claims.length)
+      yield* Effect.forEach(claims, (claim) => publisher.publish({ _tag: "Claimed", claim }), { discard: true })
+      this.deps.dispatch()
+    }
+    yield* yieldToEventLoop
+    if (claims.length === room) {
+      state.lastClaimDrained = false
+      return
+    }
+    // Drained for now: sleep until a wake-up, the next due time, or the poll.
+    state.lastClaimDrained = true
+    this.deps.checkIdle()
+    const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
+    const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })
+    yield* signal.wait(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
+  })
+}
+

@@ -1,0 +1,175 @@
+/**
+ * The executor: one item's run as a pipeline of small steps: decide whether it
+ * can run at all (a known kind, attempts left, a payload that decodes), run
+ * its handler (with the kind's timeout), decide its fate from the handler's
+ * exit, and queue the outcome with the recorder, freeing the slot.
+ *
+ * Interruption is handled once per slot (slots.ts), not per item: two
+ * interruption regions per item cost more than a no-op handler's whole run.
+ */
+import { Duration, Effect, Metric, Option } from "effect"
+import * as Backoff from "../../Backoff.js"
+import type { Claim } from "../../Domain.js"
+import type * as Handler from "../../Handler.js"
+import { type Decision, decide, Timeout } from "../../Outcome.js"
+import { metrics, type Publisher } from "./events.js"
+import type { HandlerTable } from "./handlers.js"
+import { currentItem } from "./logging.js"
+import type { Recorder, Settlement } from "./recorder.js"
+import type { Counts, Running } from "./state.js"
+
+export interface ExecutorDeps {
+  readonly worker: string
+  readonly handlers: HandlerTable
+  readonly counts: Counts
+  readonly publisher: Publisher
+  readonly recorder: Recorder
+  /** A `docket.item` span per run. */
+  readonly traced: boolean
+  /** A run ended (synchronous bookkeeping: the slot is free). */
+  readonly finished: (entry: Running) => void
+}
+
+const DONE: Decision = { _tag: "Done" }
+
+/** The `Job` a handler is given (a class: its `signal` getter is shared, not made per item). */
+class RunJob implements Handler.Job {
+  readonly id: number
+  readonly kind: string
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly key: string | null
+  readonly priority: number
+  readonly createdAt: number
+  readonly lastError: string | null
+  constructor(claim: Claim, readonly worker: string, private readonly abort: () => AbortSignal) {
+    this.id = claim.id
+    this.kind = claim.kind
+    this.attempt = claim.attempt
+    this.maxAttempts = claim.maxAttempts
+    this.key = claim.key
+    this.priority = claim.priority
+    this.createdAt = claim.createdAt
+    this.lastError = claim.lastError
+  }
+  get signal(): AbortSignal {
+    return this.abort()
+  }
+}
+
+export class Executor {
+  constructor(private readonly deps: ExecutorDeps) {}
+
+  /** Runs one item in its slot's fiber, up to queueing its outcome. */
+  run(entry: Running): Effect.Effect<void> {
+    const { claim, slot } = entry
+    const { publisher, traced } = this.deps
+    slot.controller = undefined
+    // Most handlers never look at job.signal: make the controller on demand.
+    const abort = () => (slot.controller ??= new AbortController()).signal
+    const started = performance.now()
+    metrics.lag.unsafeUpdate(Math.max(0, Date.now() - claim.runAt), [])
+    const run = Effect.flatMap(this.decideRun(claim, abort), (decision) => this.settle(entry, decision, performance.now() - started))
+    const observed = publisher.active ? Effect.zipRight(publisher.publish({ _tag: "Started", claim }), run) : run
+    return traced
+      ? Effect.withSpan(observed, "docket.item", {
+        attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt },
+        captureStackTrace: false
+      })
+      : observed
+  }
+
+  /**
+   * A run cut off by an interruption of its slot: a lost lease (nothing
+   * recorded), or shutdown past its grace (the item is given back, this
+   * attempt not counted).
+   */
+  interrupted(entry: Running): Effect.Effect<void> {
+    const { counts, finished, publisher, recorder } = this.deps
+    entry.slot.controller?.abort()
+    finished(entry)
+    if (!entry.lost) return recorder.release([entry.claim])
+    counts.leaseLost++
+    return Effect.zipRight(
+      Effect.logWarning("docket: lease lost; the run was interrupted and nothing recorded").pipe(
+        Effect.annotateLogs({ kind: entry.claim.kind, id: entry.claim.id, attempt: entry.claim.attempt })
+      ),
+      Effect.zipRight(publisher.publish({ _tag: "LeaseLost", claim: entry.claim }), Metric.increment(metrics.leaseLost))
+    )
+  }
+
+  /**
+   * An item whose lease may be gone before it could start (the process
+   * stalled between claim and start: a long GC, a synchronous SQLite lock
+   * wait): not started; it is due again when the lease ends.
+   */
+  notStarted(claim: Claim): Effect.Effect<void> {
+    this.deps.counts.leaseLost++
+    return Effect.zipRight(
+      Effect.logWarning("docket: lease ran out before the item could start; not started").pipe(
+        Effect.locally(currentItem, claim)
+      ),
+      this.deps.publisher.publish({ _tag: "LeaseLost", claim })
+    )
+  }
+
+  private decideRun(claim: Claim, abort: () => AbortSignal): Effect.Effect<Decision> {
+    const { decoders, byKind } = this.deps.handlers
+    const handler = byKind.get(claim.kind)
+    if (handler === undefined) {
+      return Effect.succeed({ _tag: "Dead", error: `UnknownKind: no handler for kind ${claim.kind}` })
+    }
+    if (claim.attempt > claim.maxAttempts) {
+      return Effect.succeed({
+        _tag: "Dead",
+        error: `LeaseExpired: attempt ${claim.attempt} of ${claim.maxAttempts}; earlier runs lost their lease ` +
+          `(their worker stopped or died) before recording an outcome${claim.lastError ? `; last error: ${claim.lastError}` : ""}`
+      })
+    }
+    const decoded = decoders.get(claim.kind)!(claim.payloadJson)
+    if (decoded._tag === "Left") return Effect.succeed({ _tag: "Dead", error: `DecodeError: ${decoded.left}` })
+    const job = new RunJob(claim, this.deps.worker, abort)
+    // Items are forked from the pool's own fibers, which carry the context the
+    // pool was built in (the handlers' services): no per-item provide needed.
+    let run = Effect.suspend(() => handler.run(decoded.right, job)) as Effect.Effect<void, unknown, never>
+    if (handler.timeout !== undefined) {
+      const after = Duration.decode(handler.timeout)
+      run = Effect.timeoutFail(run, { duration: after, onTimeout: () => new Timeout({ after }) })
+    }
+    return Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
+  }
+
+  // A run's end: its outcome queued for the next batch write, its slot free.
+  // Only a failure that retries with the kind's backoff needs an effect (a
+  // Schedule may compute the delay).
+  private settle(entry: Running, decision: Decision, durationMs: number): Effect.Effect<void> {
+    const { claim } = entry
+    if (decision._tag === "Done") {
+      this.queue(entry, { _tag: "Done", claim, durationMs })
+      return Effect.void
+    }
+    if (decision._tag === "Dead" || claim.attempt >= claim.maxAttempts) {
+      this.queue(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Dead" }, delayMs: 0 })
+      return Effect.void
+    }
+    const retry = (d: Duration.Duration) =>
+      this.queue(entry, {
+        _tag: "Fail",
+        claim,
+        error: decision.error,
+        next: { _tag: "Retry", delay: d },
+        delayMs: Duration.toMillis(d)
+      })
+    if (Option.isSome(decision.delay)) {
+      retry(decision.delay.value)
+      return Effect.void
+    }
+    const backoff = this.deps.handlers.byKind.get(claim.kind)?.backoff ?? Backoff.defaultPolicy
+    return Effect.map(Backoff.delayFor(backoff, claim.attempt), retry)
+  }
+
+  private queue(entry: Running, settlement: Settlement): void {
+    this.deps.recorder.add(settlement)
+    this.deps.finished(entry)
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * The recorder: writes the outcomes of finished runs in batches, and gives
+ * claims back (releases).
+ *
+ * Outcomes queue in `pending`; the writer takes whatever is ready (one
+ * statement for all completions and one for all failures), and while a batch
+ * is being written new ones gather for the next (batching without waiting).
+ * Each write is fenced by its claim's token: an outcome whose lease was lost
+ * is refused ("stale") and changes nothing. On a storage error the outcomes
+ * of the statement that failed are kept and written again.
+ *
+ * `close(ms)` is shutdown's: the writer writes what is pending and ends. It is
+ * not interrupted while it writes: that would cancel its statement, and the
+ * batch it carried would be lost (those items would run again once their
+ * leases ran out). The renewer keeps their leases meanwhile (`unrecorded`).
+ */
+import { Duration, Effect, Either, Exit, Fiber, Metric, Option, Queue, type Scope } from "effect"
+import type { Claim, FailNext } from "../../Domain.js"
+import type * as QueueRepo from "../../QueueRepo.js"
+import { yieldToEventLoop } from "../eventLoop.js"
+import { metrics, type Publisher } from "./events.js"
+import type { Counts } from "./state.js"
+
+/** A finished run's outcome, waiting to be written. */
+export type Settlement =
+  | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
+  | {
+    readonly _tag: "Fail"
+    readonly claim: Claim
+    readonly error: string
+    readonly next: FailNext
+    readonly delayMs: number
+  }
+type Done = Extract<Settlement, { _tag: "Done" }>
+type Fail = Extract<Settlement, { _tag: "Fail" }>
+
+export interface RecorderDeps {
+  readonly repo: QueueRepo.Service
+  readonly counts: Counts
+  readonly publisher: Publisher
+  /** Wakes this pool's claimer (a retry due before the next poll). */
+  readonly wake: () => void
+  readonly pollMs: number
+  /** Called after each batch is written (the pool may now be idle). */
+  readonly written: () => void
+}
+
+/** The most outcomes one batch writes. */
+const BATCH = 5000
+/** After a failed write, how long before the outcomes are written again. */
+const RETRY_AFTER = "200 millis"
+
+
+export class Recorder {
+  private readonly pending: Array<Settlement> = []
+  private recording: ReadonlyArray<Settlement> = []
+  private closed = false
+  private fiber: Fiber.RuntimeFiber<void, never> | undefined
+
+  private constructor(private readonly deps: RecorderDeps, private readonly flushes: Queue.Queue<void>) {}
+
+  static make(deps: RecorderDeps): Effect.Effect<Recorder> {
+    return Effect.map(Queue.sliding<void>(1), (flushes) => new Recorder(deps, flushes))
+  }
+
+  /** Outcomes not yet written (pending or being written). */
+  get size(): number {
+    return this.pending.length + this.recording.length
+  }
+
+  /** The claims of the outcomes not yet written: their leases must be kept. */
+  unrecorded(): Array<Claim> {
+    return [...this.pending, ...this.recording].map((o) => o.claim)
+  }
+
+  /** Queues an outcome for the next batch. */
+  add(settlement: Settlement): void {
+    this.pending.push(settlement)
+    if (this.pending.length === 1) Queue.unsafeOffer(this.flushes, undefined)
+  }
+
+  /** Starts the writer in `scope`. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    const loop = Effect.whileLoop({
+      while: () => !(this.closed && this.pending.length === 0),
+      body: () =>
+        Queue.take(this.flushes).pipe(
+          Effect.zipRight(this.flushOnce),
+          Effect.zipRight(Effect.suspend(() => (this.pending.length > 0 ? Queue.offer(this.flushes, undefined) : Effect.void))),
+          Effect.zipRight(yieldToEventLoop)
+        ),
+      step: () => undefined
+    })
+    return Effect.map(Effect.forkIn(loop, scope), (fiber) => {
+      this.fiber = fiber
+    })
+  }
+
+  /**
+   * Writes what is pending and stops the writer, waiting at most `ms` (then
+   * it is interrupted). Returns how many outcomes are left unwritten.
+   */
+  close(ms: number): Effect.Effect<number> {
+    const fiber = this.fiber
+    return Effect.gen(this, function*() {
+      this.closed = true
+      if (fiber === undefined) return this.size
+      if (this.size > 0) yield* Effect.logInfo(`docket: stopping: recording ${this.size} outcomes`)
+      yield* Queue.offer(this.flushes, undefined)
+      // Interruptible: shutdown runs as an uninterruptible finalizer, where the timeout could never fire.
+      const flushed = yield* Effect.timeoutOption(Effect.interruptible(Fiber.await(fiber)), Duration.millis(ms))
+      const unwritten = this.size
+      if (Option.isNone(flushed)) yield* Fiber.interrupt(fiber)
+      else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
+      return unwritten
+    })
+  }
+
+  /** Gives claims back unrun (waiting again, attempt not counted). A storage failure is logged. */
+  release(claims: ReadonlyArray<Claim>): Effect.Effect<void> {
+    const { counts, publisher, repo } = this.deps
+    return claims.length === 0 ? Effect.void : repo.releaseMany(claims).pipe(
+      Effect.flatMap((outcomes) =>
+        Effect.forEach(outcomes, (outcome, i) => {
+          if (outcome === "stale") return Effect.void
+          counts.released++
+          return Effect.zipRight(
+            publisher.publish(outcome === "absorbed" ? { _tag: "Absorbed", claim: claims[i] } : { _tag: "Released", claim: claims[i] }),
+            Metric.increment(metrics.released)
+          )
+        }, { discard: true })
+      ),
+      Effect.catchAll(publisher.storageFailed("release"))
+    )
+  }
+
+  private readonly flushOnce = Effect.suspend(() => {
+    if (this.pending.length === 0) return Effect.void
+    const batch = this.pending.splice(0, BATCH)
+    this.recording = batch
+    return this.write(batch).pipe(
+      Effect.ensuring(Effect.sync(() => (this.recording = []))),
+      Effect.flatMap((again) =>
+        again.length === 0
+          ? Effect.void
+          : Effect.zipRight(Effect.sync(() => this.pending.unshift(...again)), Effect.sleep(RETRY_AFTER))
+      ),
+      Effect.zipRight(Effect.sync(this.deps.written))
+    )
+  })
+
+  // Both statements run to their end: if one fails, the other is not cut off
+  // (its cancel could land after its commit, and its items would be written
+  // twice, the second time refused as stale). Returns the outcomes to write
+  // again, those of the statement that failed.
+  private write(batch: ReadonlyArray<Settlement>): Effect.Effect<ReadonlyArray<Settlement>> {
+    const done = batch.filter((o): o is Done => o._tag === "Done")
+    const failed = batch.filter((o): o is Fail => o._tag === "Fail")
+    const completeAll = done.length === 0 ? Effect.void : this.complete(done)
+    const failAll = failed.length === 0 ? Effect.void : this.fail(failed)
+    return Effect.all([Effect.either(completeAll), Effect.either(failAll)], { concurrency: 2 }).pipe(
+      Effect.flatMap(([c, f]) => {
+        const again: Array<Settlement> = [...(Either.isLeft(c) ? done : []), ...(Either.isLeft(f) ? failed : [])]
+        const errors = [c, f].flatMap((r) => (Either.isLeft(r) ? [r.left] : []))
+        return Effect.as(Effect.forEach(errors, this.deps.publisher.storageFailed("record outcome"), { discard: true }), again)
+      })
+    )
+  }
+
+  private complete(done: ReadonlyArray<Done>) {
+    const { counts, publisher, repo } = this.deps
+    return repo.completeMany(done.map((o) => o.claim)).pipe(
+      Effect.flatMap((applied) => {
+        let n = 0
+        const stale: Array<Claim> = []
+        for (let i = 0; i < done.length; i++) {
+          if (applied[i]) {
+            n++
+            metrics.duration.unsafeUpdate(done[i].durationMs, [])
+          } else {
+            stale.push(done[i].claim)
+          }
+        }
+        counts.completed += n
+        counts.stale += stale.length
+        metrics.completed.unsafeUpdate(n, [])
+        const warn = Effect.forEach(stale, (claim) =>
+          Effect.logWarning("docket: completion refused: the lease was lost before it was recorded").pipe(
+            Effect.annotateLogs({ kind: claim.kind, id: claim.id })
+          ), { discard: true })
+        const notify = !publisher.active ? Effect.void : Effect.forEach(done, (o, i) =>
+          applied[i] ? publisher.publish({ _tag: "Completed", claim: o.claim, durationMs: o.durationMs }) : Effect.void, {
+          discard: true
+        })
+        return Effect.zipRight(warn, notify)
+      })
+    )
+  }
+
+  private fail(failed: ReadonlyArray<Fail>) {
+    const { counts, pollMs, publisher, repo, wake } = this.deps
+    return repo.failMany(failed).pipe(
+      Effect.flatMap((outcomes) =>
+        Effect.forEach(failed, (o, i) => {
+          const annotate = Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id, attempt: o.claim.attempt })
+          switch (outcomes[i]) {
+            case "retried":
+              counts.retried++
+              // This pool wakes itself when its retry is due, instead of
+              // waiting for the poll (the claimer may be sleeping).
+              if (o.delayMs < pollMs) setTimeout(wake, o.delayMs + 1).unref()
+              return Effect.zipRight(
+                publisher.publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
+                Effect.zipRight(
+                  Metric.increment(metrics.retried),
+                  annotate(Effect.logInfo(`docket: failed, retry in ${Math.round(o.delayMs)} ms: ${o.error}`))
+                )
+              )
+            case "dead":
+              counts.dead++
+              return Effect.zipRight(
+                publisher.publish({ _tag: "Dead", claim: o.claim, error: o.error }),
+                Effect.zipRight(Metric.increment(metrics.dead), annotate(Effect.logWarning(`docket: dead: ${o.error}`)))
+              )
+            case "absorbed":
+              counts.absorbed++
+              return publisher.publish({ _tag: "Absorbed", claim: o.claim })
+            default:
+              counts.stale++
+              return annotate(Effect.logWarning("docket: failure refused: the lease was lost before it was recorded"))
+          }
+        }, { discard: true })
+      )
+    )
+  }
+}

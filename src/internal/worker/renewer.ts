@@ -1,0 +1,69 @@
+/**
+ * The lease renewer: every third of the lease, one fenced statement extends
+ * the leases of every running item, and of every item whose handler ended but
+ * whose outcome is not written yet (the database is slow or down): otherwise
+ * another worker would run them again.
+ *
+ * A renewal that finds a lease taken by another worker (or that cannot reach
+ * the database until the lease surely ran out) calls `onLost` for that run:
+ * the pool interrupts it and records nothing.
+ */
+import { Duration, Effect, Schedule } from "effect"
+import type { Claim } from "../../Domain.js"
+import type * as QueueRepo from "../../QueueRepo.js"
+import type { Publisher } from "./events.js"
+import type { Running } from "./state.js"
+
+export interface RenewerDeps {
+  readonly repo: QueueRepo.Service
+  readonly leaseMs: number
+  /** The runs in progress. */
+  readonly running: ReadonlySet<Running>
+  /** The claims whose outcomes are not written yet. */
+  readonly unrecorded: () => ReadonlyArray<Claim>
+  readonly publisher: Publisher
+  /** A run whose lease is lost: marked `lost` already; the pool stops it. */
+  readonly onLost: (entry: Running) => Effect.Effect<void>
+  /** Time source (ms, monotonic): performance.now by default. */
+  readonly now?: (() => number) | undefined
+}
+
+/** One renewal round. */
+export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const { leaseMs, onLost, publisher, repo, running } = deps
+    const now = deps.now ?? (() => performance.now())
+    const entries = [...running].filter((e) => !e.lost)
+    const unrecorded = deps.unrecorded()
+    if (entries.length === 0 && unrecorded.length === 0) return Effect.void
+    const sent = now()
+    const lose = (entry: Running) => {
+      entry.lost = true
+      return onLost(entry)
+    }
+    return repo.extendMany([...entries.map((e) => e.claim), ...unrecorded], Duration.millis(leaseMs)).pipe(
+      Effect.flatMap((applied) =>
+        Effect.forEach(entries, (entry, i) => {
+          if (applied[i]) {
+            entry.deadline = sent + leaseMs
+            return Effect.void
+          }
+          return running.has(entry) ? lose(entry) : Effect.void
+        }, { discard: true })
+      ),
+      Effect.catchAll((error) =>
+        Effect.zipRight(
+          publisher.storageFailed("extend lease")(error),
+          // Cannot renew: once a lease has surely run out, another worker may
+          // run the item, so this run stops.
+          Effect.forEach(entries, (e) => (now() > e.deadline ? lose(e) : Effect.void), { discard: true })
+        )
+      )
+    )
+  })
+
+/** Renews every third of the lease (at least every 10 ms), for ever. */
+export const run = (deps: RenewerDeps): Effect.Effect<never> =>
+  Effect.repeat(renewOnce(deps), Schedule.spaced(Duration.millis(Math.max(10, Math.floor(deps.leaseMs / 3))))).pipe(
+    Effect.zipRight(Effect.never)
+  )

@@ -1,0 +1,173 @@
+/**
+ * The pool's state: the only mutable state the parts share, with the
+ * operations that change it. One JS thread: every change happens inside a
+ * synchronous step (an `Effect.sync` or a callback), so none is cut in half.
+ *
+ * Runs, not items, are tracked: a pool may claim back an item whose lease ran
+ * out while it still ran it; then the stale run and the new one are apart
+ * (the stale one's renewal fails and it is interrupted).
+ */
+import { Deferred, Effect, Exit, type Fiber, FiberId } from "effect"
+import type { Claim } from "../../Domain.js"
+import type { Counters } from "../../Events.js"
+import { ClaimBuffer, type Entry } from "../buffer.js"
+
+/** A slot: one long-lived fiber running one item at a time (see slots.ts). */
+export interface Slot {
+  fiber: Fiber.RuntimeFiber<void, never> | undefined
+  /** The run in progress, until its outcome is queued. */
+  current: Running | undefined
+  /** Made on demand when the handler reads `job.signal`. */
+  controller: AbortController | undefined
+}
+
+/** One run of a claimed item in a slot. */
+export interface Running {
+  readonly claim: Claim
+  /** The slot running it (its fiber is interrupted when the lease is lost). */
+  readonly slot: Slot
+  /** Local monotonic estimate of the lease's end (ms, performance.now based). */
+  deadline: number
+  /** Set by the renewer when another worker holds the item now. */
+  lost: boolean
+}
+
+/** Counts since the pool started (the running and buffered figures are read live). */
+export type Counts = { -readonly [K in Exclude<keyof Counters, "running" | "buffered">]: number }
+
+export class PoolState {
+  readonly running = new Set<Running>()
+  readonly buffer = new ClaimBuffer()
+  readonly counts: Counts = {
+    claimed: 0,
+    completed: 0,
+    retried: 0,
+    dead: 0,
+    absorbed: 0,
+    released: 0,
+    leaseLost: 0,
+    stale: 0
+  }
+  /** Set once shutdown begins: no item starts and no claim is sent after it. */
+  stopping = false
+  /** Items started (for the prefetch's rate). */
+  starts = 0
+  /**
+   * Set when prefetched items had to be released because no slot freed in
+   * time: prefetching more would only lease items other workers could run.
+   * Cleared when a slot frees.
+   */
+  prefetchPaused = false
+  /** The last claim found fewer items than it asked for. */
+  lastClaimDrained = false
+  /**
+   * Set when a finishing slot woke the claimer, until the claimer's next round
+   * starts (one wake-up per round is enough); `yieldForClaimer` until one slot
+   * has yielded for it.
+   */
+  claimerWanted = false
+  yieldForClaimer = false
+
+  private readonly kindRunning = new Map<string, number>()
+  private allDone: Deferred.Deferred<void> | undefined
+  /** The kinds' own concurrency limits in this process; `admit` is undefined when there are none. */
+  readonly admit: ((claim: Claim) => boolean) | undefined
+
+  constructor(private readonly kindLimits: ReadonlyMap<string, number>) {
+    this.admit = kindLimits.size > 0 ? (claim) => this.canStart(claim) : undefined
+  }
+
+  kindCount(kind: string): number {
+    return this.kindRunning.get(kind) ?? 0
+  }
+
+  /** Whether the claim's kind is below its limit here. */
+  canStart(claim: Claim): boolean {
+    const limit = this.kindLimits.get(claim.kind)
+    return limit === undefined || this.kindCount(claim.kind) < limit
+  }
+
+  /** The kinds at their limit here (a claim leaves them out). */
+  saturatedKinds(): ReadonlyArray<string> {
+    const saturated: Array<string> = []
+    for (const [kind, limit] of this.kindLimits) if (this.kindCount(kind) >= limit) saturated.push(kind)
+    return saturated
+  }
+
+  /** The next buffered item that may start, unless stopping. */
+  takeOne(): Entry | undefined {
+    if (this.stopping || this.buffer.size === 0) return undefined
+    const taken = this.buffer.takeOne(this.admit)
+    if (taken !== undefined) this.starts++
+    return taken
+  }
+
+  /** Whether a parked slot has something to start (or must wake to end). */
+  hasStartable(): boolean {
+    return this.stopping || this.buffer.some(this.admit)
+  }
+
+  /** A run begins in `slot`. */
+  begin(claim: Claim, slot: Slot, deadline: number): Running {
+    const entry: Running = { claim, slot, deadline, lost: false }
+    slot.current = entry
+    this.running.add(entry)
+    this.kindRunning.set(claim.kind, this.kindCount(claim.kind) + 1)
+    return entry
+  }
+
+  /** A run ended (its outcome queued, or it was interrupted): its slot is free. */
+  end(entry: Running): void {
+    this.running.delete(entry)
+    entry.slot.current = undefined
+    this.prefetchPaused = false
+    const n = this.kindCount(entry.claim.kind) - 1
+    if (n <= 0) this.kindRunning.delete(entry.claim.kind)
+    else this.kindRunning.set(entry.claim.kind, n)
+    if (this.running.size === 0 && this.allDone !== undefined) Deferred.unsafeDone(this.allDone, Exit.void)
+  }
+
+  /** Nothing running or buffered, and the last claim found nothing more. */
+  quiet(): boolean {
+    return this.lastClaimDrained && this.running.size === 0 && this.buffer.size === 0
+  }
+
+  /** Completes when no run is left (for shutdown). */
+  readonly noneRunning: Effect.Effect<void> = Effect.suspend(() => {
+    if (this.running.size === 0) return Effect.void
+    // Made and set in one step: a run ending in between would find no latch.
+    const done = Deferred.unsafeMake<void>(FiberId.none)
+    this.allDone = done
+    return Deferred.await(done)
+  })
+
+  /** The counters as users see them. */
+  counters(): Counters {
+    return { ...this.counts, running: this.running.size, buffered: this.buffer.size }
+  }
+}
+
+/** Who waits for the pool to be idle (`whenIdle`), released when `isIdle` holds at a check. */
+export class IdleWaiters {
+  private waiters: Array<Deferred.Deferred<void>> = []
+  constructor(private readonly isIdle: () => boolean) {}
+
+  /** Resolves the waiters if the pool is idle now. */
+  readonly check = (): void => {
+    if (this.waiters.length === 0 || !this.isIdle()) return
+    const waiters = this.waiters
+    this.waiters = []
+    for (const d of waiters) Deferred.unsafeDone(d, Exit.void)
+  }
+
+  /** Waits until idle; `nudge` runs once the waiter is registered (to make the pool look). */
+  wait(nudge: Effect.Effect<void>): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.isIdle()) return Effect.void
+      return Effect.flatMap(Deferred.make<void>(), (d) => {
+        this.waiters.push(d)
+        return Effect.zipRight(nudge, Deferred.await(d))
+      })
+    })
+  }
+}
