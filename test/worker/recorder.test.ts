@@ -1,0 +1,141 @@
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect } from "effect"
+import type { Claim } from "../../src/Domain.js"
+import { Publisher } from "../../src/internal/worker/events.js"
+import { Recorder, type Settlement } from "../../src/internal/worker/recorder.js"
+import { PoolState } from "../../src/internal/worker/state.js"
+import type * as QueueRepo from "../../src/QueueRepo.js"
+import { claimed, cleanup, countRows, freshRepo, row } from "./support.js"
+
+afterAll(cleanup)
+
+const done = (claim: Claim): Settlement => ({ _tag: "Done", claim, durationMs: 1 })
+
+/**
+ * The repository with its completions counted and held at a gate: each
+ * completeMany call reports its batch size on `entered`, then waits for
+ * `gate` before it runs for real.
+ */
+const gated = (repo: QueueRepo.Service) =>
+  Effect.gen(function*() {
+    const sizes: Array<number> = []
+    const gate = yield* Deferred.make<void>()
+    const entered = yield* Deferred.make<void>()
+    const spied: QueueRepo.Service = {
+      ...repo,
+      completeMany: (claims) =>
+        Effect.zipRight(
+          Effect.zipRight(Effect.sync(() => sizes.push(claims.length)), Deferred.succeed(entered, undefined)),
+          Effect.zipRight(Deferred.await(gate), repo.completeMany(claims))
+        )
+    }
+    return { sizes, gate, entered, repo: spied }
+  })
+
+const recorderOver = (repo: QueueRepo.Service, state: PoolState, written: () => void = () => {}) =>
+  Effect.gen(function*() {
+    const recorder = yield* Recorder.make({
+      repo,
+      counts: state.counts,
+      publisher: yield* Publisher.make,
+      wake: () => {},
+      pollMs: 2000,
+      written
+    })
+    yield* recorder.start(yield* Effect.scope)
+    return recorder
+  })
+
+// The recorder (src/internal/worker/recorder.ts) on a real SQLite file.
+describe("the recorder", () => {
+  it.live("writes the outcomes ready together in one statement; those that come meanwhile go in the next", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const claims = yield* claimed(repo, 5)
+      const spy = yield* gated(repo)
+      const state = new PoolState(new Map())
+      const allWritten = yield* Deferred.make<void>()
+      const recorder = yield* recorderOver(spy.repo, state, () => {
+        if (recorder.size === 0) Deferred.unsafeDone(allWritten, Effect.void)
+      })
+      yield* Effect.sync(() => {
+        for (const claim of claims.slice(0, 3)) recorder.add(done(claim))
+      })
+      yield* Deferred.await(spy.entered)
+      // The first batch is being written: these two wait for the next one.
+      for (const claim of claims.slice(3)) recorder.add(done(claim))
+      expect(recorder.size).toBe(5)
+      expect(recorder.unrecorded().map((c) => c.id).sort()).toEqual(claims.map((c) => c.id).sort())
+      yield* Deferred.succeed(spy.gate, undefined)
+      yield* Deferred.await(allWritten).pipe(Effect.timeout("10 seconds"))
+      expect(spy.sizes).toEqual([3, 2])
+      expect(state.counts.completed).toBe(5)
+      expect(recorder.unrecorded()).toEqual([])
+      expect(yield* countRows(sql)).toBe(0)
+    })))
+
+  it.live("close writes what is pending, then the writer ends", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const claims = yield* claimed(repo, 3)
+      const state = new PoolState(new Map())
+      const recorder = yield* recorderOver(repo, state)
+      for (const claim of claims) recorder.add(done(claim))
+      expect(yield* recorder.close(10_000)).toBe(0)
+      expect(recorder.size).toBe(0)
+      expect(state.counts.completed).toBe(3)
+      expect(yield* countRows(sql)).toBe(0)
+    })))
+
+  it.live("close gives up after its time: the writer is interrupted, the unwritten outcomes are counted and nothing is written", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const [claim] = yield* claimed(repo, 1)
+      const spy = yield* gated(repo)
+      const state = new PoolState(new Map())
+      const recorder = yield* recorderOver(spy.repo, state)
+      recorder.add(done(claim))
+      yield* Deferred.await(spy.entered)
+      expect(yield* recorder.close(50)).toBe(1)
+      // The gate never opened: the completion was never sent.
+      expect((yield* row(sql, claim.id)).state).toBe("running")
+      expect(state.counts.completed).toBe(0)
+    })))
+
+  it.live("a refused statement keeps its outcomes and writes them again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const claims = yield* claimed(repo, 2)
+      yield* sql.unsafe(
+        "CREATE TRIGGER refuse BEFORE DELETE ON docket_items BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+      )
+      const state = new PoolState(new Map())
+      const refused = yield* Deferred.make<void>()
+      const allWritten = yield* Deferred.make<void>()
+      const recorder = yield* recorderOver(repo, state, () => {
+        Deferred.unsafeDone(recorder.size === 0 ? allWritten : refused, Effect.void)
+      })
+      for (const claim of claims) recorder.add(done(claim))
+      yield* Deferred.await(refused).pipe(Effect.timeout("10 seconds"))
+      expect(recorder.size).toBe(2)
+      expect(yield* countRows(sql)).toBe(2)
+      yield* sql.unsafe("DROP TRIGGER refuse")
+      yield* Deferred.await(allWritten).pipe(Effect.timeout("10 seconds"))
+      expect(state.counts.completed).toBe(2)
+      expect(yield* countRows(sql)).toBe(0)
+    })))
+
+  it.live("release gives claims back unrun: waiting again, the attempt not counted", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const claims = yield* claimed(repo, 2)
+      const state = new PoolState(new Map())
+      const recorder = yield* recorderOver(repo, state)
+      yield* recorder.release(claims)
+      expect(state.counts.released).toBe(2)
+      const item = yield* repo.get(claims[0].id)
+      expect(item._tag === "Some" && item.value.state).toBe("waiting")
+      expect(item._tag === "Some" && item.value.attempts).toBe(0)
+      expect(yield* countRows(sql)).toBe(2)
+    })))
+})

@@ -1,0 +1,99 @@
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Claim } from "../../src/Domain.js"
+import { Publisher } from "../../src/internal/worker/events.js"
+import * as Renewer from "../../src/internal/worker/renewer.js"
+import type { Running } from "../../src/internal/worker/state.js"
+import type * as QueueRepo from "../../src/QueueRepo.js"
+import { claimed, cleanup, freshRepo, row, runOf } from "./support.js"
+
+afterAll(cleanup)
+
+const LEASE_MS = 60_000
+
+/** One renewal round over these runs and unwritten claims, at local time `now`; returns the runs it lost. */
+const renew = (repo: QueueRepo.Service, runs: ReadonlyArray<Running>, unrecorded: ReadonlyArray<Claim>, now: number) =>
+  Effect.gen(function*() {
+    const lost: Array<Running> = []
+    yield* Renewer.renewOnce({
+      repo,
+      leaseMs: LEASE_MS,
+      running: new Set(runs),
+      unrecorded: () => unrecorded,
+      publisher: yield* Publisher.make,
+      onLost: (entry) => Effect.sync(() => lost.push(entry)),
+      now: () => now
+    })
+    return lost
+  })
+
+// The lease renewer (src/internal/worker/renewer.ts) on a real SQLite file.
+describe("the renewer", () => {
+  it.live("renews the leases of running items and of outcomes not yet written, and moves the runs' deadlines", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      // Both leases nearly over (on the database's clock).
+      yield* sql.unsafe("UPDATE docket_items SET lease_until = 1000")
+      const run = runOf(a, 5)
+      const lost = yield* renew(repo, [run], [b], 1_000)
+      expect(lost).toEqual([])
+      expect(run.lost).toBe(false)
+      expect(run.deadline).toBe(1_000 + LEASE_MS)
+      const soon = Date.now() + LEASE_MS / 2
+      expect((yield* row(sql, a.id)).lease_until!).toBeGreaterThan(soon)
+      expect((yield* row(sql, b.id)).lease_until!).toBeGreaterThan(soon)
+    })))
+
+  it.live("a lease another worker took: only that run is lost, and the other worker keeps the item", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      yield* sql.unsafe("UPDATE docket_items SET lease_until = 0 WHERE id = ?", [a.id])
+      const [taken] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute" })
+      expect(taken.id).toBe(a.id)
+      const runA = runOf(a, 5)
+      const runB = runOf(b, 5)
+      const lost = yield* renew(repo, [runA, runB], [], 1_000)
+      expect(lost).toEqual([runA])
+      expect(runA.lost).toBe(true)
+      expect(runA.deadline).toBe(5)
+      expect(runB.lost).toBe(false)
+      expect(runB.deadline).toBe(1_000 + LEASE_MS)
+      const stored = yield* row(sql, a.id)
+      expect(stored.claimed_by).toBe("w2")
+      expect(Number(stored.lease_seq)).toBe(taken.token)
+    })))
+
+  it.live("when the database refuses the renewal, only the runs whose lease surely ran out are lost", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      yield* sql.unsafe(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON docket_items BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+      )
+      const expired = runOf(a, 999)
+      const current = runOf(b, 1_001)
+      const lost = yield* renew(repo, [expired, current], [], 1_000)
+      expect(lost).toEqual([expired])
+      expect(expired.lost).toBe(true)
+      expect(current.lost).toBe(false)
+      expect(current.deadline).toBe(1_001)
+    })))
+
+  it.live("runs already lost are not renewed again; nothing to renew sends nothing", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo } = yield* freshRepo
+      const [a] = yield* claimed(repo, 1)
+      const run = runOf(a, 5)
+      run.lost = true
+      let calls = 0
+      const counted: QueueRepo.Service = {
+        ...repo,
+        extendMany: (claims, lease) => Effect.zipRight(Effect.sync(() => calls++), repo.extendMany(claims, lease))
+      }
+      expect(yield* renew(counted, [run], [], 1_000)).toEqual([])
+      expect(calls).toBe(0)
+      expect(run.deadline).toBe(5)
+    })))
+})

@@ -1,0 +1,55 @@
+/**
+ * For the worker parts' own tests: a real QueueRepo on a fresh SQLite file,
+ * claims made through it, and runs as the pool tracks them.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, type Scope } from "effect"
+import type { Claim } from "../../src/Domain.js"
+import type { Running, Slot } from "../../src/internal/worker/state.js"
+import * as QueueRepo from "../../src/QueueRepo.js"
+import { repoLayer, sqliteBackend } from "../support/db.js"
+
+const backend = sqliteBackend()
+export const cleanup = () => backend.cleanup()
+
+/** The repository and SqlClient over a fresh SQLite file, for the scope. */
+export const freshRepo: Effect.Effect<
+  { readonly repo: QueueRepo.Service; readonly sql: SqlClient.SqlClient },
+  unknown,
+  Scope.Scope
+> = Effect.gen(function*() {
+  const url = yield* Effect.promise(() => backend.fresh())
+  const context = yield* Layer.build(repoLayer(url))
+  return Effect.runSync(
+    Effect.all({ repo: QueueRepo.QueueRepo, sql: SqlClient.SqlClient }).pipe(Effect.provide(context))
+  )
+})
+
+/** Enqueues `n` items of kind "job" and claims them all for `worker`. */
+export const claimed = (repo: QueueRepo.Service, n: number, worker = "w1", lease = "1 minute") =>
+  Effect.gen(function*() {
+    yield* repo.enqueueMany(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: i })))
+    return yield* repo.claim({ worker, limit: n, lease })
+  })
+
+/** A run of `claim` in a slot of its own, as the pool tracks it. */
+export const runOf = (claim: Claim, deadline: number): Running => {
+  const slot: Slot = { fiber: undefined, current: undefined, controller: undefined }
+  const entry: Running = { claim, slot, deadline, lost: false }
+  slot.current = entry
+  return entry
+}
+
+/** A row of the queue table, as stored. */
+export const row = (sql: SqlClient.SqlClient, id: number) =>
+  Effect.map(
+    sql.unsafe<{ state: string; lease_until: number | null; lease_seq: number; claimed_by: string | null }>(
+      "SELECT state, lease_until, lease_seq, claimed_by FROM docket_items WHERE id = ?",
+      [id]
+    ),
+    (rows) => rows[0]
+  )
+
+/** Rows left in the queue table. */
+export const countRows = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql.unsafe<{ n: number }>("SELECT count(*) AS n FROM docket_items"), (rows) => Number(rows[0].n))
