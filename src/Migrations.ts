@@ -13,63 +13,11 @@
 import { SqlClient } from "@effect/sql"
 import * as Migrator from "@effect/sql/Migrator"
 import { Effect, Schedule } from "effect"
-import { readdirSync, readFileSync } from "node:fs"
-import { fileURLToPath } from "node:url"
 import { MigrationFailed } from "./Errors.js"
+import { files, type MigrationFile } from "./internal/migrationFiles.js"
 
 /** The bookkeeping table (migration id, name, time applied). */
 export const TABLE = "docket_migrations"
-
-/** Where the SQL files are. */
-export const directory = (dialect: "pg" | "sqlite"): string =>
-  fileURLToPath(new URL(`../migrations/${dialect}/`, import.meta.url))
-
-export interface MigrationFile {
-  readonly id: number
-  readonly name: string
-  readonly statements: ReadonlyArray<string>
-}
-
-/**
- * Splits a migration file at `;` ending a line (Docket's migration files keep
- * to that), except inside dollar-quoted text (a function's body).
- */
-export const splitStatements = (text: string): ReadonlyArray<string> => {
-  const statements: Array<string> = []
-  let start = 0
-  let quote: string | undefined
-  const token = /\$[A-Za-z_]*\$|;[ \t]*(?:\r?\n|$)/g
-  for (let match = token.exec(text); match !== null; match = token.exec(text)) {
-    if (match[0].startsWith("$")) {
-      if (quote === undefined) quote = match[0]
-      else if (quote === match[0]) quote = undefined
-    } else if (quote === undefined) {
-      statements.push(text.slice(start, match.index))
-      start = match.index + match[0].length
-    }
-  }
-  statements.push(text.slice(start))
-  return statements
-    .map((statement) => statement.replace(/^\s*--.*$/gm, "").trim())
-    .filter((statement) => statement.length > 0)
-}
-
-/** Reads the migration files of a dialect, in order. */
-export const files = (dialect: "pg" | "sqlite"): Effect.Effect<ReadonlyArray<MigrationFile>, MigrationFailed> =>
-  Effect.try({
-    try: () => {
-      const dir = directory(dialect)
-      return readdirSync(dir)
-        .flatMap((file) => {
-          const match = /^(\d+)_([\w-]+)\.sql$/.exec(file)
-          return match === null
-            ? []
-            : [{ id: Number(match[1]), name: match[2], statements: splitStatements(readFileSync(dir + file, "utf8")) }]
-        })
-        .sort((a, b) => a.id - b.id)
-    },
-    catch: (cause) => new MigrationFailed({ reason: `cannot read the migration files for ${dialect}`, cause })
-  })
 
 const loader = (migrations: ReadonlyArray<MigrationFile>): Migrator.Loader =>
   Effect.succeed(

@@ -13,7 +13,7 @@
  * `Effect.die`: retried). Each is recorded in the item's `last_error` as
  * `<Tag>: <message>`.
  */
-import { Cause, Data, Duration, Option } from "effect"
+import { Data, Duration } from "effect"
 
 /** Try again: after `delay`, or after the kind's backoff when no delay is given. */
 export class Retry extends Data.TaggedError("Retry")<{
@@ -44,44 +44,4 @@ export class Timeout extends Data.TaggedError("Timeout")<{ readonly after: Durat
   override get message(): string {
     return `the handler ran longer than ${Duration.format(this.after)}`
   }
-}
-
-/** What the runtime does with an item after its handler ends. */
-export type Decision =
-  | { readonly _tag: "Done" }
-  | { readonly _tag: "Retry"; readonly error: string; readonly delay: Option.Option<Duration.Duration> }
-  | { readonly _tag: "Dead"; readonly error: string }
-
-const describeError = (error: unknown): string => {
-  if (error instanceof Error) {
-    const tag = (error as { _tag?: unknown })._tag
-    const name = typeof tag === "string" ? tag : error.name
-    return error.message ? `${name}: ${error.message}` : name
-  }
-  if (typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string") {
-    const message = "message" in error && typeof error.message === "string" ? error.message : JSON.stringify(error)
-    return `${error._tag}: ${message}`
-  }
-  return `Error: ${typeof error === "string" ? error : JSON.stringify(error) ?? String(error)}`
-}
-
-/** Decides an item's fate from its handler's failure cause (interruptions are handled by the caller). */
-export const decide = (cause: Cause.Cause<unknown>): Decision => {
-  const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) {
-    const error = failure.value
-    if (error instanceof Permanent || error instanceof Cancel) return { _tag: "Dead", error: describeError(error) }
-    if (error instanceof Retry) {
-      return {
-        _tag: "Retry",
-        error: describeError(error),
-        delay: error.delay === undefined ? Option.none() : Option.some(Duration.decode(error.delay))
-      }
-    }
-    return { _tag: "Retry", error: describeError(error), delay: Option.none() }
-  }
-  const defect = Cause.dieOption(cause)
-  const squashed = Option.isSome(defect) ? defect.value : Cause.squash(cause)
-  const text = squashed instanceof Error ? `${squashed.name}: ${squashed.message}` : String(squashed)
-  return { _tag: "Retry", error: `Defect: ${text}`, delay: Option.none() }
 }

@@ -3,7 +3,7 @@
  * except inside dollar-quoted text (a PostgreSQL function's body).
  */
 import { describe, expect, it } from "vitest"
-import { splitStatements } from "../src/Migrations.js"
+import { splitStatements } from "../src/internal/migrationFiles.js"
 
 describe("splitStatements", () => {
   it("splits at a ; ending a line and drops comment lines", () => {

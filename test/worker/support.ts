@@ -3,7 +3,7 @@
  * claims made through it, and runs as the pool tracks them.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, type Scope } from "effect"
+import { type Duration, Effect, Layer, type Scope } from "effect"
 import type { Claim } from "../../src/Domain.js"
 import type { Running, Slot } from "../../src/internal/worker/state.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
@@ -26,7 +26,7 @@ export const freshRepo: Effect.Effect<
 })
 
 /** Enqueues `n` items of kind "job" and claims them all for `worker`. */
-export const claimed = (repo: QueueRepo.Service, n: number, worker = "w1", lease = "1 minute") =>
+export const claimed = (repo: QueueRepo.Service, n: number, worker = "w1", lease: Duration.DurationInput = "1 minute") =>
   Effect.gen(function*() {
     yield* repo.enqueueMany(Array.from({ length: n }, (_, i) => ({ kind: "job", payload: i })))
     return yield* repo.claim({ worker, limit: n, lease })
