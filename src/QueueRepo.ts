@@ -23,7 +23,7 @@ import { InvalidInput, StorageError } from "./Errors.js"
 import type { Dialect, FailRow, Fence, InsertRow } from "./internal/dialect.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as Pg from "./internal/pg.js"
-import { type ClaimRow, type FencedRow, type ItemRow, type KeyRow, num, numOrNull, type OutcomeRow } from "./internal/rows.js"
+import { type ClaimRow, type FencedRow, type FencedStateRow, type ItemRow, type KeyRow, num, numOrNull } from "./internal/rows.js"
 import * as Sqlite from "./internal/sqlite.js"
 import { spanIfTraced } from "./internal/tracing.js"
 import * as V from "./internal/validate.js"
@@ -423,11 +423,11 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
   // the per-item retry resolves that too.
   const withTwinFallback = <Row extends Fence>(
     rows: ReadonlyArray<Row>,
-    apply: (rows: ReadonlyArray<Row>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
+    apply: (rows: ReadonlyArray<Row>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   ): Effect.Effect<Map<string, string>, SqlError> => {
-    const collect = (result: ReadonlyArray<OutcomeRow>) =>
+    const collect = (result: ReadonlyArray<FencedStateRow>) =>
       new Map(result.map((r) => [fenceKey(num(r.id), num(r.lease_seq)), r.outcome]))
-    const one = (row: Row, attemptsLeft: number): Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError> =>
+    const one = (row: Row, attemptsLeft: number): Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError> =>
       apply([row]).pipe(
         Effect.catchIf(
           (error) => attemptsLeft > 0 && dialect.isUniqueViolation(error),
