@@ -1,13 +1,15 @@
 /**
- * The storage operations one SQL dialect must provide. `QueueRepo` validates
- * input, maps errors and decodes rows; a dialect only runs statements. Every
- * statement is a constant text with positional parameters: no input is ever
- * spliced into SQL.
+ * The storage operations one SQL dialect must provide. `QueueRepo` (its parts
+ * in internal/store/) validates input, maps errors and decodes rows; a dialect
+ * (internal/pg.ts, internal/sqlite.ts) only encodes parameters and runs the
+ * statements of internal/sql/. Every statement is a constant text with
+ * positional parameters: no input is ever spliced into SQL.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
 
+/** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
 export interface InsertRow {
   readonly kind: string
   readonly payload: string
@@ -19,22 +21,26 @@ export interface InsertRow {
   readonly maxAttempts: number
 }
 
+/** What a change after a claim presents: the item and the claim's token. */
 export interface Fence {
   readonly id: number
   readonly token: number
 }
 
+/** One failure to record. */
 export interface FailRow extends Fence {
   readonly error: string
   /** Delay before the retry, or null for dead at once. */
   readonly delayMs: number | null
 }
 
+/** A checked dead-item selection: by ids, or all (of one kind or any) when `ids` is null. */
 export interface DeadSelection {
   readonly ids: ReadonlyArray<number> | null
   readonly kind: string | null
 }
 
+/** One dialect's statements, bound to a `SqlClient`. */
 export interface Dialect {
   readonly name: "pg" | "sqlite"
   /** Inserts rows in order, skipping those whose key a waiting item holds; returns inserted rows in id order. */
@@ -51,9 +57,9 @@ export interface Dialect {
   ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
   readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   /** outcome: "waiting" | "dead" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
-  readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
+  readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   /** outcome: "waiting" | "absorbed". */
-  readonly release: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<OutcomeRow>, SqlError>
+  readonly release: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   readonly extend: (fences: ReadonlyArray<Fence>, leaseMs: number) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   readonly stats: Effect.Effect<ReadonlyArray<StatsRow>, SqlError>
   readonly get: (id: number) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>

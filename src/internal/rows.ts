@@ -1,7 +1,10 @@
 /**
- * Row shapes as the drivers return them, and their mapping to Docket's types.
- * The pg driver returns bigint columns as strings; SQLite returns numbers.
+ * Row shapes as the drivers return them (internal/store/decode.ts maps them to
+ * Docket's types). The pg driver returns bigint columns as strings; SQLite
+ * returns numbers.
  */
+
+/** Every column of an item (sql/columns.ts, ITEM_COLUMNS). */
 export interface ItemRow {
   readonly id: number | string
   readonly kind: string
@@ -23,12 +26,14 @@ export interface ItemRow {
 /** What a claim returns: the item's columns a run needs (state, claimer and update time are known). */
 export type ClaimRow = Omit<ItemRow, "state" | "claimed_by" | "updated_at">
 
+/** What an insert or a dedupe look-up returns: an item's id, kind and key. */
 export interface KeyRow {
   readonly id: number | string
   readonly kind: string
   readonly dedupe_key: string | null
 }
 
+/** An item's id (what the dead-item tools return). */
 export interface IdRow {
   readonly id: number | string
 }
@@ -39,10 +44,15 @@ export interface FencedRow {
   readonly lease_seq: number | string
 }
 
-export interface OutcomeRow extends FencedRow {
+/**
+ * A row a fenced change of state applied to, and the state it went to
+ * (fail: "waiting", "dead" or "absorbed"; release: "waiting" or "absorbed").
+ */
+export interface FencedStateRow extends FencedRow {
   readonly outcome: string
 }
 
+/** One kind's counts (sql/stats.ts). */
 export interface StatsRow {
   readonly kind: string
   readonly due: number | string | null
@@ -51,16 +61,10 @@ export interface StatsRow {
   readonly dead: number | string | null
 }
 
+/** A driver's number (a bigint column arrives as a string from pg), null as 0. */
 export const num = (value: number | string | null | undefined): number =>
   typeof value === "number" ? value : value === null || value === undefined ? 0 : Number(value)
 
+/** As `num`, keeping null. */
 export const numOrNull = (value: number | string | null | undefined): number | null =>
   value === null || value === undefined ? null : num(value)
-
-/** ITEM_COLUMNS is the column list every item-returning statement selects, in both dialects. */
-export const ITEM_COLUMNS =
-  "id, kind, payload, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error, claimed_by, lease_until, lease_seq, created_at, updated_at"
-
-/** The columns of ClaimRow, in both dialects. */
-export const CLAIM_COLUMNS =
-  "id, kind, payload, dedupe_key, priority, run_at, attempts, max_attempts, last_error, lease_until, lease_seq, created_at"

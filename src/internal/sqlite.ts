@@ -1,8 +1,11 @@
 /**
- * SQLite statements. Batches travel as one JSON array parameter expanded with
- * `json_each`, so one prepared statement serves any batch size. SQLite has one
- * writer at a time: every multi-statement operation starts with a write, so
- * its transaction holds the write lock from its first statement (a deferred
+ * The SQLite dialect: binds the statements of internal/sql/ (each file's
+ * `sqlite` texts) to a `SqlClient`. Batches travel as one JSON array parameter
+ * expanded with `json_each`, so one prepared statement serves any batch size;
+ * this module encodes them, rewrites the numbered parameters for the driver,
+ * and runs the statements (claims unsynced, below). SQLite has one writer at a
+ * time: every multi-statement operation starts with a write, so its
+ * transaction holds the write lock from its first statement (a deferred
  * transaction that reads first could fail to upgrade).
  */
 import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
@@ -10,135 +13,20 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
-import { statsSql } from "./pg.js"
-import type { ClaimRow, FencedRow, IdRow, ItemRow, KeyRow, OutcomeRow, StatsRow } from "./rows.js"
-import { CLAIM_COLUMNS, ITEM_COLUMNS } from "./rows.js"
-
-export const NOW = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-
-// `WHERE true` is SQLite's documented way to let ON CONFLICT follow INSERT ... SELECT.
-const INSERT = `
-INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
-SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,
-       coalesce(j.value ->> 4, n.ms + (j.value ->> 5)), j.value ->> 6, n.ms, n.ms
-FROM json_each(?1) j, (SELECT ${NOW} AS ms) n
-WHERE true
-ORDER BY j.key
-ON CONFLICT DO NOTHING
-RETURNING id, kind, dedupe_key`
-
-const FIND_WAITING = `
-SELECT i.id, i.kind, i.dedupe_key FROM docket_items i
-JOIN json_each(?1) p ON i.kind = p.value ->> 0 AND i.dedupe_key = p.value ->> 1
-WHERE i.state = 'waiting' AND i.dedupe_key IS NOT NULL`
-
-// The same two sources as on PostgreSQL (expired leases and waiting items,
-// the batch being the first of their union in claim order: see pg.ts), in one
-// UPDATE ... RETURNING: SQLite serialises writers, so no two claimers can take
-// one item.
-const CLAIM = `
-UPDATE docket_items
-SET state = 'running', attempts = attempts + 1, lease_seq = lease_seq + 1, claimed_by = ?1,
-    lease_until = ${NOW} + ?3, updated_at = ${NOW}
-WHERE id IN (
-  SELECT id FROM (
-    SELECT * FROM (
-      SELECT i.id, i.priority, i.run_at FROM docket_items i
-      WHERE i.state = 'running' AND i.lease_until <= ${NOW}
-        AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
-      ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
-    UNION ALL
-    SELECT * FROM (
-      SELECT i.id, i.priority, i.run_at FROM docket_items i
-      WHERE i.state = 'waiting' AND i.run_at <= ${NOW}
-        AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
-        AND (i.dedupe_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM docket_items r
-          WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
-            AND r.lease_until > ${NOW}))
-      ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
-  ) ORDER BY priority DESC, run_at, id LIMIT ?2
-)
-RETURNING ${CLAIM_COLUMNS}`
-
-const COMPLETE = `
-DELETE FROM docket_items
-WHERE state = 'running' AND (id, lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-RETURNING id, lease_seq`
-
-// Absorption first (see pg.ts): a retrying keyed item whose key a waiting twin holds is deleted.
-const FAIL_ABSORB = `
-DELETE FROM docket_items AS d
-WHERE d.state = 'running' AND d.dedupe_key IS NOT NULL AND d.attempts < d.max_attempts
-  AND EXISTS (SELECT 1 FROM json_each(?1) j
-              WHERE j.value ->> 0 = d.id AND j.value ->> 1 = d.lease_seq AND j.value ->> 3 IS NOT NULL)
-  AND EXISTS (SELECT 1 FROM docket_items w
-              WHERE w.state = 'waiting' AND w.kind = d.kind AND w.dedupe_key = d.dedupe_key)
-RETURNING id, lease_seq, 'absorbed' AS outcome`
-
-const FAIL_UPDATE = `
-UPDATE docket_items AS u
-SET state = CASE WHEN c.delay_ms IS NOT NULL AND u.attempts < u.max_attempts THEN 'waiting' ELSE 'dead' END,
-    run_at = CASE WHEN c.delay_ms IS NOT NULL AND u.attempts < u.max_attempts THEN ${NOW} + c.delay_ms ELSE u.run_at END,
-    last_error = c.error, claimed_by = NULL, lease_until = NULL, updated_at = ${NOW}
-FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS seq, j.value ->> 2 AS error, j.value ->> 3 AS delay_ms
-      FROM json_each(?1) j) AS c
-WHERE u.id = c.id AND u.lease_seq = c.seq AND u.state = 'running'
-RETURNING id, lease_seq, state AS outcome`
-
-const RELEASE_ABSORB = `
-DELETE FROM docket_items AS d
-WHERE d.state = 'running' AND d.dedupe_key IS NOT NULL
-  AND (d.id, d.lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-  AND EXISTS (SELECT 1 FROM docket_items w
-              WHERE w.state = 'waiting' AND w.kind = d.kind AND w.dedupe_key = d.dedupe_key)
-RETURNING id, lease_seq, 'absorbed' AS outcome`
-
-const RELEASE_UPDATE = `
-UPDATE docket_items
-SET state = 'waiting', attempts = max(attempts - 1, 0), claimed_by = NULL, lease_until = NULL, updated_at = ${NOW}
-WHERE state = 'running' AND (id, lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-RETURNING id, lease_seq, 'waiting' AS outcome`
-
-const EXTEND = `
-UPDATE docket_items SET lease_until = ${NOW} + ?2, updated_at = ${NOW}
-WHERE state = 'running' AND (id, lease_seq) IN (SELECT j.value ->> 0, j.value ->> 1 FROM json_each(?1) j)
-RETURNING id, lease_seq`
-
-const GET = `SELECT ${ITEM_COLUMNS} FROM docket_items WHERE id = ?1`
-
-const LIST_DEAD = `
-SELECT ${ITEM_COLUMNS} FROM docket_items
-WHERE state = 'dead' AND (?1 IS NULL OR kind = ?1) AND id > ?2
-ORDER BY id LIMIT ?3`
-
-// See pg.ts: one item per (kind, key) is retried, and none whose key a waiting item holds.
-const RETRY_DEAD = `
-UPDATE docket_items
-SET state = 'waiting', attempts = 0, run_at = ${NOW}, claimed_by = NULL, lease_until = NULL, updated_at = ${NOW}
-WHERE id IN (
-  SELECT min(d.id) FROM docket_items d
-  WHERE d.state = 'dead' AND (?1 IS NULL OR d.id IN (SELECT value FROM json_each(?1)))
-    AND (?2 IS NULL OR d.kind = ?2)
-    AND (d.dedupe_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM docket_items w WHERE w.state = 'waiting' AND w.kind = d.kind AND w.dedupe_key = d.dedupe_key))
-  GROUP BY d.kind, d.dedupe_key IS NULL, coalesce(d.dedupe_key, d.id)
-)
-RETURNING id`
-
-const DELETE_DEAD = `
-DELETE FROM docket_items
-WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) AND (?2 IS NULL OR kind = ?2)
-RETURNING id`
-
-// The next waiting item not yet due, through docket_items_scheduled (see
-// NEXT_DUE in pg.ts and migrations/sqlite/0004_scheduled_index.sql).
-const NEXT_DUE = `
-SELECT min(
-  coalesce((SELECT min(run_at) FROM docket_items
-            WHERE state = 'waiting' AND run_at > created_at AND run_at > ${NOW}), 9007199254740991),
-  coalesce((SELECT min(lease_until) FROM docket_items WHERE state = 'running'), 9007199254740991)
-) - ${NOW} AS wait_ms`
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import * as Claim from "./sql/claim.js"
+import * as Complete from "./sql/complete.js"
+import * as DeleteDead from "./sql/deleteDead.js"
+import * as Extend from "./sql/extend.js"
+import * as Fail from "./sql/fail.js"
+import * as FindWaiting from "./sql/findWaiting.js"
+import * as Get from "./sql/get.js"
+import * as Insert from "./sql/insert.js"
+import * as ListDead from "./sql/listDead.js"
+import * as NextDue from "./sql/nextDue.js"
+import * as Release from "./sql/release.js"
+import * as RetryDead from "./sql/retryDead.js"
+import * as Stats from "./sql/stats.js"
 
 const fencesJson = (fences: ReadonlyArray<{ readonly id: number; readonly token: number }>) =>
   JSON.stringify(fences.map((f) => [f.id, f.token]))
@@ -209,6 +97,7 @@ const unsyncedClaims = (sql: SqlClient) => {
       })))
 }
 
+/** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
   const claimUnsynced = unsyncedClaims(sql)
   const compiled = (text: string, params: ReadonlyArray<unknown>) => {
@@ -224,37 +113,37 @@ export const make = (sql: SqlClient): Dialect => {
   return {
     name: "sqlite",
     insert: (rows) =>
-      run<KeyRow>(INSERT, [
+      run<KeyRow>(Insert.sqlite, [
         JSON.stringify(rows.map((r) => [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts]))
       ]).pipe(Effect.map((inserted) => [...inserted].sort((a, b) => Number(a.id) - Number(b.id)))),
-    findWaiting: (pairs) => run<KeyRow>(FIND_WAITING, [JSON.stringify(pairs)]),
+    findWaiting: (pairs) => run<KeyRow>(FindWaiting.sqlite, [JSON.stringify(pairs)]),
     claim: (worker, limit, leaseMs, kinds) => {
       const params = [worker, limit, leaseMs, kinds === null ? null : JSON.stringify(kinds)]
       // In the caller's transaction the claim commits with it.
       return Effect.flatMap(Effect.serviceOption(TransactionConnection), (tx) => {
-        if (Option.isSome(tx)) return run<ClaimRow>(CLAIM, params)
-        const c = compiled(CLAIM, params)
+        if (Option.isSome(tx)) return run<ClaimRow>(Claim.sqlite, params)
+        const c = compiled(Claim.sqlite, params)
         return claimUnsynced(c.text, c.params)
       })
     },
-    complete: (fences) => run<FencedRow>(COMPLETE, [fencesJson(fences)]),
+    complete: (fences) => run<FencedRow>(Complete.sqlite, [fencesJson(fences)]),
     fail: (rows) => {
       const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs]))
-      return both(run<OutcomeRow>(FAIL_ABSORB, [json]), run<OutcomeRow>(FAIL_UPDATE, [json]))
+      return both(run<FencedStateRow>(Fail.sqliteAbsorb, [json]), run<FencedStateRow>(Fail.sqliteUpdate, [json]))
     },
     release: (fences) => {
       const json = fencesJson(fences)
-      return both(run<OutcomeRow>(RELEASE_ABSORB, [json]), run<OutcomeRow>(RELEASE_UPDATE, [json]))
+      return both(run<FencedStateRow>(Release.sqliteAbsorb, [json]), run<FencedStateRow>(Release.sqliteUpdate, [json]))
     },
-    extend: (fences, leaseMs) => run<FencedRow>(EXTEND, [fencesJson(fences), leaseMs]),
-    stats: run<StatsRow>(statsSql(NOW), []),
-    get: (id) => run<ItemRow>(GET, [id]),
-    listDead: (kind, afterId, limit) => run<ItemRow>(LIST_DEAD, [kind, afterId, limit]),
+    extend: (fences, leaseMs) => run<FencedRow>(Extend.sqlite, [fencesJson(fences), leaseMs]),
+    stats: run<StatsRow>(Stats.sqlite, []),
+    get: (id) => run<ItemRow>(Get.sqlite, [id]),
+    listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.sqlite, [kind, afterId, limit]),
     retryDead: (selection) =>
-      run<IdRow>(RETRY_DEAD, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+      run<IdRow>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
     deleteDead: (selection) =>
-      run<IdRow>(DELETE_DEAD, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
-    nextDue: run<{ wait_ms: number | string | null }>(NEXT_DUE, []),
+      run<IdRow>(DeleteDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+    nextDue: run<{ wait_ms: number | string | null }>(NextDue.sqlite, []),
     isUniqueViolation: (error: SqlError) => {
       const cause = error.cause
       return typeof cause === "object" && cause !== null && "code" in cause &&

@@ -1,0 +1,13 @@
+/** Delete dead: dead items removed for good, by id or all (optionally of one kind). */
+
+/** PostgreSQL: $1 the ids or NULL for all, $2 the kind or NULL for all. */
+export const pg = `
+DELETE FROM docket_items
+WHERE state = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[])) AND ($2::text IS NULL OR kind = $2)
+RETURNING id`
+
+/** SQLite: ?1 a JSON array of ids or NULL for all, ?2 the kind or NULL for all. */
+export const sqlite = `
+DELETE FROM docket_items
+WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) AND (?2 IS NULL OR kind = ?2)
+RETURNING id`

@@ -1,0 +1,67 @@
+/**
+ * Enqueue: inserting items, in input order, skipping those whose key a waiting
+ * item holds (the dedupe protocol around it: internal/store/enqueue.ts).
+ */
+import * as Now from "./clock.js"
+import { NOTIFY_CHANNEL } from "./notify.js"
+
+// A batch insert, in input order (ids follow ORDER BY ord). The payloads
+// travel as one JSON array (their JSON texts joined: no per-item escaping on
+// the client, one parse on the server; `json` keeps each element's text as
+// sent). Every other column is either an array ($1, $3-$7) or, when the whole
+// batch shares one value, a NULL array and the scalar ($8-$12): a bulk enqueue
+// of one kind sends little besides its payloads. Measured on 20,000 rows in
+// batches of 2,000 against the text-array form this replaces: 1.5-1.8x.
+//
+// Keyed batches skip rows whose key a waiting item (or an earlier row of this
+// batch) holds (ON CONFLICT DO NOTHING) and return the inserted rows. A batch
+// without keys cannot conflict (the unique index covers keyed rows only), so
+// it inserts without ON CONFLICT (speculative insertion wrote an extra WAL
+// record per row: 6-17% of the statement) and returns its ids as one array.
+// One NOTIFY per statement, delivered when the enclosing transaction commits.
+const pgMany = (keyed: boolean) => `
+WITH ins AS (
+  INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
+  SELECT coalesce(t.kind, $8), t.payload::text, t.dedupe_key, coalesce(t.priority, $9),
+         coalesce(t.run_at, $10, ${Now.pg} + coalesce(t.delay_ms, $11)), coalesce(t.max_attempts, $12),
+         ${Now.pg}, ${Now.pg}
+  FROM ROWS FROM (json_array_elements($2::json), unnest($1::text[]), unnest($3::text[]), unnest($4::int[]),
+                  unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::int[]))
+    WITH ORDINALITY AS t(payload, kind, dedupe_key, priority, run_at, delay_ms, max_attempts, ord)
+  ORDER BY t.ord
+  ${keyed ? "ON CONFLICT DO NOTHING" : ""}
+  RETURNING id, kind, dedupe_key
+)
+${
+  keyed
+    ? "SELECT id, kind, dedupe_key, (SELECT pg_notify('" + NOTIFY_CHANNEL + "', 'enqueued')) IS NULL AS notified FROM ins ORDER BY id"
+    : "SELECT array_agg(id ORDER BY id)::text AS ids, (SELECT pg_notify('" + NOTIFY_CHANNEL + "', 'enqueued')) IS NULL AS notified FROM ins"
+}`
+
+/** PostgreSQL, a batch with at least one key: returns the inserted rows (`KeyRow`) in id order. */
+export const pgKeyed = pgMany(true)
+
+/** PostgreSQL, a batch without keys: returns one row, `ids`, every inserted id as an array in id order. */
+export const pgPlain = pgMany(false)
+
+/**
+ * PostgreSQL, one item (the common case): a server-side function with a kept
+ * plan (migrations/pg/0003_enqueue_function.sql), the same dedupe and NOTIFY.
+ */
+export const pgOne = `SELECT new_id AS id, new_kind AS kind, new_key AS dedupe_key
+FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int)`
+
+/**
+ * SQLite, any batch: ?1 is a JSON array of [kind, payload, key, priority,
+ * runAt, delayMs, maxAttempts] rows. `WHERE true` is SQLite's documented way
+ * to let ON CONFLICT follow INSERT ... SELECT.
+ */
+export const sqlite = `
+INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,
+       coalesce(j.value ->> 4, n.ms + (j.value ->> 5)), j.value ->> 6, n.ms, n.ms
+FROM json_each(?1) j, (SELECT ${Now.sqlite} AS ms) n
+WHERE true
+ORDER BY j.key
+ON CONFLICT DO NOTHING
+RETURNING id, kind, dedupe_key`

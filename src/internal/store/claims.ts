@@ -1,0 +1,73 @@
+/**
+ * Claiming, and every change the holder of a claim makes after it (complete,
+ * fail, release, extend). Each change is fenced by the claim's token
+ * (./fence.ts): a worker whose lease was lost, and whose item another worker
+ * claimed, changes nothing.
+ */
+import { Effect } from "effect"
+import type { FailOutcome, ReleaseOutcome } from "../../Domain.js"
+import type { Service } from "../../QueueRepo.js"
+import type { Dialect, FailRow } from "../dialect.js"
+import * as V from "../validate.js"
+import { claimOrder, storage, toClaim, toFailOutcome, toReleaseOutcome } from "./decode.js"
+import { applied, fence, fenceKey, withTwinFallback } from "./fence.js"
+
+/** The operations on claims. */
+export type Claims = Pick<
+  Service,
+  "claim" | "complete" | "completeMany" | "fail" | "failMany" | "release" | "releaseMany" | "extend" | "extendMany"
+>
+
+/** The claim and its fenced changes over a dialect. */
+export const make = (dialect: Dialect): Claims => {
+  const self: Claims = {
+    claim: ({ kinds, lease, limit, worker }) =>
+      Effect.gen(function*() {
+        const w = yield* V.lift(V.checkWorker(worker))
+        const n = yield* V.lift(V.checkIntegerIn("limit", limit, 1, V.MAX_CLAIM_LIMIT))
+        const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
+        if (kinds !== undefined) {
+          for (const kind of kinds) yield* V.lift(V.checkKind(kind))
+        }
+        const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds).pipe(
+          Effect.mapError(storage("claim"))
+        )
+        return rows.map((row) => toClaim(row, w)).sort(claimOrder)
+      }),
+    complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
+    completeMany: (claims) =>
+      claims.length === 0 ? Effect.succeed([]) : dialect.complete(claims.map(fence)).pipe(
+        Effect.map((rows) => applied(claims, rows)),
+        Effect.mapError(storage("complete"))
+      ),
+    fail: (claim, error, next) => Effect.map(self.failMany([{ claim, error, next }]), (r) => r[0]),
+    failMany: (failures) =>
+      Effect.gen(function*() {
+        if (failures.length === 0) return []
+        const rows: Array<FailRow> = []
+        for (const { claim, error, next } of failures) {
+          const delayMs = next._tag === "Dead" ? null : yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS))
+          rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs })
+        }
+        const outcomes = yield* withTwinFallback(dialect, rows, dialect.fail).pipe(Effect.mapError(storage("fail")))
+        return failures.map(({ claim }): FailOutcome => toFailOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
+      }),
+    release: (claim) => Effect.map(self.releaseMany([claim]), (r) => r[0]),
+    releaseMany: (claims) =>
+      claims.length === 0 ? Effect.succeed([]) : withTwinFallback(dialect, claims.map(fence), dialect.release).pipe(
+        Effect.map((outcomes) =>
+          claims.map((claim): ReleaseOutcome => toReleaseOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
+        ),
+        Effect.mapError(storage("release"))
+      ),
+    extend: (claim, lease) => Effect.map(self.extendMany([claim], lease), (r) => r[0]),
+    extendMany: (claims, lease) =>
+      Effect.gen(function*() {
+        const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
+        if (claims.length === 0) return []
+        const rows = yield* dialect.extend(claims.map(fence), leaseMs).pipe(Effect.mapError(storage("extend")))
+        return applied(claims, rows)
+      })
+  }
+  return self
+}

@@ -1,0 +1,93 @@
+/**
+ * What the database returns, as Docket's values: rows decoded into claims,
+ * items, counts and waits, fenced states into outcomes, and a failed
+ * statement into a typed `StorageError`.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Duration, Option } from "effect"
+import type { Claim, Counts, FailOutcome, Item, ReleaseOutcome, Stats } from "../../Domain.js"
+import { StorageError } from "../../Errors.js"
+import { type ClaimRow, type IdRow, type ItemRow, num, numOrNull, type StatsRow } from "../rows.js"
+
+/** Maps a failed statement of `operation` to a `StorageError`. */
+export const storage = (operation: string) => (cause: SqlError) => new StorageError({ operation, cause })
+
+/** A claimed row as the claim `worker` holds. */
+export const toClaim = (row: ClaimRow, worker: string): Claim => ({
+  id: num(row.id),
+  token: num(row.lease_seq),
+  kind: row.kind,
+  payloadJson: row.payload,
+  key: row.dedupe_key,
+  priority: num(row.priority),
+  attempt: num(row.attempts),
+  maxAttempts: num(row.max_attempts),
+  runAt: num(row.run_at),
+  createdAt: num(row.created_at),
+  leaseUntil: num(row.lease_until),
+  worker,
+  lastError: row.last_error
+})
+
+const parsePayload = (json: string): unknown => {
+  try {
+    return JSON.parse(json)
+  } catch {
+    return json
+  }
+}
+
+/** Decodes a stored row for people and tools. */
+export const toItem = (row: ItemRow): Item => ({
+  id: num(row.id),
+  kind: row.kind,
+  payload: parsePayload(row.payload),
+  key: row.dedupe_key,
+  priority: num(row.priority),
+  state: row.state,
+  runAt: num(row.run_at),
+  attempts: num(row.attempts),
+  maxAttempts: num(row.max_attempts),
+  lastError: row.last_error,
+  claimedBy: row.claimed_by,
+  leaseUntil: numOrNull(row.lease_until),
+  createdAt: num(row.created_at),
+  updatedAt: num(row.updated_at)
+})
+
+/** Claim order: highest priority first, then run-after, then id. */
+export const claimOrder = (a: Claim, b: Claim) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id
+
+/** A failure's outcome from the state its fenced row went to (undefined: no row, the claim was stale). */
+export const toFailOutcome = (state: string | undefined): FailOutcome =>
+  state === undefined ? "stale" : state === "waiting" ? "retried" : state === "dead" ? "dead" : "absorbed"
+
+/** A release's outcome from the state its fenced row went to (undefined: no row, the claim was stale). */
+export const toReleaseOutcome = (state: string | undefined): ReleaseOutcome =>
+  state === undefined ? "stale" : state === "waiting" ? "released" : "absorbed"
+
+/** Per-kind counts and their totals. */
+export const toStats = (rows: ReadonlyArray<StatsRow>): Stats => {
+  const byKind: Record<string, Counts> = {}
+  const total = { due: 0, scheduled: 0, running: 0, dead: 0 }
+  for (const row of rows) {
+    const counts = { due: num(row.due), scheduled: num(row.scheduled), running: num(row.running), dead: num(row.dead) }
+    byKind[row.kind] = counts
+    total.due += counts.due
+    total.scheduled += counts.scheduled
+    total.running += counts.running
+    total.dead += counts.dead
+  }
+  return { ...total, byKind }
+}
+
+/** The next-due wait (sql/nextDue.ts): none when nothing is scheduled or leased, never negative. */
+export const toWait = (rows: ReadonlyArray<{ readonly wait_ms: number | string | null }>): Option.Option<Duration.Duration> => {
+  const wait = rows[0]?.wait_ms
+  if (wait === null || wait === undefined) return Option.none()
+  const ms = num(wait)
+  return ms > 1e14 ? Option.none() : Option.some(Duration.millis(Math.max(0, ms)))
+}
+
+/** The ids of the rows, ascending. */
+export const toIds = (rows: ReadonlyArray<IdRow>): Array<number> => rows.map((r) => num(r.id)).sort((a, b) => a - b)

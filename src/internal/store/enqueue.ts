@@ -1,0 +1,127 @@
+/**
+ * Enqueue: the dedupe insert protocol. A keyed row whose key a waiting item
+ * holds is not inserted; its result is that item (Deduplicated). Rows without
+ * a key are inserted in one statement, without the protocol's rounds.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Either } from "effect"
+import type { EnqueueResult } from "../../Domain.js"
+import type { InvalidInput, StorageError } from "../../Errors.js"
+import type { Service } from "../../QueueRepo.js"
+import type * as Wakeups from "../../Wakeups.js"
+import type { Dialect, InsertRow } from "../dialect.js"
+import { type KeyRow, num } from "../rows.js"
+import { spanIfTraced } from "../tracing.js"
+import { storage } from "./decode.js"
+import type { Prepare } from "./prepare.js"
+
+/** `enqueue` and `enqueueMany` over a dialect; this process's pools hear of new items through `wakeups`. */
+export const make = (
+  dialect: Dialect,
+  wakeups: Wakeups.Service,
+  prepare: Prepare
+): Pick<Service, "enqueue" | "enqueueMany"> => {
+  const enqueueRows = inserter(dialect, wakeups)
+  return {
+    enqueue: (kind, payload, opts = {}) =>
+      Effect.suspend((): Effect.Effect<EnqueueResult, InvalidInput | StorageError> => {
+        const row = prepare({ ...opts, kind, payload }, null)
+        if (Either.isLeft(row)) return Effect.fail(row.left)
+        return Effect.map(enqueueRows([row.right]), (results) => results[0])
+      }).pipe(spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })),
+    enqueueMany: (requests) =>
+      Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {
+        const list = Array.isArray(requests) ? requests : Array.from(requests)
+        const rows: Array<InsertRow> = new Array(list.length)
+        for (let i = 0; i < list.length; i++) {
+          const row = prepare(list[i], i)
+          if (Either.isLeft(row)) return Effect.fail(row.left)
+          rows[i] = row.right
+        }
+        return enqueueRows(rows)
+      }).pipe(
+        spanIfTraced("docket.enqueueMany", { attributes: { count: requests.length }, captureStackTrace: false })
+      )
+  }
+}
+
+// The insert of checked rows, with dedupe, then the wake-up: results in input order.
+const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
+  // Inserts, then looks up the waiting item for each keyed row that was skipped.
+  // If that item was claimed in between (so nothing waits any more), the row is
+  // inserted again: every result is either a new item or one that waited.
+  const insertAll = (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
+    Effect.gen(function*() {
+      const results: Array<EnqueueResult | undefined> = new Array(rows.length)
+      let pending = rows.map((_, i) => i)
+      for (let round = 0; pending.length > 0; round++) {
+        if (round === 5) {
+          return yield* Effect.die(new Error("enqueue: a keyed item kept changing state while enqueuing"))
+        }
+        const inserted = yield* dialect.insert(pending.map((i) => rows[i]))
+        const skipped = matchInserted(rows, pending, inserted, results)
+        if (skipped.length === 0) break
+        const pairs = skipped.map((i) => [rows[i].kind, rows[i].key!] as const)
+        const waiting = yield* dialect.findWaiting(pairs)
+        const byPair = new Map(waiting.map((w) => [pairKey(w.kind, w.dedupe_key!), num(w.id)]))
+        pending = []
+        for (const i of skipped) {
+          const id = byPair.get(pairKey(rows[i].kind, rows[i].key!))
+          if (id === undefined) pending.push(i)
+          else results[i] = { _tag: "Deduplicated", id }
+        }
+      }
+      return results as ReadonlyArray<EnqueueResult>
+    })
+
+  // This process's worker pools are woken at once (others by NOTIFY).
+  const announce = (results: ReadonlyArray<EnqueueResult>) =>
+    results.some((r) => r._tag === "Enqueued") ? wakeups.enqueued : Effect.void
+
+  // Rows without a key cannot be skipped: one insert, its rows matched to the
+  // input in order, no dedupe rounds (for a single enqueue the rounds' own
+  // machinery cost more CPU than the rest of Docket's work in it).
+  const insertUnkeyed = (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
+    Effect.map(dialect.insert(rows), (inserted) => {
+      const results: Array<EnqueueResult | undefined> = new Array(rows.length)
+      matchInserted(rows, rows.length === 1 ? [0] : rows.map((_, i) => i), inserted, results)
+      return results as ReadonlyArray<EnqueueResult>
+    })
+
+  return (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, StorageError> =>
+    rows.length === 0
+      ? Effect.succeed([])
+      : (rows.some((r) => r.key !== null) ? dialect.atomic(insertAll(rows)) : insertUnkeyed(rows)).pipe(
+        Effect.mapError(storage("enqueue")),
+        Effect.tap(announce)
+      )
+}
+
+const pairKey = (kind: string, key: string) => `${kind}\u0000${key}`
+
+// Walks the input in order beside the inserted rows (ascending ids follow
+// input order), recording each inserted row's id; returns the indexes of rows
+// that were skipped (their key was held).
+const matchInserted = (
+  rows: ReadonlyArray<InsertRow>,
+  pending: ReadonlyArray<number>,
+  inserted: ReadonlyArray<KeyRow>,
+  results: Array<EnqueueResult | undefined>
+): Array<number> => {
+  const skipped: Array<number> = []
+  let next = 0
+  for (const i of pending) {
+    const row = rows[i]
+    const candidate = inserted[next]
+    if (candidate !== undefined && candidate.kind === row.kind && (candidate.dedupe_key ?? null) === row.key) {
+      results[i] = { _tag: "Enqueued", id: num(candidate.id) }
+      next++
+    } else if (row.key === null) {
+      throw new Error(`enqueue: inserted rows do not follow input order at item ${i}`)
+    } else {
+      skipped.push(i)
+    }
+  }
+  if (next !== inserted.length) throw new Error("enqueue: more rows inserted than matched")
+  return skipped
+}
