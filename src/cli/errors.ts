@@ -5,6 +5,7 @@
  */
 import { ValidationError } from "@effect/cli"
 import { Cause, Data, Option } from "effect"
+import { errorLine, errorMessage } from "./format.js"
 
 /** Bad usage or bad input found by the command itself (exit 2). */
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly reason: string }> {
@@ -20,6 +21,7 @@ export class CommandFailed extends Data.TaggedError("CommandFailed")<{ readonly 
   }
 }
 
+/** A `UsageError` saying what is wrong. */
 export const usage = (reason: string) => new UsageError({ reason })
 
 /** What to print and which exit code, for an error that reached the top. */
@@ -29,18 +31,10 @@ export interface Report {
   readonly line: string | null
 }
 
-export const oneLine = (text: string): string => {
-  const line = text.replace(/\s*\r?\n\s*/g, " ").trim()
-  return line.length > 500 ? `${line.slice(0, 500)}…` : line
-}
-
 const tagOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
     ? error._tag
     : undefined
-
-const messageOf = (error: unknown): string =>
-  error instanceof Error ? error.message : typeof error === "string" ? error : String(error)
 
 /** Maps a typed failure to its exit code and line. */
 export const reportError = (error: unknown): Report => {
@@ -51,14 +45,14 @@ export const reportError = (error: unknown): Report => {
   switch (tagOf(error)) {
     case "UsageError":
     case "InvalidInput":
-      return { code: 2, line: oneLine(messageOf(error)) }
+      return { code: 2, line: errorLine(errorMessage(error)) }
     case "DatabaseUnavailable": {
       // A SQLite path that cannot be opened is bad input; an unreachable server is a failure.
       const target = String((error as { target?: unknown }).target ?? "")
-      return { code: /^postgres(ql)?:\/\//i.test(target) ? 1 : 2, line: oneLine(messageOf(error)) }
+      return { code: /^postgres(ql)?:\/\//i.test(target) ? 1 : 2, line: errorLine(errorMessage(error)) }
     }
     default:
-      return { code: 1, line: oneLine(messageOf(error)) }
+      return { code: 1, line: errorLine(errorMessage(error)) }
   }
 }
 
@@ -68,5 +62,5 @@ export const reportCause = (cause: Cause.Cause<unknown>): Report => {
   if (Option.isSome(failure)) return reportError(failure.value)
   const defect = Cause.dieOption(cause)
   const error = Option.isSome(defect) ? defect.value : Cause.squash(cause)
-  return { code: 1, line: oneLine(`unexpected error: ${messageOf(error)}`) }
+  return { code: 1, line: errorLine(`unexpected error: ${errorMessage(error)}`) }
 }

@@ -40,9 +40,12 @@ const durationValue = (name: string, value: unknown): Either.Either<number, Usag
 /** A positional argument that looks like an option is an unknown option, not data. */
 export const looksLikeOption = (text: string): boolean => /^--?[A-Za-z]/.test(text)
 
+/** The refusal of an argument that looks like an option (`--bogus=1` names `--bogus`). */
+export const unknownOption = (text: string): UsageError => usage(`unknown option ${text.split("=")[0]}`)
+
 /** The payload argument: any JSON value. */
 export const parsePayload = (text: string): Either.Either<unknown, UsageError> => {
-  if (looksLikeOption(text)) return Either.left(usage(`unknown option ${text.split("=")[0]}`))
+  if (looksLikeOption(text)) return Either.left(unknownOption(text))
   try {
     return Either.right(JSON.parse(text))
   } catch (error) {
@@ -73,7 +76,9 @@ export const checkRequest = (request: QueueRepo.EnqueueRequest): Either.Either<Q
     yield* lift(V.checkKind(request.kind))
     yield* lift(V.encodePayload(request.payload, V.DEFAULT_MAX_PAYLOAD_BYTES))
     yield* lift(V.checkKey(request.key))
-    if (request.priority !== undefined) yield* lift(V.checkIntegerIn("priority", request.priority, -2_147_483_647, 2_147_483_647))
+    if (request.priority !== undefined) {
+      yield* lift(V.checkIntegerIn("priority", request.priority, -V.MAX_PRIORITY, V.MAX_PRIORITY))
+    }
     if (request.maxAttempts !== undefined) {
       yield* lift(V.checkIntegerIn("maxAttempts", request.maxAttempts, 1, V.MAX_ATTEMPTS_LIMIT))
     }

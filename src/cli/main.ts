@@ -9,7 +9,8 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { readFileSync } from "node:fs"
 import { root } from "./app.js"
-import { oneLine, reportCause } from "./errors.js"
+import { reportCause } from "./errors.js"
+import { errorLine } from "./format.js"
 import { loggerLayer, printError } from "./status.js"
 
 // src/cli/main.ts under tsx, or dist/docket.mjs when bundled.
@@ -50,7 +51,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.succeed(0)
         const report = reportCause(cause)
-        const line = report.line ?? oneLine(usageErrors.join(" ").replace(ANSI, ""))
+        const line = report.line ?? errorLine(usageErrors.join(" ").replace(ANSI, ""))
         return Effect.as(printError(`docket: ${line || "bad usage (see --help)"}`), report.code)
       })
     )

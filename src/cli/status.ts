@@ -7,6 +7,7 @@
 import { Cause, Duration, Effect, HashMap, Logger, Queue, type Scope } from "effect"
 import type { Event } from "../Events.js"
 import type * as Worker from "../Worker.js"
+import { oneLine } from "./format.js"
 
 const CLEAR_LINE = "\r\x1b[2K"
 
@@ -44,6 +45,7 @@ class StatusLine {
   }
 }
 
+/** The one status line of this process (shown only in a terminal). */
 export const statusLine = new StatusLine()
 
 /** Prints a line on stdout (above the status line when one is shown). */
@@ -51,8 +53,6 @@ export const printLine = (text: string) => Effect.sync(() => statusLine.print(pr
 
 /** Prints a line on stderr (above the status line when one is shown). */
 export const printError = (text: string) => Effect.sync(() => statusLine.print(process.stderr, text))
-
-const oneLine = (text: string) => text.replace(/\s*\r?\n\s*/g, " ").trim()
 
 const messageText = (message: unknown): string => {
   const parts = Array.isArray(message) ? message : [message]

@@ -30,6 +30,7 @@ import * as Backoff from "../Backoff.js"
 import * as Handler from "../Handler.js"
 import * as V from "../internal/validate.js"
 import { usage, type UsageError } from "./errors.js"
+import { compareText, errorMessage } from "./format.js"
 import { parseDuration } from "./input.js"
 
 const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|js|mjs)$/
@@ -40,6 +41,7 @@ const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|js|mjs)$/
  */
 export type TaskHandler = Handler.Handler<any, any, unknown, never>
 
+/** A task file and the kind its name gives. */
 export interface TaskFile {
   readonly kind: string
   readonly path: string
@@ -72,7 +74,7 @@ export const listTaskFiles = (dir: string): Effect.Effect<ReadonlyArray<TaskFile
     if (files.length === 0) {
       return Effect.fail(usage(`--tasks: no task files (<kind>.ts, .mts, .js or .mjs) in ${dir}`))
     }
-    return Effect.succeed(files.sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0)))
+    return Effect.succeed(files.sort((a, b) => compareText(a.kind, b.kind)))
   })
 
 const isHandler = (value: unknown): value is Handler.Any =>
@@ -178,7 +180,7 @@ export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError>
         ensureTypeScript(task.path).then(() => import(pathToFileURL(task.path).href) as Promise<Record<string, unknown>>),
       catch: (error) =>
         usage(
-          `task file ${name} cannot be loaded: ${error instanceof Error ? error.message : String(error)}` +
+          `task file ${name} cannot be loaded: ${errorMessage(error)}` +
             (/\.(ts|js)$/.test(name) && !inModulePackage(task.path)
               ? ` (${name} is read as CommonJS: name it .mts/.mjs, or put "type": "module" in its package.json)`
               : "")

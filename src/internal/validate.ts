@@ -11,6 +11,8 @@ export const WORKER_MAX_LENGTH = 255
 export const ERROR_MAX_LENGTH = 16_384
 export const MAX_CLAIM_LIMIT = 10_000
 export const MAX_ATTEMPTS_LIMIT = 10_000
+/** Priorities are 32-bit integers in the schema: from -MAX_PRIORITY to MAX_PRIORITY. */
+export const MAX_PRIORITY = 2_147_483_647
 /** About 100 years: far enough for any schedule, small enough to stay exact in a double. */
 export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
 export const MAX_LEASE_MS = 7 * 24 * 3600 * 1000

@@ -10,16 +10,17 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Database from "../Database.js"
-import * as Docket from "../Docket.js"
-import * as QueueRepo from "../QueueRepo.js"
-import * as Worker from "../Worker.js"
-import { CommandFailed, oneLine } from "./errors.js"
-import * as Graceful from "./graceful.js"
-import { printLine, show } from "./status.js"
-import { loadTasks } from "./tasks.js"
+import * as Docket from "../../Docket.js"
+import * as QueueRepo from "../../QueueRepo.js"
+import type * as Worker from "../../Worker.js"
+import { CommandFailed } from "../errors.js"
+import { errorLine } from "../format.js"
+import * as Graceful from "../graceful.js"
+import { describeDatabase } from "../queue.js"
+import { printLine, show } from "../status.js"
+import { loadTasks } from "../tasks.js"
 
-const TASKS = fileURLToPath(new URL("../../examples/tasks/", import.meta.url))
+const TASKS = fileURLToPath(new URL("../../../examples/tasks/", import.meta.url))
 
 /** The demo's batch: 26 items of four kinds. */
 export const demoBatch = (): ReadonlyArray<QueueRepo.EnqueueRequest> => [
@@ -57,10 +58,11 @@ const waitUntilDone = (repo: QueueRepo.Service, worker: Worker.Service, kinds: R
   )
 }
 
+/** Runs the demo on `database`, else on a new SQLite file in a temporary folder. */
 export const runDemo = (database: Option.Option<string>) =>
   Effect.gen(function*() {
     const url = Option.getOrElse(database, () => join(mkdtempSync(join(tmpdir(), "docket-demo-")), "docket.db"))
-    const where = Database.describe(Database.parse(url))
+    const where = describeDatabase(url)
     const handlers = yield* loadTasks(TASKS)
     const kinds = handlers.map((h) => h.kind)
     const tasksDir = relative(process.cwd(), TASKS) || "."
@@ -95,7 +97,7 @@ export const runDemo = (database: Option.Option<string>) =>
     if (dead.length > 0) {
       lines.push(`Dead items stay in ${where} until you retry or delete them:`)
       for (const item of dead) {
-        lines.push(`  #${item.id} ${item.kind} ${JSON.stringify(item.payload)}: ${oneLine(item.lastError ?? "")}`)
+        lines.push(`  #${item.id} ${item.kind} ${JSON.stringify(item.payload)}: ${errorLine(item.lastError ?? "")}`)
       }
       lines.push(
         "See them, retry them or delete them with:",
@@ -108,6 +110,7 @@ export const runDemo = (database: Option.Option<string>) =>
     yield* Console.log(lines.join("\n"))
   })
 
+/** The `demo` command (what `npm start` runs). */
 export const demoCommand = Command.make("demo", {
   database: Options.text("database").pipe(
     Options.withDescription("A database for the demo (default: a new SQLite file in a temporary folder)."),

@@ -1,0 +1,121 @@
+/**
+ * `docket dead list | retry | delete`: the dead items of a queue. A SQLite
+ * file that does not exist is refused, not made.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Chunk, Console, Effect, Option, Stream } from "effect"
+import type { InvalidInput, StorageError } from "../../Errors.js"
+import type * as QueueRepo from "../../QueueRepo.js"
+import { CommandFailed, usage, type UsageError } from "../errors.js"
+import { clip, foldLines, listIds, plural } from "../format.js"
+import { databaseOption, databaseUrl, jsonOption, kindOption } from "../options.js"
+import { withExistingRepo } from "../queue.js"
+
+const PAGE = 500
+
+/** Every dead item (of a kind), page by page. */
+const deadItems = (repo: QueueRepo.Service, kind: string | undefined) =>
+  Stream.paginateChunkEffect(0, (after) =>
+    Effect.map(repo.listDead({ kind, after, limit: PAGE }), (items) => [
+      Chunk.fromIterable(items),
+      items.length < PAGE ? Option.none<number>() : Option.some(items[items.length - 1].id)
+    ] as const))
+
+/** The dead items as one JSON array, an item a line, written as they are read. */
+const printJson = <E>(items: Stream.Stream<QueueRepo.Item, E>) =>
+  Effect.gen(function*() {
+    let first = true
+    yield* Effect.sync(() => process.stdout.write("["))
+    yield* Stream.runForEach(items, (item) =>
+      Effect.sync(() => {
+        process.stdout.write((first ? "\n" : ",\n") + JSON.stringify(item))
+        first = false
+      }))
+    yield* Effect.sync(() => process.stdout.write(first ? "]\n" : "\n]\n"))
+  })
+
+/** The dead items as tab-separated lines under a header; how many there were. */
+const printText = <E>(items: Stream.Stream<QueueRepo.Item, E>) =>
+  Effect.gen(function*() {
+    let n = 0
+    yield* Stream.runForEach(items, (item) =>
+      Effect.suspend(() => {
+        const header = n++ === 0 ? Console.log("ID\tKIND\tATTEMPTS\tLAST ERROR\tPAYLOAD") : Effect.void
+        const error = clip(foldLines(item.lastError ?? ""), 120)
+        return Effect.zipRight(
+          header,
+          Console.log(
+            `${item.id}\t${item.kind}\t${item.attempts}/${item.maxAttempts}\t${error}\t${
+              clip(JSON.stringify(item.payload), 120)
+            }`
+          )
+        )
+      }))
+    return n
+  })
+
+const deadList = Command.make(
+  "list",
+  { database: databaseOption, kind: kindOption("Only dead items of this kind."), json: jsonOption },
+  ({ database, json, kind }) =>
+    withExistingRepo(databaseUrl(database), (repo) =>
+      Effect.gen(function*() {
+        const k = Option.getOrUndefined(kind)
+        if (json) return yield* printJson(deadItems(repo, k))
+        const n = yield* printText(deadItems(repo, k))
+        if (n === 0) yield* Console.log(k === undefined ? "no dead items" : `no dead items of kind ${k}`)
+      }))
+).pipe(Command.withDescription("Lists dead items: id, kind, attempts, last error and payload."))
+
+const selectionConfig = (verb: string) => ({
+  database: databaseOption,
+  ids: Args.integer({ name: "id" }).pipe(Args.withDescription(`Ids of dead items to ${verb}.`), Args.repeated),
+  all: Options.boolean("all").pipe(Options.withDescription(`${verb} every dead item (of --kind, if given).`)),
+  kind: kindOption("With --all: only dead items of this kind.")
+})
+
+const selection = (
+  ids: ReadonlyArray<number>,
+  all: boolean,
+  kind: Option.Option<string>
+): Effect.Effect<QueueRepo.DeadSelection, UsageError> => {
+  if (ids.length > 0 && all) return Effect.fail(usage("give ids or --all, not both"))
+  if (Option.isSome(kind) && !all) return Effect.fail(usage("--kind goes with --all"))
+  if (ids.length === 0 && !all) return Effect.fail(usage("give the ids of dead items, or --all"))
+  const bad = ids.find((id) => !Number.isSafeInteger(id) || id < 1)
+  if (bad !== undefined) return Effect.fail(usage(`${bad} is not an item id`))
+  return Effect.succeed(all ? { all: true, kind: Option.getOrUndefined(kind) } : { ids })
+}
+
+const deadAction = (
+  verb: "retry" | "delete",
+  done: string,
+  act: (repo: QueueRepo.Service, s: QueueRepo.DeadSelection) => Effect.Effect<ReadonlyArray<number>, InvalidInput | StorageError>
+) =>
+  Command.make(verb, selectionConfig(verb), ({ all, database, ids, kind }) =>
+    Effect.gen(function*() {
+      const s = yield* selection(ids, all, kind)
+      const changed = yield* withExistingRepo(databaseUrl(database), (repo) => act(repo, s))
+      yield* Console.log(
+        changed.length === 0 ? "no dead items matched" : `${done} ${plural(changed.length, "dead item")}: ${listIds(changed)}`
+      )
+      if ("ids" in s) {
+        const missing = [...new Set(s.ids)].filter((id) => !changed.includes(id))
+        if (missing.length > 0) {
+          return yield* new CommandFailed({ reason: `not dead (or no such item): ${listIds(missing)}` })
+        }
+      }
+    }))
+
+const deadRetry = deadAction("retry", "retried", (repo, s) => repo.retryDead(s)).pipe(
+  Command.withDescription("Puts dead items back in the queue, due now, with a fresh attempt budget.")
+)
+const deadDelete = deadAction("delete", "deleted", (repo, s) => repo.deleteDead(s)).pipe(
+  Command.withDescription("Deletes dead items for good.")
+)
+
+/** The `dead` command and its subcommands list, retry and delete. */
+export const dead = Command.make("dead").pipe(
+  Command.withDescription("Dead items: list, retry or delete them."),
+  Command.withSubcommands([deadList, deadRetry, deadDelete])
+)

@@ -1,0 +1,42 @@
+/**
+ * Opening the queue for one command: the database migrated, the repository
+ * provided for the command's effect and closed after it.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { existsSync } from "node:fs"
+import { dirname, resolve } from "node:path"
+import * as Database from "../Database.js"
+import * as Docket from "../Docket.js"
+import * as QueueRepo from "../QueueRepo.js"
+import { usage } from "./errors.js"
+
+/** The queue (database migrated) for one command. */
+const client = (url: string) => Docket.layerClient(url)
+
+/** Runs `f` on the queue at `url` (made and migrated if need be). */
+export const withRepo = <A, E>(
+  url: string,
+  f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
+) => Effect.flatMap(QueueRepo.QueueRepo, f).pipe(Effect.provide(client(url)))
+
+/**
+ * For the commands that only look at a queue (stats, dead): a SQLite file
+ * that does not exist is refused rather than made (a mistyped path would
+ * otherwise show an empty queue).
+ */
+export const withExistingRepo = <A, E>(
+  url: string,
+  f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
+) =>
+  Effect.suspend(() => {
+    const target = Database.parse(url)
+    const missing = target._tag === "Sqlite" && target.filename !== ":memory:" && !existsSync(target.filename) &&
+      existsSync(dirname(resolve(target.filename)))
+    return missing
+      ? Effect.fail(usage(`no queue at ${url} (docket migrate, enqueue or worker makes one)`))
+      : Effect.void
+  }).pipe(Effect.zipRight(withRepo(url, f)))
+
+/** The database of a URL as the command names it in its output. */
+export const describeDatabase = (url: string): string => Database.describe(Database.parse(url))
