@@ -31,37 +31,11 @@ import * as Prepare from "./internal/store/prepare.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
 
-export type {
-  State,
-  EnqueueOptions,
-  EnqueueRequest,
-  EnqueueResult,
-  Claim,
-  Item,
-  FailNext,
-  FailOutcome,
-  ReleaseOutcome,
-  Counts,
-  Stats,
-  DeadSelection,
-  ClaimOptions,
-  DeadPageOptions
-} from "./Domain.js"
+/** The domain types, for users of the service (defined in Domain.ts). */
+export type * from "./Domain.js"
 import type {
-  State,
-  EnqueueOptions,
-  EnqueueRequest,
-  EnqueueResult,
-  Claim,
-  Item,
-  FailNext,
-  FailOutcome,
-  ReleaseOutcome,
-  Counts,
-  Stats,
-  DeadSelection,
-  ClaimOptions,
-  DeadPageOptions
+  Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest, EnqueueResult,
+  FailNext, FailOutcome, Item, ReleaseOutcome, Stats
 } from "./Domain.js"
 
 type E = StorageError

@@ -8,8 +8,6 @@ import { InvalidInput } from "../../Errors.js"
 import type { InsertRow } from "../dialect.js"
 import * as V from "../validate.js"
 
-const INT32 = 2_147_483_647
-
 /** Checks and encodes one request; `index` is its place in a bulk enqueue (null for a single one). */
 export type Prepare = (request: EnqueueRequest, index: number | null) => Either.Either<InsertRow, InvalidInput>
 
@@ -52,7 +50,7 @@ export const make = ({ defaultMaxAttempts, maxPayloadBytes }: Limits): Prepare =
   }
   let priority = 0
   if (request.priority !== undefined) {
-    const checked = V.checkIntegerIn("priority", request.priority, -INT32, INT32)
+    const checked = V.checkIntegerIn("priority", request.priority, -V.MAX_PRIORITY, V.MAX_PRIORITY)
     if (Either.isLeft(checked)) return fail(checked.left)
     priority = checked.right
   }
