@@ -118,29 +118,35 @@ const OUTCOME_GRACE_MS = 10_000
 const boundedWait = <A, E>(effect: Effect.Effect<A, E>, ms: number) =>
   Effect.timeoutOption(Effect.interruptible(effect), Duration.millis(ms))
 
-/**
- * Starts a pool in the current scope; closing the scope shuts it down
- * gracefully. Needs the `QueueRepo`, `Wakeups` and whatever the handlers need.
- */
-export const make = <H extends Handler.Any>(
-  options: Options<H>
-): Effect.Effect<Service, never, QueueRepo | Wakeups.Wakeups | Scope.Scope | Handler.Requirements<H>> =>
+/** The parts of one pool, as `build` wires them. */
+interface Pool {
+  readonly config: Config.Config
+  readonly state: PoolState
+  readonly publisher: Publisher
+  readonly signal: Wakeups.Signal
+  /** Holds the signal's LISTEN connection: closed once claiming has stopped. */
+  readonly wakeupScope: Scope.CloseableScope
+  readonly recorder: Recorder
+  readonly slots: Slots
+  readonly claimer: Claimer
+  readonly renewer: Effect.Effect<never>
+  readonly idle: IdleWaiters
+}
+
+// Builds the parts and connects them: each gets the few callbacks it needs.
+const build = (options: Options<Handler.Any>) =>
   Effect.gen(function*() {
     const repo = yield* QueueRepo
     const config = Config.resolve(options)
-    const { concurrency, graceMs, id, leaseMs, pollMs } = config
+    const { concurrency, id, leaseMs, pollMs } = config
     const handlers = Handlers.table(options.handlers, yield* Effect.context<never>())
     // A span per item costs as much as the rest of a no-op item's run; it is
     // made only when the application installed a tracer (e.g. OpenTelemetry).
     const traced = options.spans ?? ((yield* Effect.tracer) !== defaultTracer)
-    const scope = yield* Effect.scope
     const state = new PoolState(handlers.kindLimits)
     const publisher = yield* Publisher.make
-    // Its LISTEN connection (in a scope of its own) closes once claiming has stopped.
     const wakeupScope = yield* Scope.make()
     const signal = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen }).pipe(Scope.extend(wakeupScope))
-    const wake = Effect.sync(signal.notify)
-
     const recorder = yield* Recorder.make({
       repo,
       counts: state.counts,
@@ -184,49 +190,67 @@ export const make = <H extends Handler.Any>(
       publisher,
       onLost: (entry) => slots.replace(entry)
     })
+    return { config, state, publisher, signal, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
+  })
 
-    const renewerFiber = yield* Effect.forkIn(renewer, scope)
-    yield* recorder.start(scope)
-    for (let i = 0; i < concurrency; i++) yield* slots.start
-    const claimerFiber = yield* Effect.forkIn(claimer.run, scope)
-
-    const shutdown = Effect.gen(function*() {
-      state.stopping = true
-      // Let the claimer finish its round (a claim cut off mid-statement could
-      // lease items nobody holds); it sees `stopping` at its next turn.
-      yield* wake
-      const stopped = yield* boundedWait(Fiber.await(claimerFiber), 5000)
-      if (Option.isNone(stopped)) yield* Fiber.interrupt(claimerFiber)
-      yield* Scope.close(wakeupScope, Exit.void)
-      yield* recorder.release(state.buffer.takeAll())
-      slots.dispatch() // parked slots wake, see `stopping` and end
-      if (state.running.size > 0) {
-        const ended = yield* boundedWait(state.noneRunning, graceMs)
-        if (Option.isNone(ended)) {
-          yield* Effect.logWarning(`docket: ${state.running.size} items still running after the grace period; interrupting them`)
-          // Their interruption releases their leases (attempt not counted).
-          yield* Fiber.interruptAll(slots.runningFibers())
-        }
+/**
+ * Shutdown, in order: stop claiming (the claim in flight ends first: one cut
+ * off mid-statement could lease items nobody holds), stop listening, give the
+ * buffer back, let running items finish for up to the grace, then interrupt
+ * them (their interruption releases their leases, attempt not counted), write
+ * the outcomes not yet written, stop renewing.
+ */
+const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.RuntimeFiber<never>) =>
+  Effect.gen(function*() {
+    const { recorder, slots, state } = pool
+    state.stopping = true
+    pool.signal.notify() // the claimer sees `stopping` at its next turn
+    const stopped = yield* boundedWait(Fiber.await(claimer), 5000)
+    if (Option.isNone(stopped)) yield* Fiber.interrupt(claimer)
+    yield* Scope.close(pool.wakeupScope, Exit.void)
+    yield* recorder.release(state.buffer.takeAll())
+    slots.dispatch() // parked slots wake, see `stopping` and end
+    if (state.running.size > 0) {
+      const ended = yield* boundedWait(state.noneRunning, pool.config.graceMs)
+      if (Option.isNone(ended)) {
+        yield* Effect.logWarning(`docket: ${state.running.size} items still running after the grace period; interrupting them`)
+        yield* Fiber.interruptAll(slots.runningFibers())
       }
-      // Unwritten: the time ran out, or the writer died of a defect.
-      const unrecorded = yield* recorder.close(OUTCOME_GRACE_MS)
-      if (unrecorded > 0) {
-        yield* Effect.logWarning(
-          `docket: ${unrecorded} outcomes not recorded at shutdown; their items run again once their leases run out`
-        )
-      }
-      yield* Fiber.interrupt(renewerFiber)
-      yield* publisher.publish({ _tag: "Stopped", counters: state.counters() })
-    }).pipe(Effect.annotateLogs({ worker: id }))
+    }
+    // Unwritten: the time ran out, or the writer died of a defect.
+    const unrecorded = yield* recorder.close(OUTCOME_GRACE_MS)
+    if (unrecorded > 0) {
+      yield* Effect.logWarning(
+        `docket: ${unrecorded} outcomes not recorded at shutdown; their items run again once their leases run out`
+      )
+    }
+    yield* Fiber.interrupt(renewer)
+    yield* pool.publisher.publish({ _tag: "Stopped", counters: state.counters() })
+  }).pipe(Effect.annotateLogs({ worker: pool.config.id }))
 
-    yield* Effect.addFinalizer(() => shutdown)
+/**
+ * Starts a pool in the current scope; closing the scope shuts it down
+ * gracefully. Needs the `QueueRepo`, `Wakeups` and whatever the handlers need.
+ */
+export const make = <H extends Handler.Any>(
+  options: Options<H>
+): Effect.Effect<Service, never, QueueRepo | Wakeups.Wakeups | Scope.Scope | Handler.Requirements<H>> =>
+  Effect.gen(function*() {
+    const pool = yield* build(options)
+    const { concurrency, id } = pool.config
+    const scope = yield* Effect.scope
+    const renewer = yield* Effect.forkIn(pool.renewer, scope)
+    yield* pool.recorder.start(scope)
+    for (let i = 0; i < concurrency; i++) yield* pool.slots.start
+    const claimer = yield* Effect.forkIn(pool.claimer.run, scope)
+    yield* Effect.addFinalizer(() => shutdown(pool, claimer, renewer))
     yield* Effect.logDebug("docket: worker started").pipe(Effect.annotateLogs({ worker: id, concurrency }))
-
+    const wake = Effect.sync(pool.signal.notify)
     return {
       id,
-      subscribe: publisher.subscribe,
-      counters: Effect.sync(() => state.counters()),
-      whenIdle: idle.wait(wake),
+      subscribe: pool.publisher.subscribe,
+      counters: Effect.sync(() => pool.state.counters()),
+      whenIdle: pool.idle.wait(wake),
       wake
     } satisfies Service
   })
