@@ -8,7 +8,10 @@
  *   DOCKET_DATABASE_URL=postgres://root@127.0.0.1:5432/mydb npx tsx examples/transactional.ts
  *
  * Without DOCKET_DATABASE_URL it makes a database of its own on 127.0.0.1
- * (as root, trust auth) and drops it at the end.
+ * (as root, trust auth) and drops it at the end. Pointed at an existing
+ * queue, it leaves nothing of its own behind and touches nothing of yours:
+ * its pool claims only its own kind (a pool claims only the kinds it has
+ * handlers for), and it drops its table at the end.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
@@ -42,13 +45,13 @@ class PaymentDeclined extends Data.TaggedError("PaymentDeclined")<{
 }> {}
 
 /** The job: send the receipt of an order (it reads the order the transaction wrote). */
-const SendReceipt = Handler.make("order.receipt", {
+const SendReceipt = Handler.make("docket-example.order-receipt", {
   payload: Schema.Struct({ orderId: Schema.Number }),
   run: ({ orderId }, job) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ customer: string; total_cents: number }>`
-        SELECT customer, total_cents FROM orders WHERE id = ${orderId}`
+        SELECT customer, total_cents FROM docket_example_orders WHERE id = ${orderId}`
       if (rows.length === 0) return yield* new Permanent({ reason: `no order ${orderId}` })
       const { customer, total_cents } = rows[0]
       yield* Console.log(`receipt for order ${orderId} sent to ${customer}: ${(total_cents / 100).toFixed(2)} EUR (item ${job.id})`)
@@ -60,7 +63,7 @@ const placeOrder = (customer: string, totalCents: number, cardOk: boolean) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.withTransaction(Effect.gen(function*() {
       const [order] = yield* sql<{ id: number }>`
-        INSERT INTO orders (customer, total_cents) VALUES (${customer}, ${totalCents}) RETURNING id`
+        INSERT INTO docket_example_orders (customer, total_cents) VALUES (${customer}, ${totalCents}) RETURNING id`
       const job = yield* Docket.client(SendReceipt).enqueue({ orderId: order.id })
       // Charging the card fails after both writes: the transaction rolls back.
       if (!cardOk) return yield* new PaymentDeclined({ customer, orderId: order.id, jobId: job.id })
@@ -71,8 +74,12 @@ const program = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const repo = yield* QueueRepo.QueueRepo
   const events = yield* Effect.flatMap(Worker.Worker, (worker) => worker.subscribe)
-  yield* sql`CREATE TABLE IF NOT EXISTS orders (
-    id serial PRIMARY KEY, customer text NOT NULL, total_cents integer NOT NULL)`
+  // The example's own table, dropped at the end (also when it fails).
+  yield* Effect.acquireRelease(
+    sql`CREATE TABLE IF NOT EXISTS docket_example_orders (
+      id serial PRIMARY KEY, customer text NOT NULL, total_cents integer NOT NULL)`,
+    () => Effect.orDie(sql`DROP TABLE IF EXISTS docket_example_orders`)
+  )
 
   const placed = yield* placeOrder("Ada", 4200, true)
   yield* Console.log(`order ${placed.orderId} (Ada) and its receipt job ${placed.jobId} committed together`)
@@ -81,7 +88,7 @@ const program = Effect.gen(function*() {
     Effect.flatMap(() => Effect.dieMessage("the payment should have been declined")),
     Effect.catchTag("PaymentDeclined", (declined) => Effect.succeed(declined))
   )
-  const bobOrder = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM orders WHERE id = ${declined.orderId}`
+  const bobOrder = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM docket_example_orders WHERE id = ${declined.orderId}`
   const bobJob = yield* repo.get(declined.jobId)
   yield* Console.log(
     `order of ${declined.customer} rolled back (payment declined): order ${declined.orderId} exists: ` +
@@ -94,8 +101,8 @@ const program = Effect.gen(function*() {
     if (event._tag === "Dead") return yield* Effect.die(new Error(`job ${event.claim.id} dead: ${event.error}`))
     if (event._tag === "Completed" && event.claim.id === placed.jobId) break
   }
-  const orders = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM orders`
-  const left = yield* repo.stats
+  const orders = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM docket_example_orders`
+  const left = (yield* repo.stats).byKind[SendReceipt.kind] ?? { due: 0, scheduled: 0, running: 0, dead: 0 }
   yield* Console.log(
     `in the end: ${orders[0].n} order, ${left.due + left.scheduled + left.running + left.dead} jobs left in the queue`
   )

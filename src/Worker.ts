@@ -76,9 +76,11 @@ export interface Options<H extends Handler.Any = Handler.Any> {
   /** This worker's name (default host:pid:random). */
   readonly worker?: string | undefined
   /**
-   * "all" (default): claim every kind; an item of a kind with no handler is dead
-   * at once. "handled": claim only kinds with a handler here (for several
-   * applications sharing one queue, each with its own kinds).
+   * "handled" (default): claim only the kinds with a handler in this pool, so
+   * several applications (or worker fleets) can share one queue, each running
+   * its own kinds, as graphile-worker and pg-boss do. "all": claim every kind,
+   * and an item of a kind with no handler here is dead at once (the
+   * reference's behaviour, for a single application that owns the queue).
    */
   readonly claimKinds?: "all" | "handled" | undefined
   /**

@@ -29,6 +29,19 @@ const inOrder = (text: string, patterns: ReadonlyArray<RegExp | string>) => {
   }
 }
 
+/** The example's table (if it is still there) and the queue's items, as left in a database. */
+const leftBehind = async (url: string) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const table = await client.query(`SELECT to_regclass('docket_example_orders')::text AS name`)
+    const items = await client.query(`SELECT kind, state, attempts FROM docket_items ORDER BY id`)
+    return { table: table.rows[0].name as string | null, items: items.rows }
+  } finally {
+    await client.end()
+  }
+}
+
 describe.concurrent("examples", () => {
   it("quickstart.ts", async () => {
     const r = await runExample("quickstart")
@@ -106,17 +119,27 @@ describe.concurrent("examples", () => {
       ])
       expect(r.stdout).toContain("receipt for order 1 sent to Ada: 42.00 EUR (item 1)")
       expect(r.stdout).not.toMatch(/receipt for order 2/)
-      // What the example left in the database it was given.
-      const client = new pg.Client({ connectionString: db.url })
-      await client.connect()
-      try {
-        const orders = await client.query(`SELECT id, customer FROM orders ORDER BY id`)
-        expect(orders.rows).toEqual([{ id: 1, customer: "Ada" }])
-        const items = await client.query(`SELECT count(*)::int AS n FROM docket_items`)
-        expect(items.rows[0].n).toBe(0)
-      } finally {
-        await client.end()
+      // What the example left in the database it was given: nothing of its own.
+      expect(await leftBehind(db.url)).toEqual({ table: null, items: [] })
+    } finally {
+      await db.drop()
+    }
+  })
+
+  it.skipIf(!pgAvailable)("transactional.ts pointed at a user's queue: touches none of its items, leaves nothing behind", async () => {
+    const db = await freshPgDatabase()
+    try {
+      for (const payload of ['{"n":1}', '{"n":2}']) {
+        const added = await runNode(["bin/docket.mjs", "enqueue", "user.report", payload, "--database", db.url])
+        expect(added.code, added.stderr).toBe(0)
       }
+      const r = await runExample("transactional", { DOCKET_DATABASE_URL: db.url })
+      expect(r.code, r.stderr).toBe(0)
+      expect(r.stdout).toContain("in the end: 1 order, 0 jobs left in the queue")
+      expect(await leftBehind(db.url)).toEqual({
+        table: null,
+        items: [{ kind: "user.report", state: "waiting", attempts: 0 }, { kind: "user.report", state: "waiting", attempts: 0 }]
+      })
     } finally {
       await db.drop()
     }

@@ -118,14 +118,29 @@ export const runtimeConformance = (backend: Backend) => {
         }))
     })
 
-    it.live("a kind with no handler is dead at once", () =>
-      withPool(backend, { handlers: [] }, () =>
+    it.live("claiming every kind: a kind with no handler is dead at once", () =>
+      withPool(backend, { handlers: [], claimKinds: "all" }, () =>
         Effect.gen(function*() {
           const events = yield* (yield* Worker.Worker).subscribe
           const added = yield* (yield* QueueRepo.QueueRepo).enqueue("nobody.home", {})
           yield* waitForEvent(events, (e) => e._tag === "Dead")
           expect(yield* item(added.id)).toMatchObject({ state: "dead", lastError: "UnknownKind: no handler for kind nobody.home" })
         })))
+
+    it.live("by default a pool claims only its own kinds: another kind's item waits, untouched, for a pool that has its handler", () => {
+      const Mine = Handler.make("mine", { payload: Schema.Unknown, run: () => Effect.void })
+      return withPool(backend, { handlers: [Mine] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const repo = yield* QueueRepo.QueueRepo
+          const theirs = yield* repo.enqueue("theirs", { n: 1 })
+          const mine = yield* repo.enqueue("mine", { n: 2 })
+          yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === mine.id)
+          // Claimed after the other kind's item (higher id): a claim of every kind would have taken it first.
+          expect(yield* item(theirs.id)).toMatchObject({ state: "waiting", attempts: 0, lastError: null })
+          expect((yield* (yield* Worker.Worker).counters).claimed).toBe(1)
+        }))
+    })
 
     it.live("defects (a throw, Effect.die) are recorded and retried, and never stop the pool", () => {
       const Throws = Handler.make("throws", {

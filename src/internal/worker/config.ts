@@ -52,6 +52,6 @@ export const resolve = (options: Input): Config => {
     pollMs: millis(options.poll ?? "2 seconds"),
     graceMs: millis(options.grace ?? "10 seconds"),
     holdMs: Math.min(millis(options.prefetchHold ?? "1 second"), leaseMs / 3),
-    handledOnly: options.claimKinds === "handled"
+    handledOnly: options.claimKinds !== "all"
   }
 }
