@@ -14,6 +14,7 @@ import { Chunk, Duration, Effect, Schedule } from "effect"
 /** A backoff policy: the delay after the `attempt`-th failure, given a random number in [0, 1). */
 export type Policy = (attempt: number, random: number) => Duration.Duration
 
+/** Options of `exponential`: the first delay, the growth factor, the cap, and the share of random jitter. */
 export interface ExponentialOptions {
   readonly base?: Duration.DurationInput
   readonly factor?: number

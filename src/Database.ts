@@ -20,6 +20,7 @@ export type Target =
   | { readonly _tag: "Pg"; readonly url: string }
   | { readonly _tag: "Sqlite"; readonly filename: string }
 
+/** The database named cannot be opened or reached (defined in Errors.ts). */
 export { DatabaseUnavailable } from "./Errors.js"
 
 /** The default: a SQLite file in the working directory. */
@@ -36,6 +37,7 @@ export const parse = (url: string): Target => {
 export const describe = (target: Target): string =>
   target._tag === "Pg" ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@") : target.filename
 
+/** How `layer` connects: migrating, pool size, SQLite durability, PostgreSQL application name. */
 export interface Options {
   /** Migrate the schema when the layer is built (default true). */
   readonly migrate?: boolean | undefined
@@ -52,7 +54,7 @@ export interface Options {
 //
 // On PostgreSQL Docket makes the pg pool itself and builds the PgClient over it
 // (`PgClient.fromPool`, the same settings `PgClient.layer` would use), so its
-// own hot statements can go to the pool directly (internal/pg.ts, `direct`).
+// own hot statements can go to the pool directly (internal/directPool.ts, `runner`).
 const pgLayer = (url: string, options: Options) =>
   Layer.unwrapEffect(
     Effect.map(

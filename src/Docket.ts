@@ -25,6 +25,7 @@ import * as QueueRepo from "./QueueRepo.js"
 import type * as Wakeups from "./Wakeups.js"
 import * as Worker from "./Worker.js"
 
+/** `Docket.layer`'s options: the worker pool's, plus the database and the repository's. */
 export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
   /** A database URL or target (default: DOCKET_DATABASE_URL, else ./docket.db). */
   readonly database?: string | Database.Target | undefined

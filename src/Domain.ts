@@ -95,6 +95,7 @@ export interface Counts {
   readonly dead: number
 }
 
+/** Counts in total and by kind. */
 export interface Stats extends Counts {
   readonly byKind: Readonly<Record<string, Counts>>
 }
@@ -104,6 +105,7 @@ export type DeadSelection =
   | { readonly ids: ReadonlyArray<number> }
   | { readonly all: true; readonly kind?: string | undefined }
 
+/** What one claim asks for: the worker's name, how many items, the lease, and which kinds. */
 export interface ClaimOptions {
   readonly worker: string
   readonly limit: number
@@ -112,6 +114,7 @@ export interface ClaimOptions {
   readonly kinds?: ReadonlyArray<string> | undefined
 }
 
+/** One page of dead items, in id order. */
 export interface DeadPageOptions {
   readonly kind?: string | undefined
   /** Items with an id greater than this (the previous page's last id). */

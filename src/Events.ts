@@ -20,6 +20,7 @@ export interface Counters {
   readonly buffered: number
 }
 
+/** Something that happened in the pool, with the claim it is about. */
 export type Event =
   /** Leased by this worker (may wait briefly in the prefetch buffer). */
   | { readonly _tag: "Claimed"; readonly claim: Claim }
@@ -42,4 +43,5 @@ export type Event =
   /** The pool shut down; the last event it publishes. */
   | { readonly _tag: "Stopped"; readonly counters: Counters }
 
+/** The tags of the events. */
 export type Tag = Event["_tag"]

@@ -15,7 +15,7 @@
  */
 import { Context, type Duration, Effect, Layer, Schema } from "effect"
 import type { Backoff } from "./Backoff.js"
-import { HANDLER_KEY_PREFIX } from "./internal/worker/handlers.js"
+import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"
 
 /** What a handler is told about the item it runs. */
 export interface Job {
@@ -38,6 +38,7 @@ export interface Job {
   readonly signal: AbortSignal
 }
 
+/** What defines a handler besides its kind: the payload Schema, `run`, and per-kind options. */
 export interface Options<A, I, E, R> {
   readonly payload: Schema.Schema<A, I, never>
   readonly run: (payload: A, job: Job) => Effect.Effect<void, E, R>

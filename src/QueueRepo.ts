@@ -99,12 +99,12 @@ export const DEFAULT_MAX_ATTEMPTS = 8
 const dialectOf = (sql: SqlClient.SqlClient, claimScope?: Scope.Scope): Effect.Effect<Dialect> =>
   Effect.map(Effect.serviceOption(DirectPool.DirectPool), (direct) =>
     sql.onDialectOrElse({
-    pg: () => Pg.make(sql, claimScope, Option.getOrUndefined(direct)),
-    sqlite: () => Sqlite.make(sql),
-    orElse: () => {
-      throw new Error("Docket supports PostgreSQL and SQLite only")
-    }
-  }))
+      pg: () => Pg.make(sql, claimScope, Option.getOrUndefined(direct)),
+      sqlite: () => Sqlite.make(sql),
+      orElse: () => {
+        throw new Error("Docket supports PostgreSQL and SQLite only")
+      }
+    }))
 
 /** Builds the service over the `SqlClient` in context (PostgreSQL or SQLite). */
 export const make = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient | Wakeups.Wakeups> =>
@@ -152,4 +152,4 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
 
 /** The service over the `SqlClient` in context, and the `Wakeups` its worker pools use. */
 export const layer = (options: Options = {}): Layer.Layer<QueueRepo | Wakeups.Wakeups, never, SqlClient.SqlClient> =>
-  Layer.scoped(QueueRepo, makeScoped(options)).pipe(Layer.provideMerge(Wakeups.layer))
+  Layer.scoped(QueueRepo, makeScoped(options)).pipe(Layer.provideMerge(Wakeups.layer()))

@@ -14,7 +14,9 @@
  * - the pool's own nudges (`notify`: a slot freed, a retry came due).
  *
  * `QueueRepo.layer` provides it beside the repository: the local one on
- * SQLite, the listening one on PostgreSQL.
+ * SQLite, the listening one on PostgreSQL. A repository and the pools that
+ * claim from it share one instance (each `QueueRepo.layer` builds its own,
+ * so two queues on two databases in one application never share wake-ups).
  */
 import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
@@ -31,6 +33,7 @@ export interface Signal {
   readonly wait: (ms: number) => Effect.Effect<void>
 }
 
+/** How a pool's signal is woken. */
 export interface SignalOptions {
   /** Also wake on notifications from the database (PostgreSQL LISTEN; default true). */
   readonly listen?: boolean | undefined
@@ -58,7 +61,7 @@ const TRANSACTION_RETRIES_MS = [5, 25, 100, 400]
  * Wake-ups within this process only; `remote`, when given, is run for each
  * signal that asks to listen (in the signal's scope) with the signal's notify.
  */
-export const make = (
+const make = (
   remote?: (notify: () => void) => Effect.Effect<never>
 ): Service => {
   const signals = new Set<() => void>()
@@ -99,9 +102,13 @@ const listening = (config: PgClient.PgClientConfig) => (notify: () => void): Eff
 /**
  * The service for the `SqlClient` in context: on PostgreSQL (with a PgClient,
  * whose connection settings the LISTEN connections use) signals listen; on
- * SQLite only this process's enqueues wake its pools.
+ * SQLite only this process's enqueues wake its pools. A function, so each
+ * call is a layer of its own: Effect builds a layer value once per layer
+ * graph, and two queues on two databases must not share one (`Layer.fresh`
+ * would not do: a layer used twice inside `provideMerge` would then be built
+ * twice, and the repository and its pools would get two different ones).
  */
-export const layer: Layer.Layer<Wakeups, never, SqlClient.SqlClient> = Layer.effect(
+export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> => Layer.effect(
   Wakeups,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient

@@ -27,12 +27,13 @@
  * executor (one item's run), the recorder (outcome writes) and the renewer.
  * This module holds the options, the tag, the wiring and the shutdown order.
  */
-import { Context, Duration, Effect, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
+import { Context, type Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
 import type { Counters, Event } from "./Events.js"
 import type * as Handler from "./Handler.js"
 import { Claimer } from "./internal/worker/claimer.js"
 import * as Config from "./internal/worker/config.js"
 import { Publisher } from "./internal/worker/events.js"
+import { boundedWait } from "./internal/worker/bounded.js"
 import { Executor } from "./internal/worker/executor.js"
 import * as Handlers from "./internal/worker/handlers.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
@@ -44,6 +45,7 @@ import { defaultTracer } from "./internal/tracing.js"
 import { QueueRepo } from "./QueueRepo.js"
 import * as Wakeups from "./Wakeups.js"
 
+/** The pool's counters (defined in Events.ts). */
 export type { Counters } from "./Events.js"
 
 /** The pool's options. */
@@ -115,18 +117,15 @@ export class Worker extends Context.Tag("docket/Worker")<Worker, Service>() {}
 /** On shutdown, how long the outcomes still unwritten may take to be written (the database may be down). */
 const OUTCOME_GRACE_MS = 10_000
 
-// Shutdown runs as the scope's finalizer, which is uninterruptible: every
-// bounded wait in it is made interruptible, or its timeout could never fire.
-const boundedWait = <A, E>(effect: Effect.Effect<A, E>, ms: number) =>
-  Effect.timeoutOption(Effect.interruptible(effect), Duration.millis(ms))
 
 /** The parts of one pool, as `build` wires them. */
 interface Pool {
   readonly config: Config.Config
   readonly state: PoolState
   readonly publisher: Publisher
-  readonly signal: Wakeups.Signal
-  /** Holds the signal's LISTEN connection: closed once claiming has stopped. */
+  /** Wakes the claimer: enqueues (here, and on PostgreSQL anywhere) and the pool's own nudges. */
+  readonly wakeup: Wakeups.Signal
+  /** Holds the wake-up's LISTEN connection: closed once claiming has stopped (else with the pool's scope). */
   readonly wakeupScope: Scope.CloseableScope
   readonly recorder: Recorder
   readonly slots: Slots
@@ -136,6 +135,8 @@ interface Pool {
 }
 
 // Builds the parts and connects them: each gets the few callbacks it needs.
+// Some callbacks name parts made further down (`idle`, `slots`, `claimer`):
+// none is called before the pool starts, after `build` has returned.
 const build = (options: Options<Handler.Any>) =>
   Effect.gen(function*() {
     const repo = yield* QueueRepo
@@ -147,15 +148,15 @@ const build = (options: Options<Handler.Any>) =>
     const traced = options.spans ?? ((yield* Effect.tracer) !== defaultTracer)
     const state = new PoolState(handlers.kindLimits)
     const publisher = yield* Publisher.make
-    const wakeupScope = yield* Scope.make()
-    const signal = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen }).pipe(Scope.extend(wakeupScope))
+    const wakeupScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const wakeup = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen }).pipe(Scope.extend(wakeupScope))
     const recorder = yield* Recorder.make({
       repo,
       counts: state.counts,
       publisher,
-      wake: signal.notify,
+      wake: wakeup.notify,
       pollMs,
-      written: () => idle.check()
+      checkIdle: () => idle.check()
     })
     const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)
     // A run ended (synchronous: it cannot be cut in half by an interruption).
@@ -171,7 +172,7 @@ const build = (options: Options<Handler.Any>) =>
       repo,
       state,
       prefetch: new Prefetch(config.prefetch, concurrency, config.holdMs, performance.now()),
-      signal,
+      wakeup,
       publisher,
       worker: id,
       concurrency,
@@ -192,7 +193,7 @@ const build = (options: Options<Handler.Any>) =>
       publisher,
       onLost: (entry) => slots.replace(entry)
     })
-    return { config, state, publisher, signal, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
+    return { config, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
   })
 
 /**
@@ -206,7 +207,7 @@ const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.
   Effect.gen(function*() {
     const { recorder, slots, state } = pool
     state.stopping = true
-    pool.signal.notify() // the claimer sees `stopping` at its next turn
+    pool.wakeup.notify() // the claimer sees `stopping` at its next turn
     const stopped = yield* boundedWait(Fiber.await(claimer), 5000)
     if (Option.isNone(stopped)) yield* Fiber.interrupt(claimer)
     yield* Scope.close(pool.wakeupScope, Exit.void)
@@ -247,7 +248,7 @@ export const make = <H extends Handler.Any>(
     const claimer = yield* Effect.forkIn(pool.claimer.run, scope)
     yield* Effect.addFinalizer(() => shutdown(pool, claimer, renewer))
     yield* Effect.logDebug("docket: worker started").pipe(Effect.annotateLogs({ worker: id, concurrency }))
-    const wake = Effect.sync(pool.signal.notify)
+    const wake = Effect.sync(pool.wakeup.notify)
     return {
       id,
       subscribe: pool.publisher.subscribe,

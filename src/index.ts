@@ -13,6 +13,8 @@ export * as Backoff from "./Backoff.js"
 export * as Database from "./Database.js"
 /** One layer for database, queue and worker pool; typed clients; try-at-once-or-enqueue. */
 export * as Docket from "./Docket.js"
+/** The domain types: Claim, Item, State, Counts, EnqueueResult, ... (also reachable as `QueueRepo.Claim` etc.). */
+export * as Domain from "./Domain.js"
 /** The typed errors of the storage layer (bad input, storage, migration, database unavailable). */
 export * as Errors from "./Errors.js"
 /** The worker pool's events and counters, for status lines, audit logs and tests. */

@@ -5,12 +5,14 @@
  */
 import type { Claim } from "../Domain.js"
 
+/** A buffered claim and when it was sent. */
 export interface Entry {
   readonly claim: Claim
   /** When the claim was sent (performance.now()): its lease started no earlier. */
   readonly at: number
 }
 
+/** The buffer; see the module doc. */
 export class ClaimBuffer {
   private items: Array<Entry | undefined> = []
   private head = 0

@@ -7,6 +7,7 @@
  */
 import { Effect } from "effect"
 
+/** Resumes after one turn of the event loop (a macrotask). */
 export const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
   const handle = setImmediate(() => resume(Effect.void))
   return Effect.sync(() => clearImmediate(handle))

@@ -19,6 +19,7 @@ export const directory = (dialect: "pg" | "sqlite"): string => {
   return candidates.find((dir) => existsSync(`${dir}0001_items.sql`)) ?? candidates[0]
 }
 
+/** One migration file: its number, name and statements. */
 export interface MigrationFile {
   readonly id: number
   readonly name: string

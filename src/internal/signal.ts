@@ -15,6 +15,7 @@ import { Effect } from "effect"
 // Longer waits are cut to this; waking early only costs a look for due items.
 const MAX_TIMER_MS = 2 ** 31 - 1
 
+/** See the module doc. */
 export class Signal {
   private pending = false
   private waiter: (() => void) | undefined

@@ -5,23 +5,32 @@
 import { Duration, Effect, Either } from "effect"
 import { InvalidInput, type InvalidField } from "../Errors.js"
 
+/** Longest kind, in characters. */
 export const KIND_MAX_LENGTH = 128
+/** Longest dedupe key, in characters. */
 export const KEY_MAX_LENGTH = 512
+/** Longest worker name, in characters. */
 export const WORKER_MAX_LENGTH = 255
+/** Longest error text kept (longer ones are cut). */
 export const ERROR_MAX_LENGTH = 16_384
+/** The most items one claim may ask for. */
 export const MAX_CLAIM_LIMIT = 10_000
+/** The largest attempt budget. */
 export const MAX_ATTEMPTS_LIMIT = 10_000
 /** Priorities are 32-bit integers in the schema: from -MAX_PRIORITY to MAX_PRIORITY. */
 export const MAX_PRIORITY = 2_147_483_647
 /** About 100 years: far enough for any schedule, small enough to stay exact in a double. */
 export const MAX_DELAY_MS = 100 * 365 * 24 * 3600 * 1000
+/** The longest lease (7 days). */
 export const MAX_LEASE_MS = 7 * 24 * 3600 * 1000
+/** The default largest payload, as JSON bytes (1 MiB). */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 const KIND_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
 
 const invalid = (field: InvalidField, reason: string) => Either.left(new InvalidInput({ field, reason }))
 
+/** A kind: a non-empty string of letters, digits and _ . : -, at most KIND_MAX_LENGTH long. */
 export const checkKind = (kind: unknown): Either.Either<string, InvalidInput> => {
   if (typeof kind !== "string") return invalid("kind", "must be a string")
   if (kind.length === 0) return invalid("kind", "must not be empty")
@@ -32,6 +41,7 @@ export const checkKind = (kind: unknown): Either.Either<string, InvalidInput> =>
   return Either.right(kind)
 }
 
+/** A dedupe key, or none: a non-empty well-formed string without NUL, at most KEY_MAX_LENGTH long. */
 export const checkKey = (key: unknown): Either.Either<string | null, InvalidInput> => {
   if (key === undefined || key === null) return Either.right(null)
   if (typeof key !== "string") return invalid("key", "must be a string")
@@ -84,6 +94,7 @@ export const encodePayload = (
 
 const isInteger = (value: unknown): value is number => typeof value === "number" && Number.isSafeInteger(value)
 
+/** A safe integer from `min` to `max`. */
 export const checkIntegerIn = (
   field: InvalidField,
   value: unknown,
@@ -115,6 +126,7 @@ export const checkMillis = (
   return Either.right(Math.round(ms))
 }
 
+/** A due time: a valid Date or epoch milliseconds. */
 export const checkRunAt = (value: unknown): Either.Either<number, InvalidInput> => {
   const ms = value instanceof Date ? value.getTime() : value
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > 8.64e15) {
@@ -123,6 +135,7 @@ export const checkRunAt = (value: unknown): Either.Either<number, InvalidInput> 
   return Either.right(Math.round(ms))
 }
 
+/** A worker name. */
 export const checkWorker = (worker: unknown): Either.Either<string, InvalidInput> =>
   typeof worker === "string" && worker.length > 0 && worker.length <= WORKER_MAX_LENGTH && !worker.includes("\u0000") && worker.isWellFormed()
     ? Either.right(worker)

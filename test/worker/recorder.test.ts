@@ -40,7 +40,7 @@ const recorderOver = (repo: QueueRepo.Service, state: PoolState, written: () => 
       publisher: yield* Publisher.make,
       wake: () => {},
       pollMs: 2000,
-      written
+      checkIdle: written
     })
     yield* recorder.start(yield* Effect.scope)
     return recorder

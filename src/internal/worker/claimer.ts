@@ -15,11 +15,12 @@ import { metrics, type Publisher } from "./events.js"
 import * as Prefetch from "./prefetch.js"
 import type { PoolState } from "./state.js"
 
+/** What the claimer needs from the pool. */
 export interface ClaimerDeps {
   readonly repo: QueueRepo.Service
   readonly state: PoolState
   readonly prefetch: Prefetch.Prefetch
-  readonly signal: Wakeups.Signal
+  readonly wakeup: Wakeups.Signal
   readonly publisher: Publisher
   readonly worker: string
   readonly concurrency: number
@@ -42,6 +43,7 @@ export interface ClaimerDeps {
 /** After a failed claim, how long before the next. */
 const CLAIM_RETRY = "500 millis"
 
+/** Keeps the buffer stocked; see the module doc. */
 export class Claimer {
   constructor(private readonly deps: ClaimerDeps) {}
 
@@ -57,9 +59,9 @@ export class Claimer {
    * wake-up per round is enough; one slot yields so the claim goes out now).
    */
   readonly slotFreed = (): void => {
-    const { prefetch, signal, state } = this.deps
+    const { prefetch, state, wakeup } = this.deps
     if (state.buffer.size <= prefetch.lowWater() && !state.claimerWanted) {
-      signal.notify()
+      wakeup.notify()
       state.claimerWanted = true
       state.yieldForClaimer = true
     }
@@ -83,7 +85,7 @@ export class Claimer {
   })
 
   private readonly round: Effect.Effect<void> = Effect.gen(this, function*() {
-    const { concurrency, holdMs, leaseMs, pollMs, prefetch, publisher, repo, signal, state, worker } = this.deps
+    const { concurrency, holdMs, leaseMs, pollMs, prefetch, publisher, repo, state, wakeup, worker } = this.deps
     state.claimerWanted = false
     yield* this.sweep
     prefetch.adapt(performance.now(), state.starts)
@@ -99,10 +101,10 @@ export class Claimer {
     })
     // Full: wait until a slot frees (its finish wakes us), or sweep the buffer.
     if (!Prefetch.shouldClaim(room, starving, state.buffer.size, prefetch.current)) {
-      return yield* signal.wait(Math.min(pollMs, holdMs))
+      return yield* wakeup.wait(Math.min(pollMs, holdMs))
     }
     const kinds = this.kinds()
-    if (kinds !== undefined && kinds.length === 0) return yield* signal.wait(pollMs)
+    if (kinds !== undefined && kinds.length === 0) return yield* wakeup.wait(pollMs)
     const sentAt = performance.now()
     const claims = yield* repo.claim({ worker, limit: room, lease: Duration.millis(leaseMs), kinds }).pipe(
       Effect.catchAll((error) =>
@@ -126,7 +128,7 @@ export class Claimer {
     this.deps.checkIdle()
     const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
     const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })
-    yield* signal.wait(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
+    yield* wakeup.wait(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
   })
 }
 

@@ -7,6 +7,7 @@ import { hostname } from "node:os"
 /** A worker name: host:pid plus a short random part (two processes never share one). */
 export const defaultName = (): string => `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
 
+/** The resolved options. */
 export interface Config {
   readonly id: string
   readonly concurrency: number

@@ -7,6 +7,7 @@ import { Effect, Metric, MetricBoundaries, PubSub, type Queue, type Scope } from
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Event } from "../../Events.js"
 
+/** The pool's metrics (Effect's Metric: exported by whatever metrics backend the application installs). */
 export const metrics = {
   claimed: Metric.counter("docket_items_claimed", { description: "Items claimed by this worker" }),
   completed: Metric.counter("docket_items_completed", { description: "Items done" }),
@@ -26,6 +27,7 @@ export const metrics = {
   )
 }
 
+/** Publishes the pool's events to its subscribers. */
 export class Publisher {
   private subscribers = 0
   private constructor(private readonly events: PubSub.PubSub<Event>) {}
@@ -37,9 +39,9 @@ export class Publisher {
     return this.subscribers > 0
   }
 
-  /** Publishes the event if anyone listens. */
-  readonly publish = (event: Event): Effect.Effect<void> =>
-    this.subscribers > 0 ? Effect.asVoid(PubSub.publish(this.events, event)) : Effect.void
+  /** Publishes the event if anyone listens (its result, whether it was taken, is of no use). */
+  readonly publish = (event: Event): Effect.Effect<unknown> =>
+    this.subscribers > 0 ? PubSub.publish(this.events, event) : Effect.void
 
   /** A subscription for the scope. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<Event>, never, Scope.Scope> = Effect.zipLeft(

@@ -17,12 +17,13 @@ import { metrics, type Publisher } from "./events.js"
 import type { HandlerTable } from "./handlers.js"
 import { currentItem } from "./logging.js"
 import type { Recorder, Settlement } from "./recorder.js"
-import type { Counts, Running } from "./state.js"
+import type { Running, Tallies } from "./state.js"
 
+/** What the executor needs from the pool. */
 export interface ExecutorDeps {
   readonly worker: string
   readonly handlers: HandlerTable
-  readonly counts: Counts
+  readonly counts: Tallies
   readonly publisher: Publisher
   readonly recorder: Recorder
   /** A `docket.item` span per run. */
@@ -58,6 +59,7 @@ class RunJob implements Handler.Job {
   }
 }
 
+/** Runs one item at a time in the calling slot fiber; see the module doc. */
 export class Executor {
   constructor(private readonly deps: ExecutorDeps) {}
 

@@ -5,9 +5,7 @@
  */
 import { type Context, Either, Schema } from "effect"
 import type * as Handler from "../../Handler.js"
-
-/** The service key prefix of a kind's handler (`Handler.tag`). */
-export const HANDLER_KEY_PREFIX = "docket/Handler/"
+import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
 
 /** The handlers provided as services (by `Handler.layer`) in a context. */
 export const registered = (context: Context.Context<never>): ReadonlyArray<Handler.Any> => {
@@ -35,6 +33,7 @@ const decoderOf = (handler: Handler.Any): Decoder => {
   }
 }
 
+/** The handlers of one pool, looked up by kind. */
 export interface HandlerTable {
   readonly byKind: ReadonlyMap<string, Handler.Any>
   readonly decoders: ReadonlyMap<string, Decoder>

@@ -27,6 +27,7 @@ export const grown = (current: number, min: number, max: number): number => Math
 /** The claimer claims again once the buffer is at or below this (half the prefetch). */
 export const lowWater = (prefetch: number): number => Math.floor(prefetch / 2)
 
+/** What `room` weighs. */
 export interface RoomInput {
   readonly concurrency: number
   readonly prefetch: number

@@ -14,12 +14,13 @@
  * batch it carried would be lost (those items would run again once their
  * leases ran out). The renewer keeps their leases meanwhile (`unrecorded`).
  */
-import { Duration, Effect, Either, Exit, Fiber, Metric, Option, Queue, type Scope } from "effect"
+import { Effect, Either, Exit, Fiber, Metric, Option, Queue, type Scope } from "effect"
 import type { Claim, FailNext } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { yieldToEventLoop } from "../eventLoop.js"
+import { boundedWait } from "./bounded.js"
 import { metrics, type Publisher } from "./events.js"
-import type { Counts } from "./state.js"
+import type { Tallies } from "./state.js"
 
 /** A finished run's outcome, waiting to be written. */
 export type Settlement =
@@ -34,15 +35,16 @@ export type Settlement =
 type Done = Extract<Settlement, { _tag: "Done" }>
 type Fail = Extract<Settlement, { _tag: "Fail" }>
 
+/** What the recorder needs from the pool. */
 export interface RecorderDeps {
   readonly repo: QueueRepo.Service
-  readonly counts: Counts
+  readonly counts: Tallies
   readonly publisher: Publisher
   /** Wakes this pool's claimer (a retry due before the next poll). */
   readonly wake: () => void
   readonly pollMs: number
-  /** Called after each batch is written (the pool may now be idle). */
-  readonly written: () => void
+  /** The pool may be idle now (called after each batch is written). */
+  readonly checkIdle: () => void
 }
 
 /** The most outcomes one batch writes. */
@@ -50,7 +52,7 @@ const BATCH = 5000
 /** After a failed write, how long before the outcomes are written again. */
 const RETRY_AFTER = "200 millis"
 
-
+/** Writes outcomes in batches and gives claims back; see the module doc. */
 export class Recorder {
   private readonly pending: Array<Settlement> = []
   private recording: ReadonlyArray<Settlement> = []
@@ -107,8 +109,7 @@ export class Recorder {
       if (fiber === undefined) return this.size
       if (this.size > 0) yield* Effect.logInfo(`docket: stopping: recording ${this.size} outcomes`)
       yield* Queue.offer(this.flushes, undefined)
-      // Interruptible: shutdown runs as an uninterruptible finalizer, where the timeout could never fire.
-      const flushed = yield* Effect.timeoutOption(Effect.interruptible(Fiber.await(fiber)), Duration.millis(ms))
+      const flushed = yield* boundedWait(Fiber.await(fiber), ms)
       const unwritten = this.size
       if (Option.isNone(flushed)) yield* Fiber.interrupt(fiber)
       else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
@@ -139,13 +140,17 @@ export class Recorder {
     const batch = this.pending.splice(0, BATCH)
     this.recording = batch
     return this.write(batch).pipe(
-      Effect.ensuring(Effect.sync(() => (this.recording = []))),
-      Effect.flatMap((again) =>
-        again.length === 0
-          ? Effect.void
-          : Effect.zipRight(Effect.sync(() => this.pending.unshift(...again)), Effect.sleep(RETRY_AFTER))
+      // In one step: the outcomes to write again go back to pending as the
+      // batch stops counting as being written, so no idle check in between
+      // sees neither.
+      Effect.onExit((exit) =>
+        Effect.sync(() => {
+          this.recording = []
+          if (Exit.isSuccess(exit) && exit.value.length > 0) this.pending.unshift(...exit.value)
+        })
       ),
-      Effect.zipRight(Effect.sync(this.deps.written))
+      Effect.flatMap((again) => (again.length === 0 ? Effect.void : Effect.sleep(RETRY_AFTER))),
+      Effect.zipRight(Effect.sync(this.deps.checkIdle))
     )
   })
 

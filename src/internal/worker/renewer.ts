@@ -14,6 +14,7 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import type { Publisher } from "./events.js"
 import type { Running } from "./state.js"
 
+/** What the renewer needs from the pool. */
 export interface RenewerDeps {
   readonly repo: QueueRepo.Service
   readonly leaseMs: number

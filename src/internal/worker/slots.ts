@@ -22,6 +22,7 @@ import type { PoolState, Running, Slot } from "./state.js"
 /** At most this long (ms) of running items between two turns of the event loop. */
 export const TURN_MS = 10
 
+/** What the slots need from the pool. */
 export interface SlotsDeps {
   readonly state: PoolState
   readonly executor: Executor
@@ -29,6 +30,7 @@ export interface SlotsDeps {
   readonly leaseMs: number
 }
 
+/** The pool's slot fibers; see the module doc. */
 export class Slots {
   private readonly slots = new Set<Slot>()
   private readonly parked: Array<() => void> = []

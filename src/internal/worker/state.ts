@@ -32,13 +32,14 @@ export interface Running {
   lost: boolean
 }
 
-/** Counts since the pool started (the running and buffered figures are read live). */
-export type Counts = { -readonly [K in Exclude<keyof Counters, "running" | "buffered">]: number }
+/** Tallies since the pool started (the running and buffered figures are read live). */
+export type Tallies = { -readonly [K in Exclude<keyof Counters, "running" | "buffered">]: number }
 
+/** The pool's shared state and the operations that change it; see the module doc. */
 export class PoolState {
   readonly running = new Set<Running>()
   readonly buffer = new ClaimBuffer()
-  readonly counts: Counts = {
+  readonly counts: Tallies = {
     claimed: 0,
     completed: 0,
     retried: 0,
