@@ -27,7 +27,7 @@
  * executor (one item's run), the recorder (outcome writes) and the renewer.
  * This module holds the options, the tag, the wiring and the shutdown order.
  */
-import { Context, type Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
+import { Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
 import type { Counters, Event } from "./Events.js"
 import type * as Handler from "./Handler.js"
 import { Claimer } from "./internal/worker/claimer.js"
