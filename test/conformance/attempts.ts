@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import { InvalidInput } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import type { Backend } from "../support/db.js"
@@ -105,6 +105,12 @@ export const attemptsConformance = (backend: Backend) => {
         }
         expect((yield* repo.stats).due).toBe(1)
       })))
+
+    it.live("a defaultMaxAttempts that is not an integer from 1 to 10,000 is refused when the service is built", () =>
+      Effect.gen(function*() {
+        const exit = yield* Effect.exit(withRepo(backend, Effect.void, { defaultMaxAttempts: 0 }))
+        expect(Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "built").toMatch(/QueueRepo: defaultMaxAttempts/)
+      }))
   })
 
   describe("the enqueuer's span context", () => {

@@ -5,9 +5,8 @@
  * budget is the claimer's to apply (its handler's maxAttempts: the claim
  * carries it, and internal/store/claims.ts asks for dead once it is spent).
  * A keyed item going back to waiting while a twin waits is absorbed by it
- * instead (./absorb.ts). Fenced
- * by the claim's token; one row per applied failure, with its outcome
- * ("waiting", "dead" or "absorbed").
+ * instead (./absorb.ts). Fenced by the claim's token; one row per applied
+ * failure, with its outcome ("waiting", "dead" or "absorbed").
  */
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
