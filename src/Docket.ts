@@ -80,7 +80,12 @@ export interface Client<A> {
   ) => Effect.Effect<ReadonlyArray<QueueRepo.EnqueueResult>, InvalidInput | StorageError, QueueRepo.QueueRepo>
 }
 
-/** A typed client for a handler's kind: a payload of the wrong type is a compile error. */
+/**
+ * A typed client for a handler's kind: a payload of the wrong type is a
+ * compile error. An item enqueued without `maxAttempts` is stored without
+ * one: the worker that runs it applies its handler's (so a worker with a
+ * newer handler applies the newer budget).
+ */
 export const client = <A, I, E, R>(handler: Handler.Handler<A, I, E, R>): Client<A> => {
   const encode = Schema.encodeEither(handler.payload)
   const encoded = (payload: A, index: number | null) =>
@@ -91,19 +96,15 @@ export const client = <A, I, E, R>(handler: Handler.Handler<A, I, E, R>): Client
           ParseResult.TreeFormatter.formatErrorSync(error)
         }`
       }))
-  const withDefaults = (options: QueueRepo.EnqueueOptions | undefined): QueueRepo.EnqueueOptions => ({
-    ...options,
-    maxAttempts: options?.maxAttempts ?? handler.maxAttempts
-  })
   return {
     kind: handler.kind,
     enqueue: (payload, options) =>
       Effect.flatMap(encoded(payload, null), (json) =>
-        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue(handler.kind, json, withDefaults(options)))),
+        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue(handler.kind, json, options))),
     enqueueMany: (items) =>
       Effect.forEach(items, (item, i) =>
         Effect.map(encoded(item.payload, i), (json): QueueRepo.EnqueueRequest => ({
-          ...withDefaults(item),
+          ...item,
           kind: handler.kind,
           payload: json
         }))).pipe(

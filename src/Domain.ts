@@ -17,7 +17,13 @@ export interface EnqueueOptions {
   readonly runAt?: Date | number | undefined
   /** Higher runs first among due items; default 0. */
   readonly priority?: number | undefined
-  /** Attempts before the item is dead; default 8. */
+  /**
+   * Attempts before the item is dead. When not given, the worker that runs it
+   * decides: its handler's `maxAttempts`, else the queue's default (8). So a
+   * handler's budget applies to every item of its kind enqueued without one,
+   * whoever enqueued it, and a change of the handler's budget applies to the
+   * items already waiting.
+   */
   readonly maxAttempts?: number | undefined
 }
 
@@ -44,6 +50,12 @@ export interface Claim {
   readonly priority: number
   /** This attempt's number, from 1. */
   readonly attempt: number
+  /**
+   * The item's budget: the one its enqueue gave, else the claim's
+   * `maxAttemptsByKind` for its kind (a worker pool's: its handler's
+   * `maxAttempts`), else the service's `defaultMaxAttempts` (8). At this
+   * attempt and beyond a failure is dead.
+   */
   readonly maxAttempts: number
   readonly runAt: number
   readonly createdAt: number
@@ -52,6 +64,12 @@ export interface Claim {
   readonly worker: string
   /** The previous attempt's error, if any. */
   readonly lastError: string | null
+  /**
+   * The enqueuer's span context as a W3C traceparent, when the item was
+   * enqueued under an application's tracer (as stored: a worker pool links its
+   * run's span to it only if it is well formed).
+   */
+  readonly traceContext?: string | null | undefined
 }
 
 /** An item as stored, for people and tools. */
@@ -64,12 +82,18 @@ export interface Item {
   readonly state: State
   readonly runAt: number
   readonly attempts: number
-  readonly maxAttempts: number
+  /**
+   * The budget its enqueue gave; null when it gave none (the worker that runs
+   * it applies its handler's `maxAttempts`, else the queue's default, 8).
+   */
+  readonly maxAttempts: number | null
   readonly lastError: string | null
   readonly claimedBy: string | null
   readonly leaseUntil: number | null
   readonly createdAt: number
   readonly updatedAt: number
+  /** The enqueuer's span context (W3C traceparent), as stored; null outside a trace. */
+  readonly traceContext: string | null
 }
 
 /** What to do with a failed item: retry after a delay (if attempts remain), or dead at once. */
@@ -112,6 +136,12 @@ export interface ClaimOptions {
   readonly lease: Duration.DurationInput
   /** Claim only these kinds (default: every kind). */
   readonly kinds?: ReadonlyArray<string> | undefined
+  /**
+   * By kind, the budget of an item enqueued without `maxAttempts` (a worker
+   * pool passes its handlers' `maxAttempts`); kinds not in it take the
+   * service's `defaultMaxAttempts`. Each an integer from 1 to 10,000.
+   */
+  readonly maxAttemptsByKind?: ReadonlyMap<string, number> | undefined
 }
 
 /** One page of dead items, in id order. */

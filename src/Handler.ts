@@ -23,6 +23,7 @@ export interface Job {
   readonly kind: string
   /** This attempt's number, from 1. */
   readonly attempt: number
+  /** The item's budget: its own, else this handler's `maxAttempts`, else the queue's default (8). */
   readonly maxAttempts: number
   readonly key: string | null
   readonly priority: number
@@ -42,7 +43,13 @@ export interface Job {
 export interface Options<A, I, E, R> {
   readonly payload: Schema.Schema<A, I, never>
   readonly run: (payload: A, job: Job) => Effect.Effect<void, E, R>
-  /** Attempts before the item is dead (default: the queue's default, 8). Applied when enqueued through a client. */
+  /**
+   * Attempts before an item of this kind is dead (default: the queue's
+   * default, 8), for every item enqueued without its own `maxAttempts`,
+   * whoever enqueued it (a client, `QueueRepo.enqueue`, `docket enqueue`): the
+   * worker running this handler applies it when it claims the item. An
+   * integer from 1 to 10,000.
+   */
   readonly maxAttempts?: number | undefined
   /** Backoff between attempts (default: 30 s doubling to 1 h, with jitter). */
   readonly backoff?: Backoff | undefined

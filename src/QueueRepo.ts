@@ -89,11 +89,16 @@ export class QueueRepo extends Context.Tag("docket/QueueRepo")<QueueRepo, Servic
 export interface Options {
   /** Largest accepted payload, as JSON bytes (default 1 MiB). */
   readonly maxPayloadBytes?: number | undefined
-  /** Default attempts before dead (default 8, as the reference). */
+  /**
+   * Attempts before dead of an item enqueued without `maxAttempts` whose kind
+   * has no budget in the claim's `maxAttemptsByKind` (a worker pool passes its
+   * handlers' `maxAttempts`): applied by this service's claims, not written at
+   * enqueue (default 8, as the reference).
+   */
   readonly defaultMaxAttempts?: number | undefined
 }
 
-/** Attempts before an item is dead, when neither the enqueue nor `Options` give a number. */
+/** Attempts before an item is dead, when neither the enqueue, its handler nor `Options` give a number. */
 export const DEFAULT_MAX_ATTEMPTS = 8
 
 const dialectOf = (sql: SqlClient.SqlClient, claimScope?: Scope.Scope): Effect.Effect<Dialect> =>
@@ -128,14 +133,11 @@ export const makeScoped = (
 // Wires the parts (internal/store/): each holds one responsibility of the
 // service, over the dialect chosen in dialectOf.
 const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options): Service => {
-  const prepare = Prepare.make({
-    maxPayloadBytes: options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES,
-    defaultMaxAttempts: options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS
-  })
+  const prepare = Prepare.make({ maxPayloadBytes: options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES })
   return {
     dialect: dialect.name,
     ...Enqueue.make(dialect, wakeups, prepare),
-    ...Claims.make(dialect),
+    ...Claims.make(dialect, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS),
     stats: dialect.stats.pipe(Effect.map(toStats), Effect.mapError(storage("stats"))),
     // An id that is not a positive safe integer names no item: None on every
     // dialect, without a query (PostgreSQL would refuse 1.5 or NaN as a bigint

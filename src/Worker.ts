@@ -148,6 +148,7 @@ const build = (options: Options<Handler.Any>) =>
       holdMs: config.holdMs,
       handlerKinds: [...handlers.byKind.keys()],
       handledOnly: config.handledOnly,
+      maxAttemptsByKind: handlers.maxAttempts,
       release: (claims) => recorder.release(claims),
       dispatch: slots.dispatch,
       checkIdle: idle.check

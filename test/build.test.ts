@@ -15,7 +15,7 @@ describe("the bundled command", () => {
       const db = join(dir, "q.db")
       const run = (...args: Array<string>) =>
         execFileSync(process.execPath, ["dist/docket.mjs", ...args, "--database", db], { encoding: "utf8", timeout: 30_000 })
-      expect(run("migrate")).toContain("applied migrations 1, 2, 3, 4")
+      expect(run("migrate")).toContain("applied migrations 1, 2, 3, 4, 5")
       expect(run("enqueue", "greet", '{"name":"Ada"}').trim()).toBe("1")
       // A worker over the example tasks (a .ts file among them) until the item is done.
       const out = execFileSync(

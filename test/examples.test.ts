@@ -2,6 +2,10 @@
  * Every example runs by itself to exit 0 and prints what it promises (each
  * as `npx tsx examples/<name>.ts` would: node with tsx's loader).
  */
+import { mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
@@ -40,6 +44,36 @@ const leftBehind = async (url: string) => {
   } finally {
     await client.end()
   }
+}
+
+/**
+ * A real OTLP/HTTP receiver on loopback: accepts POST /v1/traces and
+ * /v1/metrics (JSON, what the -otlp-http exporters send) and keeps each body.
+ */
+const otlpReceiver = async () => {
+  const received: Array<{ readonly path: string; readonly contentType: string; readonly body: any }> = []
+  const server = createServer((req, res) => {
+    let text = ""
+    req.setEncoding("utf8").on("data", (chunk: string) => (text += chunk)).on("end", () => {
+      const ok = req.method === "POST" && (req.url === "/v1/traces" || req.url === "/v1/metrics")
+      if (ok) received.push({ path: req.url!, contentType: String(req.headers["content-type"]), body: JSON.parse(text) })
+      res.writeHead(ok ? 200 : 404, { "content-type": "application/json" }).end("{}")
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    received,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+}
+
+interface OtlpSpan {
+  readonly name: string
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId?: string
+  readonly links?: ReadonlyArray<{ readonly traceId: string; readonly spanId: string }>
 }
 
 describe.concurrent("examples", () => {
@@ -142,6 +176,56 @@ describe.concurrent("examples", () => {
       })
     } finally {
       await db.drop()
+    }
+  })
+
+  it("otel.ts: spans and metrics reach a real OTLP/HTTP receiver; each run's span links to its enqueue's", async () => {
+    const receiver = await otlpReceiver()
+    const dir = mkdtempSync(join(tmpdir(), "docket-otel-test-"))
+    try {
+      const r = await runExample("otel", {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        DOCKET_DATABASE_URL: join(dir, "queue.db")
+      })
+      expect(r.code, r.stderr).toBe(0)
+      const sent = [...r.stdout.matchAll(/welcome mail sent to (\S+) \(item (\d+), trace ([0-9a-f]{32})\)/g)]
+      expect(sent.map((m) => m[1]).sort()).toEqual(["ada@example.com", "grace@example.com"])
+      expect(r.stdout).toContain(`traces and metrics exported to ${receiver.endpoint} (flushed at shutdown)`)
+
+      for (const { contentType } of receiver.received) expect(contentType).toMatch(/^application\/json/)
+      const spans: Array<OtlpSpan> = receiver.received.filter((b) => b.path === "/v1/traces").flatMap((b) =>
+        b.body.resourceSpans.flatMap((rs: any) => rs.scopeSpans.flatMap((ss: any) => ss.spans))
+      )
+      const named = (name: string) => spans.filter((s) => s.name === name)
+      const requests = named("POST /signup")
+      const enqueues = named("docket.enqueue")
+      const runs = named("docket.item")
+      expect([requests.length, enqueues.length, runs.length]).toEqual([2, 2, 2])
+      // request -> enqueue: a child in the request's trace.
+      for (const enqueue of enqueues) {
+        const request = requests.find((q) => q.spanId === enqueue.parentSpanId)
+        expect(request?.traceId).toBe(enqueue.traceId)
+      }
+      // enqueue -> run: each run's span links to one enqueue's span context.
+      const linkedTo = runs.map((run) => {
+        expect(run.links).toHaveLength(1)
+        const link = run.links![0]
+        const enqueue = enqueues.find((e) => e.traceId === link.traceId && e.spanId === link.spanId)
+        expect(enqueue, `the link of ${run.spanId}`).toBeDefined()
+        return enqueue!.spanId
+      })
+      expect(new Set(linkedTo).size).toBe(2)
+      // The handler's own span is a child of the run's; the printed trace is the run's.
+      for (const smtp of named("smtp.send")) expect(runs.map((x) => x.spanId)).toContain(smtp.parentSpanId)
+      expect(sent.map((m) => m[3]).sort()).toEqual(runs.map((x) => x.traceId).sort())
+
+      const metrics: Array<string> = receiver.received.filter((b) => b.path === "/v1/metrics").flatMap((b) =>
+        b.body.resourceMetrics.flatMap((rm: any) => rm.scopeMetrics.flatMap((sm: any) => sm.metrics.map((m: any) => m.name)))
+      )
+      expect(metrics).toEqual(expect.arrayContaining(["docket_items_claimed", "docket_items_completed", "docket_item_duration_ms"]))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+      await receiver.close()
     }
   })
 

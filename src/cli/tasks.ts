@@ -12,8 +12,8 @@
  *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
  *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
  *   Backoff policy function; `timeout` is a duration. (`maxAttempts`, as for
- *   any handler, applies to items enqueued through `Docket.client`; items
- *   enqueued with `docket enqueue` take `--max-attempts`, else the queue's 8.)
+ *   any handler, applies to every item of the kind enqueued without its own,
+ *   `docket enqueue` without `--max-attempts` included; else the queue's 8.)
  *
  * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
  * files are skipped. As everywhere in Node, `.mts`/`.mjs` files are ES

@@ -18,7 +18,8 @@ export interface InsertRow {
   /** Absolute due time, or null to use the database's now plus `delayMs`. */
   readonly runAt: number | null
   readonly delayMs: number
-  readonly maxAttempts: number
+  /** Null when the request gave none (its claimer decides). */
+  readonly maxAttempts: number | null
 }
 
 /** What a change after a claim presents: the item and the claim's token. */
@@ -43,8 +44,15 @@ export interface DeadSelection {
 /** One dialect's statements, bound to a `SqlClient`. */
 export interface Dialect {
   readonly name: "pg" | "sqlite"
-  /** Inserts rows in order, skipping those whose key a waiting item holds; returns inserted rows in id order. */
-  readonly insert: (rows: ReadonlyArray<InsertRow>) => Effect.Effect<ReadonlyArray<KeyRow>, SqlError>
+  /**
+   * Inserts rows in order, skipping those whose key a waiting item holds;
+   * returns inserted rows in id order. `traceContext`: the enqueuer's W3C
+   * traceparent, stored with every row (null outside a trace).
+   */
+  readonly insert: (
+    rows: ReadonlyArray<InsertRow>,
+    traceContext: string | null
+  ) => Effect.Effect<ReadonlyArray<KeyRow>, SqlError>
   /** The waiting items holding these (kind, key) pairs. */
   readonly findWaiting: (
     pairs: ReadonlyArray<readonly [string, string]>

@@ -41,13 +41,13 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
   const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, pooled)
   return {
     name: "pg",
-    insert: (rows) => {
+    insert: (rows, traceContext) => {
       if (rows.length === 1) {
         const r = rows[0]
-        return run<KeyRow>(Insert.pgOne, [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts])
+        return run<KeyRow>(Insert.pgOne, [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts, traceContext])
       }
       const keyed = rows.some((r) => r.key !== null)
-      const params = batchParams(rows, keyed)
+      const params = batchParams(rows, keyed, traceContext)
       if (keyed) return run<KeyRow>(Insert.pgKeyed, params)
       return run<{ ids: string | null }>(Insert.pgPlain, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
     },
@@ -116,8 +116,9 @@ const reservedClaims = (
 }
 
 // The parameters of a batch insert (sql/insert.ts): payloads as one JSON array, each other column
-// as an array, or as a NULL array and a scalar when the batch shares its value.
-const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean): Array<unknown> => {
+// as an array, or as a NULL array and a scalar when the batch shares its value;
+// the span context, one for the batch.
+const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean, traceContext: string | null): Array<unknown> => {
   let payloads = "["
   for (let i = 0; i < rows.length; i++) payloads += (i === 0 ? "" : ",") + rows[i].payload
   payloads += "]"
@@ -133,7 +134,7 @@ const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean): Array<unkn
   const [delays, delay] = column((r) => r.delayMs, intArray)
   const [maxAttempts, maxAttempt] = column((r) => r.maxAttempts, intArray)
   const keys = keyed ? rows.map((r) => r.key) : null
-  return [kinds, payloads, keys, priorities, runAts, delays, maxAttempts, kind, priority, runAt, delay, maxAttempt]
+  return [kinds, payloads, keys, priorities, runAts, delays, maxAttempts, kind, priority, runAt, delay, maxAttempt, traceContext]
 }
 
 // An unkeyed batch inserts every row, in input order: its ids (one array,

@@ -14,13 +14,16 @@ export interface ItemRow {
   readonly state: "waiting" | "running" | "dead"
   readonly run_at: number | string
   readonly attempts: number | string
-  readonly max_attempts: number | string
+  /** NULL when the enqueue gave none (sql/columns.ts). */
+  readonly max_attempts: number | string | null
   readonly last_error: string | null
   readonly claimed_by: string | null
   readonly lease_until: number | string | null
   readonly lease_seq: number | string
   readonly created_at: number | string
   readonly updated_at: number | string
+  /** The enqueuer's W3C traceparent, as stored (unchecked). */
+  readonly trace_context: string | null
 }
 
 /** What a claim returns: the item's columns a run needs (state, claimer and update time are known). */

@@ -112,9 +112,10 @@ export const make = (sql: SqlClient): Dialect => {
     sql.withTransaction(Effect.zipWith(first, second, (a, b) => [...a, ...b]))
   return {
     name: "sqlite",
-    insert: (rows) =>
+    insert: (rows, traceContext) =>
       run<KeyRow>(Insert.sqlite, [
-        JSON.stringify(rows.map((r) => [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts]))
+        JSON.stringify(rows.map((r) => [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts])),
+        traceContext
       ]).pipe(Effect.map((inserted) => [...inserted].sort((a, b) => Number(a.id) - Number(b.id)))),
     findWaiting: (pairs) => run<KeyRow>(FindWaiting.sqlite, [JSON.stringify(pairs)]),
     claim: (worker, limit, leaseMs, kinds) => {

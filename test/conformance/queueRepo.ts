@@ -16,7 +16,9 @@ import { InvalidInput, type InvalidField, StorageError } from "../../src/Errors.
 import * as Migrations from "../../src/Migrations.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, countState, expireLease, makeDue, repoLayer, setRow } from "../support/db.js"
+import { attemptsConformance } from "./attempts.js"
 import { withRepo } from "./harness.js"
+import { upgradeConformance } from "./upgrade.js"
 
 const Repo = QueueRepo.QueueRepo
 
@@ -63,7 +65,7 @@ const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   }))
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3, 4]
+const ALL_MIGRATIONS = [1, 2, 3, 4, 5]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -663,11 +665,12 @@ export const queueRepoConformance = (backend: Backend) => {
         expect(results.map((r) => r._tag)).toEqual(["Enqueued", "Enqueued", "Enqueued", "Enqueued"])
         const items = yield* Effect.forEach(results, (r) => getItem(r.id))
         expect(items.map((i) => i.payload)).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }, { i: 3 }])
+        // Not given: null (the claimer decides), as a keyed batch stores it.
         expect(items.map((i) => [i.kind, i.key, i.priority, i.maxAttempts, i.state])).toEqual([
-          ["a", null, 3, QueueRepo.DEFAULT_MAX_ATTEMPTS, "waiting"],
+          ["a", null, 3, null, "waiting"],
           ["b", "x", 0, 2, "waiting"],
           ["a", null, -7, 1, "waiting"],
-          ["b", "y", 0, QueueRepo.DEFAULT_MAX_ATTEMPTS, "waiting"]
+          ["b", "y", 0, null, "waiting"]
         ])
         expectAround(items[0].runAt, before + 300_000, after + 300_000, 50)
         expect(items[1].runAt).toBe(at)
@@ -691,8 +694,8 @@ export const queueRepoConformance = (backend: Backend) => {
         const items = yield* Effect.forEach(results, (r) => getItem(r.id))
         expect(items.map((i) => [i.kind, i.payload, i.priority, i.maxAttempts])).toEqual([
           ["a", 0, 5, 3],
-          ["b", 1, 0, QueueRepo.DEFAULT_MAX_ATTEMPTS],
-          ["a", 2, -1, QueueRepo.DEFAULT_MAX_ATTEMPTS],
+          ["b", 1, 0, null],
+          ["a", 2, -1, null],
           ["c", 3, 0, 1]
         ])
         expectAround(items[0].runAt, before + 2_000, after + 2_000, 50)
@@ -703,8 +706,11 @@ export const queueRepoConformance = (backend: Backend) => {
         const shared = yield* repo.enqueueMany([0, 1, 2].map((n) => ({ kind: "d", payload: n, runAt: at, priority: 9 })))
         for (const [n, r] of shared.entries()) {
           const item = yield* getItem(r.id)
-          expect([item.kind, item.payload, item.runAt, item.priority]).toEqual(["d", n, at, 9])
+          expect([item.kind, item.payload, item.runAt, item.priority, item.maxAttempts]).toEqual(["d", n, at, 9, null])
         }
+        // A batch sharing one given budget.
+        const budgeted = yield* repo.enqueueMany([0, 1].map((n) => ({ kind: "e", payload: n, maxAttempts: 4 })))
+        for (const r of budgeted) expect((yield* getItem(r.id)).maxAttempts).toBe(4)
       })))
 
     it.live("an empty batch is [] and writes nothing", () =>
@@ -714,12 +720,14 @@ export const queueRepoConformance = (backend: Backend) => {
         expect(yield* countAll).toBe(0)
       })))
 
-    it.live("the default attempts come from the options", () =>
+    it.live("the default attempts come from the claiming service's options, not written at enqueue", () =>
       run(
         Effect.gen(function*() {
           const repo = yield* Repo
           const added = yield* repo.enqueue("a", 1)
-          expect((yield* getItem(added.id)).maxAttempts).toBe(2)
+          expect((yield* getItem(added.id)).maxAttempts).toBeNull()
+          const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease })
+          expect(claim.maxAttempts).toBe(2)
         }),
         { defaultMaxAttempts: 2 }
       ))
@@ -1272,6 +1280,8 @@ export const queueRepoConformance = (backend: Backend) => {
         yield* Effect.provide(countAll, contexts[0]).pipe(Effect.map((n) => expect(n).toBe(3)))
       })))
   })
+  attemptsConformance(backend)
+  upgradeConformance(backend)
 }
 
 /** Shared with the PostgreSQL-only tests. */

@@ -11,7 +11,7 @@ import pg from "pg"
 import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Layer, Logger, Option, Queue, Schedule, Schema, Scope, type Tracer } from "effect"
 
 const SqlClientTag = SqlClient.SqlClient
-import { Backoff, Cancel, Docket, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
+import { Backoff, Cancel, Docket, type Events, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
 import type { Backend } from "../support/db.js"
 import { expireLease, repoLayer, setRow } from "../support/db.js"
 import { waitForCount, waitForEvent } from "../support/events.js"
@@ -68,6 +68,62 @@ export const runtimeConformance = (backend: Backend) => {
           expect(dead?.lastError).toBe("Retry: refused 3")
         }))
     })
+
+    it.live("a handler's maxAttempts applies to items enqueued without one, whoever enqueued them; an item's own wins", () => {
+      const budgets: Array<[number, number, number]> = []
+      const Flaky = Handler.make("flaky", {
+        payload: Schema.Unknown,
+        maxAttempts: 3,
+        backoff: fast,
+        run: (_, job) => Effect.zipRight(Effect.sync(() => budgets.push([job.id, job.attempt, job.maxAttempts])), Effect.fail(new Retry({ reason: "no" })))
+      })
+      return withPool(backend, { handlers: [Flaky] }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const repo = yield* QueueRepo.QueueRepo
+          const raw = yield* repo.enqueue("flaky", 1)
+          const typed = yield* Docket.client(Flaky).enqueue(2)
+          const own = yield* Docket.client(Flaky).enqueue(3, { maxAttempts: 4 })
+          const seen: Array<Events.Event> = []
+          yield* waitForCount(events, (e) => seen.push(e) > 0 && e._tag === "Dead", 3)
+          expect((yield* item(raw.id))?.maxAttempts).toBeNull()
+          expect((yield* item(typed.id))?.maxAttempts).toBeNull()
+          for (const [id, attempts] of [[raw.id, 3], [typed.id, 3], [own.id, 4]]) {
+            expect(yield* item(id)).toMatchObject({ state: "dead", attempts })
+            expect(budgets.filter(([i]) => i === id).map(([, a, m]) => [a, m]))
+              .toEqual(Array.from({ length: attempts }, (_, k) => [k + 1, attempts]))
+          }
+          // The events carry the same budget (the command's status line prints it).
+          const retried = seen.flatMap((e) => e._tag === "Retried" && e.claim.id === raw.id ? [[e.claim.attempt, e.claim.maxAttempts]] : [])
+          expect(retried).toEqual([[1, 3], [2, 3]])
+        }))
+    })
+
+    it.live("an item that kept losing its lease is dead past its handler's maxAttempts (LeaseExpired)", () => {
+      const runs: Array<number> = []
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, maxAttempts: 2, run: (_, job) => Effect.sync(() => runs.push(job.id)) })
+      return withPool(backend, { handlers: [Ok], poll: "100 millis" }, () =>
+        Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          const repo = yield* QueueRepo.QueueRepo
+          // Two claims whose runs never recorded an outcome: the next is attempt 3 of the handler's 2.
+          const added = yield* repo.enqueue("ok", 1, { delay: "1 hour" })
+          yield* setRow(added.id, { attempts: 2, run_at: 0, last_error: "earlier" })
+          yield* waitForEvent(events, (e) => e._tag === "Dead" && e.claim.id === added.id)
+          expect(runs).toEqual([])
+          expect((yield* item(added.id))?.lastError).toBe(
+            "LeaseExpired: attempt 3 of 2; earlier runs lost their lease (their worker stopped or died) before recording an outcome; last error: earlier"
+          )
+        }))
+    })
+
+    it.live("a handler's maxAttempts that is not an integer from 1 to 10,000 stops the pool from starting", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const Bad = Handler.make("bad", { payload: Schema.Unknown, maxAttempts: 0, run: () => Effect.void })
+        const exit = yield* Effect.exit(Effect.scoped(Layer.build(Worker.layer({ handlers: [Bad] }).pipe(Layer.provideMerge(repoLayer(url))))))
+        expect(Exit.isFailure(exit) && String(Exit.isFailure(exit) ? exit.cause : "")).toMatch(/the handler of bad: maxAttempts must be an integer from 1 to 10000/)
+      }))
 
     it.live("Permanent and Cancel: dead at once, whatever attempts remain", () => {
       const Gone = Handler.make("gone", { payload: Schema.Unknown, run: () => Effect.fail(new Permanent({ reason: "410 Gone" })) })
@@ -664,6 +720,52 @@ export const runtimeConformance = (backend: Backend) => {
         expect(ours.filter((s) => s.name === "docket.enqueueMany")).toEqual([{ name: "docket.enqueueMany", attributes: { count: 2 } }])
         expect(ours.filter((s) => s.name === "docket.item")).toHaveLength(3)
         expect(seenIn).toEqual(["docket.item", "docket.item", "docket.item"])
+        // Each run's span links to its enqueue's span (the batch's for a batch), across the queue.
+        const one = made.find((s) => s.name === "docket.enqueue")!
+        const many = made.find((s) => s.name === "docket.enqueueMany")!
+        expect([one.kind, many.kind]).toEqual(["producer", "producer"])
+        const items = made.filter((s) => s.name === "docket.item")
+        const linked = items.map((s) => {
+          expect(s.kind).toBe("consumer")
+          expect(s.links).toHaveLength(1)
+          expect(s.links[0].attributes).toEqual({ "docket.link": "enqueued" })
+          const target = s.links[0].span
+          return [target.traceId, target.spanId, target.sampled]
+        })
+        expect(linked.sort()).toEqual([
+          [one.traceId, one.spanId, true],
+          [many.traceId, many.spanId, true],
+          [many.traceId, many.spanId, true]
+        ].sort())
+      })
+    })
+
+    it.live("spans: a malformed stored span context links nothing, and the item runs", () => {
+      const { made, tracer } = recordingTracer()
+      const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
+      return Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const bad = ["garbage", "00-00000000000000000000000000000000-0000000000000000-01", `01-${"a".repeat(32)}-${"b".repeat(16)}-01`]
+        const ids = yield* Effect.scoped(Effect.gen(function*() {
+          const repo = yield* QueueRepo.QueueRepo
+          const ids: Array<number> = []
+          for (const context of bad) {
+            const added = yield* repo.enqueue("ok", context)
+            yield* setRow(added.id, { trace_context: context })
+            ids.push(added.id)
+          }
+          return ids
+        }).pipe(Effect.provide(repoLayer(url))))
+        yield* Effect.scoped(Effect.gen(function*() {
+          const events = yield* (yield* Worker.Worker).subscribe
+          yield* waitForCount(events, (e) => e._tag === "Completed", bad.length)
+        }).pipe(
+          Effect.provide(Worker.layer({ handlers: [Ok] }).pipe(Layer.provideMerge(repoLayer(url)), Layer.provide(Layer.setTracer(tracer)))),
+          Effect.withTracer(tracer)
+        ))
+        const items = made.filter((s) => s.name === "docket.item")
+        expect(items.map((s) => s.attributes.get("docket.id")).sort()).toEqual([...ids].sort())
+        for (const s of items) expect(s.links).toEqual([])
       })
     })
 

@@ -34,7 +34,8 @@ interface MItem {
   readonly kind: string
   readonly key: string | null
   readonly priority: number
-  readonly maxAttempts: number
+  /** As the enqueue gave it; null: the claim decides (its kind's budget, else 8). */
+  readonly maxAttempts: number | null
   state: State
   runAt: number
   attempts: number
@@ -65,7 +66,7 @@ class Model {
     return this.waitingTwin(kind, key)?.id
   }
 
-  insert(id: number, kind: string, key: string | null, delay: number, priority: number, maxAttempts: number) {
+  insert(id: number, kind: string, key: string | null, delay: number, priority: number, maxAttempts: number | null) {
     this.items.set(id, {
       id,
       kind,
@@ -114,10 +115,17 @@ class Model {
     return true
   }
 
+  /** An item's budget under a claim with these kinds' budgets. */
+  budget(item: MItem, byKind: ReadonlyMap<string, number> | undefined) {
+    return item.maxAttempts ?? byKind?.get(item.kind) ?? QueueRepo.DEFAULT_MAX_ATTEMPTS
+  }
+
+  // A retry needs an attempt left under the claim's budget (checked against
+  // `budget` when it was claimed).
   fail(claim: QueueRepo.Claim, error: string, delay: number | null): QueueRepo.FailOutcome {
     const item = this.held(claim)
     if (item === undefined) return "stale"
-    const retry = delay !== null && item.attempts < item.maxAttempts
+    const retry = delay !== null && item.attempts < claim.maxAttempts
     if (retry && this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
       this.items.delete(item.id)
       return "absorbed"
@@ -183,8 +191,15 @@ const claimOrder = (a: { priority: number; runAt: number; id: number }, b: { pri
 // --- the operations ---
 
 type Op =
-  | { op: "enqueue"; kind: string; key: string | null; delay: number; priority: number; maxAttempts: number }
-  | { op: "claim"; worker: string; limit: number; lease: number; kinds: ReadonlyArray<string> | undefined }
+  | { op: "enqueue"; kind: string; key: string | null; delay: number; priority: number; maxAttempts: number | undefined }
+  | {
+    op: "claim"
+    worker: string
+    limit: number
+    lease: number
+    kinds: ReadonlyArray<string> | undefined
+    budgets: ReadonlyArray<readonly [string, number]> | undefined
+  }
   | { op: "complete"; pick: number }
   | { op: "fail"; pick: number; delay: number | null; error: string }
   | { op: "release"; pick: number }
@@ -208,7 +223,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       key: fc.constantFrom(null, null, "k1", "k2", "it's"),
       delay: fc.oneof(fc.constant(0), minutes(1, 3)),
       priority: fc.integer({ min: -1, max: 1 }),
-      maxAttempts: fc.integer({ min: 1, max: 3 })
+      // Not given: the claim decides (below, its kinds' budgets, else 8).
+      maxAttempts: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })
     })
   },
   {
@@ -218,7 +234,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       worker: fc.constantFrom("w1", "w2"),
       limit: fc.integer({ min: 1, max: 4 }),
       lease: minutes(1, 3),
-      kinds: fc.option(fc.subarray([...KINDS]), { nil: undefined })
+      kinds: fc.option(fc.subarray([...KINDS]), { nil: undefined }),
+      budgets: fc.option(fc.array(fc.tuple(fc.constantFrom(...KINDS), fc.integer({ min: 1, max: 3 })), { maxLength: 2 }), {
+        nil: undefined
+      })
     })
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("complete" as const), pick }) },
@@ -262,6 +281,7 @@ interface Row {
   run_at: number | string
   attempts: number | string
   max_attempts: number | string
+  max_attempts_given: boolean | number
   last_error: string | null
   claimed_by: string | null
   lease_until: number | string | null
@@ -300,7 +320,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
   /** Every stored row agrees with the model; the database's times are pinned to the model's. */
   const verify = async (step: string) => {
     const rows = await sql<Row>(
-      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error, claimed_by, lease_until, lease_seq FROM docket_items ORDER BY id"
+      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, max_attempts_given, last_error, claimed_by, lease_until, lease_seq FROM docket_items ORDER BY id"
     )
     const expected = [...model.items.values()].sort((a, b) => a.id - b.id)
     expect(rows.map((r) => Number(r.id)), `${step}: the ids stored`).toEqual(expected.map((i) => i.id))
@@ -313,7 +333,9 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         priority: Number(r.priority),
         state: r.state,
         attempts: Number(r.attempts),
-        maxAttempts: Number(r.max_attempts),
+        // Not given: stored as 8 for workers before migration 0005, flagged.
+        maxAttempts: Boolean(r.max_attempts_given) ? Number(r.max_attempts) : null,
+        storedMaxAttempts: Number(r.max_attempts),
         lastError: r.last_error,
         claimedBy: r.claimed_by,
         token: Number(r.lease_seq)
@@ -324,6 +346,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         state: m.state,
         attempts: m.attempts,
         maxAttempts: m.maxAttempts,
+        storedMaxAttempts: m.maxAttempts ?? QueueRepo.DEFAULT_MAX_ATTEMPTS,
         lastError: m.lastError,
         claimedBy: m.claimedBy,
         token: m.seq
@@ -371,15 +394,20 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         } else {
           expect(result._tag, step).toBe("Enqueued")
           expect(result.id, `${step}: a new id`).toBeGreaterThan(Math.max(0, ...model.items.keys()))
-          model.insert(result.id, op.kind, op.key, op.delay, op.priority, op.maxAttempts)
+          model.insert(result.id, op.kind, op.key, op.delay, op.priority, op.maxAttempts ?? null)
         }
         break
       }
       case "claim": {
-        const got = await repo((r) => r.claim({ worker: op.worker, limit: op.limit, lease: op.lease, kinds: op.kinds }))
+        const budgets = op.budgets === undefined ? undefined : new Map(op.budgets)
+        const got = await repo((r) =>
+          r.claim({ worker: op.worker, limit: op.limit, lease: op.lease, kinds: op.kinds, maxAttemptsByKind: budgets })
+        )
         const want = model.claim(op.worker, op.limit, op.lease, op.kinds)
         expect(got.map((c) => [c.id, c.token, c.attempt, c.worker, c.kind, c.key, c.priority, c.maxAttempts, c.lastError]), step)
-          .toEqual(want.map((i) => [i.id, i.seq, i.attempts, op.worker, i.kind, i.key, i.priority, i.maxAttempts, i.lastError]))
+          .toEqual(
+            want.map((i) => [i.id, i.seq, i.attempts, op.worker, i.kind, i.key, i.priority, model.budget(i, budgets), i.lastError])
+          )
         claims.push(...got)
         totals.claims += got.length
         break

@@ -42,10 +42,12 @@ const printText = <E>(items: Stream.Stream<QueueRepo.Item, E>) =>
       Effect.suspend(() => {
         const header = n++ === 0 ? Console.log("ID\tKIND\tATTEMPTS\tLAST ERROR\tPAYLOAD") : Effect.void
         const error = clip(foldLines(item.lastError ?? ""), 120)
+        // Attempts of its own budget; without one (its handler's applied) the count alone.
+        const attempts = item.maxAttempts === null ? `${item.attempts}` : `${item.attempts}/${item.maxAttempts}`
         return Effect.zipRight(
           header,
           Console.log(
-            `${item.id}\t${item.kind}\t${item.attempts}/${item.maxAttempts}\t${error}\t${
+            `${item.id}\t${item.kind}\t${attempts}\t${error}\t${
               clip(JSON.stringify(item.payload), 120)
             }`
           )

@@ -3,10 +3,16 @@
  * row shapes of internal/rows.ts.
  */
 
+// max_attempts as the rows carry it: NULL when the enqueue gave none (the
+// claimer then decides: the kind's handler, else the default). The column
+// itself then holds 8, for workers of earlier versions
+// (migrations/*/0005_attempts_default_and_trace.sql says why).
+const MAX_ATTEMPTS = "CASE WHEN max_attempts_given THEN max_attempts END AS max_attempts"
+
 /** Every column of an item (`ItemRow`): what item-returning statements select. */
 export const ITEM_COLUMNS =
-  "id, kind, payload, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error, claimed_by, lease_until, lease_seq, created_at, updated_at"
+  `id, kind, payload, dedupe_key, priority, state, run_at, attempts, ${MAX_ATTEMPTS}, last_error, claimed_by, lease_until, lease_seq, created_at, updated_at, trace_context`
 
 /** The columns of `ClaimRow`: what a run needs (state, claimer and update time are known). */
 export const CLAIM_COLUMNS =
-  "id, kind, payload, dedupe_key, priority, run_at, attempts, max_attempts, last_error, lease_until, lease_seq, created_at"
+  `id, kind, payload, dedupe_key, priority, run_at, attempts, ${MAX_ATTEMPTS}, last_error, lease_until, lease_seq, created_at, trace_context`

@@ -5,6 +5,11 @@
 import * as Now from "./clock.js"
 import { NOTIFY_CHANNEL } from "./notify.js"
 
+// What max_attempts holds when the enqueue gave none (max_attempts_given
+// false): the budget workers of earlier versions read
+// (migrations/*/0005_attempts_default_and_trace.sql).
+const STORED_DEFAULT = 8
+
 // A batch insert, in input order (ids follow ORDER BY ord). The payloads
 // travel as one JSON array (their JSON texts joined: no per-item escaping on
 // the client, one parse on the server; `json` keeps each element's text as
@@ -19,12 +24,16 @@ import { NOTIFY_CHANNEL } from "./notify.js"
 // it inserts without ON CONFLICT (speculative insertion wrote an extra WAL
 // record per row: 6-17% of the statement) and returns its ids as one array.
 // One NOTIFY per statement, delivered when the enclosing transaction commits.
+// A NULL max attempts is one not given ($12 NULL too: none of the batch gave
+// one); the batch shares one span context ($13, NULL outside a trace).
 const pgMany = (keyed: boolean) => `
 WITH ins AS (
-  INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
+  INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
+                            trace_context, created_at, updated_at)
   SELECT coalesce(t.kind, $8), t.payload::text, t.dedupe_key, coalesce(t.priority, $9),
-         coalesce(t.run_at, $10, ${Now.pg} + coalesce(t.delay_ms, $11)), coalesce(t.max_attempts, $12),
-         ${Now.pg}, ${Now.pg}
+         coalesce(t.run_at, $10, ${Now.pg} + coalesce(t.delay_ms, $11)),
+         coalesce(t.max_attempts, $12, ${STORED_DEFAULT}), coalesce(t.max_attempts, $12) IS NOT NULL,
+         $13::text, ${Now.pg}, ${Now.pg}
   FROM ROWS FROM (json_array_elements($2::json), unnest($1::text[]), unnest($3::text[]), unnest($4::int[]),
                   unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::int[]))
     WITH ORDINALITY AS t(payload, kind, dedupe_key, priority, run_at, delay_ms, max_attempts, ord)
@@ -46,20 +55,25 @@ export const pgPlain = pgMany(false)
 
 /**
  * PostgreSQL, one item (the common case): a server-side function with a kept
- * plan (migrations/pg/0003_enqueue_function.sql), the same dedupe and NOTIFY.
+ * plan (migrations/pg/0003_enqueue_function.sql, with the span context since
+ * 0005), the same dedupe and NOTIFY. $7 max attempts or NULL (not given), $8
+ * the span context or NULL.
  */
 export const pgOne = `SELECT new_id AS id, new_kind AS kind, new_key AS dedupe_key
-FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int)`
+FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int, $8::text)`
 
 /**
  * SQLite, any batch: ?1 is a JSON array of [kind, payload, key, priority,
- * runAt, delayMs, maxAttempts] rows. `WHERE true` is SQLite's documented way
- * to let ON CONFLICT follow INSERT ... SELECT.
+ * runAt, delayMs, maxAttempts (null: not given)] rows, ?2 the batch's span
+ * context or NULL. `WHERE true` is SQLite's documented way to let ON CONFLICT
+ * follow INSERT ... SELECT.
  */
 export const sqlite = `
-INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
+INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
+                          trace_context, created_at, updated_at)
 SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,
-       coalesce(j.value ->> 4, n.ms + (j.value ->> 5)), j.value ->> 6, n.ms, n.ms
+       coalesce(j.value ->> 4, n.ms + (j.value ->> 5)), coalesce(j.value ->> 6, ${STORED_DEFAULT}),
+       j.value ->> 6 IS NOT NULL, ?2, n.ms, n.ms
 FROM json_each(?1) j, (SELECT ${Now.sqlite} AS ms) n
 WHERE true
 ORDER BY j.key

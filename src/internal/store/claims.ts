@@ -4,7 +4,7 @@
  * (./fence.ts): a worker whose lease was lost, and whose item another worker
  * claimed, changes nothing.
  */
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import type { FailOutcome, ReleaseOutcome } from "../../Domain.js"
 import type { Service } from "../../QueueRepo.js"
 import type { Dialect, FailRow } from "../dialect.js"
@@ -18,10 +18,18 @@ export type Claims = Pick<
   "claim" | "complete" | "completeMany" | "fail" | "failMany" | "release" | "releaseMany" | "extend" | "extendMany"
 >
 
-/** The claim and its fenced changes over a dialect. */
-export const make = (dialect: Dialect): Claims => {
+/** A budget of attempts: an integer from 1 to the limit. */
+const checkBudget = (value: number) => V.checkIntegerIn("maxAttempts", value, 1, V.MAX_ATTEMPTS_LIMIT)
+
+/**
+ * The claim and its fenced changes over a dialect. `defaultMaxAttempts`: the
+ * budget of an item enqueued without one whose kind the claim gives none.
+ */
+export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
+  const fallback = checkBudget(defaultMaxAttempts)
+  if (Either.isLeft(fallback)) throw new Error(`QueueRepo: defaultMaxAttempts ${fallback.left.reason}`)
   const self: Claims = {
-    claim: ({ kinds, lease, limit, worker }) =>
+    claim: ({ kinds, lease, limit, maxAttemptsByKind, worker }) =>
       Effect.gen(function*() {
         const w = yield* V.lift(V.checkWorker(worker))
         const n = yield* V.lift(V.checkIntegerIn("limit", limit, 1, V.MAX_CLAIM_LIMIT))
@@ -29,10 +37,16 @@ export const make = (dialect: Dialect): Claims => {
         if (kinds !== undefined) {
           for (const kind of kinds) yield* V.lift(V.checkKind(kind))
         }
+        if (maxAttemptsByKind !== undefined) {
+          for (const budget of maxAttemptsByKind.values()) {
+            const checked = checkBudget(budget)
+            if (Either.isLeft(checked)) return yield* checked.left
+          }
+        }
         const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds).pipe(
           Effect.mapError(storage("claim"))
         )
-        return rows.map((row) => toClaim(row, w)).sort(claimOrder)
+        return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts)).sort(claimOrder)
       }),
     complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
     completeMany: (claims) =>
@@ -46,7 +60,10 @@ export const make = (dialect: Dialect): Claims => {
         if (failures.length === 0) return []
         const rows: Array<FailRow> = []
         for (const { claim, error, next } of failures) {
-          const delayMs = next._tag === "Dead" ? null : yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS))
+          const delay = next._tag === "Dead" ? null : yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS))
+          // The claim's budget is spent: dead. (The statement checks only a
+          // budget the enqueue gave; a default one is the claim's: sql/fail.ts.)
+          const delayMs = claim.attempt >= claim.maxAttempts ? null : delay
           rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs })
         }
         const outcomes = yield* withTwinFallback(dialect, rows, dialect.fail).pipe(Effect.mapError(storage("fail")))

@@ -12,8 +12,16 @@ import { type ClaimRow, type IdRow, type ItemRow, num, numOrNull, type StatsRow 
 /** Maps a failed statement of `operation` to a `StorageError`. */
 export const storage = (operation: string) => (cause: SqlError) => new StorageError({ operation, cause })
 
-/** A claimed row as the claim `worker` holds. */
-export const toClaim = (row: ClaimRow, worker: string): Claim => ({
+/**
+ * A claimed row as the claim `worker` holds. An item enqueued without a
+ * budget takes its kind's in `budgets`, else `fallback`.
+ */
+export const toClaim = (
+  row: ClaimRow,
+  worker: string,
+  budgets: ReadonlyMap<string, number> | undefined,
+  fallback: number
+): Claim => ({
   id: num(row.id),
   token: num(row.lease_seq),
   kind: row.kind,
@@ -21,12 +29,13 @@ export const toClaim = (row: ClaimRow, worker: string): Claim => ({
   key: row.dedupe_key,
   priority: num(row.priority),
   attempt: num(row.attempts),
-  maxAttempts: num(row.max_attempts),
+  maxAttempts: row.max_attempts === null ? budgets?.get(row.kind) ?? fallback : num(row.max_attempts),
   runAt: num(row.run_at),
   createdAt: num(row.created_at),
   leaseUntil: num(row.lease_until),
   worker,
-  lastError: row.last_error
+  lastError: row.last_error,
+  traceContext: row.trace_context
 })
 
 const parsePayload = (json: string): unknown => {
@@ -47,12 +56,13 @@ export const toItem = (row: ItemRow): Item => ({
   state: row.state,
   runAt: num(row.run_at),
   attempts: num(row.attempts),
-  maxAttempts: num(row.max_attempts),
+  maxAttempts: numOrNull(row.max_attempts),
   lastError: row.last_error,
   claimedBy: row.claimed_by,
   leaseUntil: numOrNull(row.lease_until),
   createdAt: num(row.created_at),
-  updatedAt: num(row.updated_at)
+  updatedAt: num(row.updated_at),
+  traceContext: row.trace_context
 })
 
 /** Claim order: highest priority first, then run-after, then id. */

@@ -1,7 +1,9 @@
 /**
  * Enqueue: the dedupe insert protocol. A keyed row whose key a waiting item
  * holds is not inserted; its result is that item (Deduplicated). Rows without
- * a key are inserted in one statement, without the protocol's rounds.
+ * a key are inserted in one statement, without the protocol's rounds. Under
+ * an application's tracer each item stores the enqueue span's context, which
+ * its run's span links to (internal/tracing.ts).
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either } from "effect"
@@ -11,7 +13,7 @@ import type { Service } from "../../QueueRepo.js"
 import type * as Wakeups from "../../Wakeups.js"
 import type { Dialect, InsertRow } from "../dialect.js"
 import { type KeyRow, num } from "../rows.js"
-import { spanIfTraced } from "../tracing.js"
+import { spanWithContextIfTraced } from "../tracing.js"
 import { storage } from "./decode.js"
 import type { Prepare } from "./prepare.js"
 
@@ -24,23 +26,30 @@ export const make = (
   const enqueueRows = inserter(dialect, wakeups)
   return {
     enqueue: (kind, payload, opts = {}) =>
-      Effect.suspend((): Effect.Effect<EnqueueResult, InvalidInput | StorageError> => {
-        const row = prepare({ ...opts, kind, payload }, null)
-        if (Either.isLeft(row)) return Effect.fail(row.left)
-        return Effect.map(enqueueRows([row.right]), (results) => results[0])
-      }).pipe(spanIfTraced("docket.enqueue", { attributes: { kind }, captureStackTrace: false })),
-    enqueueMany: (requests) =>
-      Effect.suspend((): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {
-        const list = Array.isArray(requests) ? requests : Array.from(requests)
-        const rows: Array<InsertRow> = new Array(list.length)
-        for (let i = 0; i < list.length; i++) {
-          const row = prepare(list[i], i)
+      spanWithContextIfTraced(
+        "docket.enqueue",
+        { attributes: { kind }, kind: "producer", captureStackTrace: false },
+        // Called when the enqueue runs (tracerWith defers it): no suspend needed.
+        (traceContext): Effect.Effect<EnqueueResult, InvalidInput | StorageError> => {
+          const row = prepare({ ...opts, kind, payload }, null)
           if (Either.isLeft(row)) return Effect.fail(row.left)
-          rows[i] = row.right
+          return Effect.map(enqueueRows([row.right], traceContext), (results) => results[0])
         }
-        return enqueueRows(rows)
-      }).pipe(
-        spanIfTraced("docket.enqueueMany", { attributes: { count: requests.length }, captureStackTrace: false })
+      ),
+    enqueueMany: (requests) =>
+      spanWithContextIfTraced(
+        "docket.enqueueMany",
+        { attributes: { count: requests.length }, kind: "producer", captureStackTrace: false },
+        (traceContext): Effect.Effect<ReadonlyArray<EnqueueResult>, InvalidInput | StorageError> => {
+          const list = Array.isArray(requests) ? requests : Array.from(requests)
+          const rows: Array<InsertRow> = new Array(list.length)
+          for (let i = 0; i < list.length; i++) {
+            const row = prepare(list[i], i)
+            if (Either.isLeft(row)) return Effect.fail(row.left)
+            rows[i] = row.right
+          }
+          return enqueueRows(rows, traceContext)
+        }
       )
   }
 }
@@ -50,7 +59,10 @@ const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
   // Inserts, then looks up the waiting item for each keyed row that was skipped.
   // If that item was claimed in between (so nothing waits any more), the row is
   // inserted again: every result is either a new item or one that waited.
-  const insertAll = (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
+  const insertAll = (
+    rows: ReadonlyArray<InsertRow>,
+    traceContext: string | null
+  ): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
     Effect.gen(function*() {
       const results: Array<EnqueueResult | undefined> = new Array(rows.length)
       let pending = rows.map((_, i) => i)
@@ -58,7 +70,7 @@ const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
         if (round === 5) {
           return yield* Effect.die(new Error("enqueue: a keyed item kept changing state while enqueuing"))
         }
-        const inserted = yield* dialect.insert(pending.map((i) => rows[i]))
+        const inserted = yield* dialect.insert(pending.map((i) => rows[i]), traceContext)
         const skipped = matchInserted(rows, pending, inserted, results)
         if (skipped.length === 0) break
         const pairs = skipped.map((i) => [rows[i].kind, rows[i].key!] as const)
@@ -81,17 +93,22 @@ const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
   // Rows without a key cannot be skipped: one insert, its rows matched to the
   // input in order, no dedupe rounds (for a single enqueue the rounds' own
   // machinery cost more CPU than the rest of Docket's work in it).
-  const insertUnkeyed = (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
-    Effect.map(dialect.insert(rows), (inserted) => {
+  const insertUnkeyed = (
+    rows: ReadonlyArray<InsertRow>,
+    traceContext: string | null
+  ): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
+    Effect.map(dialect.insert(rows, traceContext), (inserted) => {
       const results: Array<EnqueueResult | undefined> = new Array(rows.length)
       matchInserted(rows, rows.length === 1 ? [0] : rows.map((_, i) => i), inserted, results)
       return results as ReadonlyArray<EnqueueResult>
     })
 
-  return (rows: ReadonlyArray<InsertRow>): Effect.Effect<ReadonlyArray<EnqueueResult>, StorageError> =>
+  return (rows: ReadonlyArray<InsertRow>, traceContext: string | null): Effect.Effect<ReadonlyArray<EnqueueResult>, StorageError> =>
     rows.length === 0
       ? Effect.succeed([])
-      : (rows.some((r) => r.key !== null) ? dialect.atomic(insertAll(rows)) : insertUnkeyed(rows)).pipe(
+      : (rows.some((r) => r.key !== null)
+        ? dialect.atomic(insertAll(rows, traceContext))
+        : insertUnkeyed(rows, traceContext)).pipe(
         Effect.mapError(storage("enqueue")),
         Effect.tap(announce)
       )

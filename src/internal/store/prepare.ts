@@ -15,8 +15,6 @@ export type Prepare = (request: EnqueueRequest, index: number | null) => Either.
 export interface Limits {
   /** Largest accepted payload, as JSON bytes. */
   readonly maxPayloadBytes: number
-  /** Attempts before dead when the request gives none. */
-  readonly defaultMaxAttempts: number
 }
 
 /**
@@ -24,7 +22,7 @@ export interface Limits {
  * a bulk enqueue it runs once per item, and an Effect per check cost 40% of
  * the whole enqueue.
  */
-export const make = ({ defaultMaxAttempts, maxPayloadBytes }: Limits): Prepare => (request, index) => {
+export const make = ({ maxPayloadBytes }: Limits): Prepare => (request, index) => {
   const fail = (error: InvalidInput) =>
     Either.left(index === null ? error : new InvalidInput({ field: error.field, reason: `item ${index}: ${error.reason}` }))
   const kind = V.checkKind(request.kind)
@@ -54,7 +52,8 @@ export const make = ({ defaultMaxAttempts, maxPayloadBytes }: Limits): Prepare =
     if (Either.isLeft(checked)) return fail(checked.left)
     priority = checked.right
   }
-  let maxAttempts = defaultMaxAttempts
+  // Not given: null, and the claimer decides (the kind's handler, else the default).
+  let maxAttempts: number | null = null
   if (request.maxAttempts !== undefined) {
     const checked = V.checkIntegerIn("maxAttempts", request.maxAttempts, 1, V.MAX_ATTEMPTS_LIMIT)
     if (Either.isLeft(checked)) return fail(checked.left)

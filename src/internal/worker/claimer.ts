@@ -32,6 +32,8 @@ export interface ClaimerDeps {
   readonly handlerKinds: ReadonlyArray<string>
   /** Claim only those kinds (else every kind, unless some are at their limit here). */
   readonly handledOnly: boolean
+  /** The handlers' budgets by kind, for items enqueued without one. */
+  readonly maxAttemptsByKind: ReadonlyMap<string, number>
   /** Gives claims back unrun. */
   readonly release: (claims: ReadonlyArray<Claim>) => Effect.Effect<void>
   /** Resumes parked slots. */
@@ -85,7 +87,8 @@ export class Claimer {
   })
 
   private readonly round: Effect.Effect<void> = Effect.gen(this, function*() {
-    const { concurrency, holdMs, leaseMs, pollMs, prefetch, publisher, repo, state, wakeup, worker } = this.deps
+    const { concurrency, holdMs, leaseMs, maxAttemptsByKind, pollMs, prefetch, publisher, repo, state, wakeup, worker } =
+      this.deps
     state.claimerWanted = false
     yield* this.sweep
     prefetch.adapt(performance.now(), state.starts)
@@ -106,7 +109,7 @@ export class Claimer {
     const kinds = this.kinds()
     if (kinds !== undefined && kinds.length === 0) return yield* wakeup.wait(pollMs)
     const sentAt = performance.now()
-    const claims = yield* repo.claim({ worker, limit: room, lease: Duration.millis(leaseMs), kinds }).pipe(
+    const claims = yield* repo.claim({ worker, limit: room, lease: Duration.millis(leaseMs), kinds, maxAttemptsByKind }).pipe(
       Effect.catchAll((error) =>
         Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
       )

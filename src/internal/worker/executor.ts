@@ -7,12 +7,13 @@
  * Interruption is handled once per slot (slots.ts), not per item: two
  * interruption regions per item cost more than a no-op handler's whole run.
  */
-import { Duration, Effect, Metric, Option } from "effect"
+import { Duration, Effect, Metric, Option, type Tracer } from "effect"
 import * as Backoff from "../../Backoff.js"
 import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
 import { Timeout } from "../../Outcome.js"
 import { type Decision, decide } from "../decide.js"
+import { parseTraceparent } from "../tracing.js"
 import { metrics, type Publisher } from "./events.js"
 import type { HandlerTable } from "./handlers.js"
 import { currentItem } from "./logging.js"
@@ -33,6 +34,14 @@ export interface ExecutorDeps {
 }
 
 const DONE: Decision = { _tag: "Done" }
+
+// The run's span links to the enqueue's (its stored span context), so a trace
+// reads request -> enqueue -> run across processes; a missing or malformed
+// context links nothing.
+const linkToEnqueue = (claim: Claim): ReadonlyArray<Tracer.SpanLink> | undefined => {
+  const enqueued = parseTraceparent(claim.traceContext)
+  return enqueued === undefined ? undefined : [{ _tag: "SpanLink", span: enqueued, attributes: { "docket.link": "enqueued" } }]
+}
 
 /** The `Job` a handler is given (a class: its `signal` getter is shared, not made per item). */
 class RunJob implements Handler.Job {
@@ -77,6 +86,8 @@ export class Executor {
     return traced
       ? Effect.withSpan(observed, "docket.item", {
         attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt },
+        links: linkToEnqueue(claim),
+        kind: "consumer",
         captureStackTrace: false
       })
       : observed

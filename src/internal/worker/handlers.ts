@@ -1,11 +1,12 @@
 /**
  * The pool's handlers by kind: those given in the options and those provided
- * as services by `Handler.layer`, each with its payload decoder and its
- * per-process concurrency limit.
+ * as services by `Handler.layer`, each with its payload decoder, its
+ * per-process concurrency limit and its budget of attempts.
  */
 import { type Context, Either, Schema } from "effect"
 import type * as Handler from "../../Handler.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
+import { MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
 /** The handlers provided as services (by `Handler.layer`) in a context. */
 export const registered = (context: Context.Context<never>): ReadonlyArray<Handler.Any> => {
@@ -39,9 +40,14 @@ export interface HandlerTable {
   readonly decoders: ReadonlyMap<string, Decoder>
   /** Kinds with a per-process concurrency limit, and the limit. */
   readonly kindLimits: ReadonlyMap<string, number>
+  /** Kinds whose handler gives `maxAttempts`, and the budget (for items enqueued without one). */
+  readonly maxAttempts: ReadonlyMap<string, number>
 }
 
-/** The table; two handlers for one kind are a programming error (thrown). */
+/**
+ * The table; two handlers for one kind, or a `maxAttempts` that is not an
+ * integer from 1 to 10,000, are programming errors (thrown).
+ */
 export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Context<never>): HandlerTable => {
   const byKind = new Map<string, Handler.Any>()
   for (const handler of [...given, ...registered(context)]) {
@@ -52,5 +58,13 @@ export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Contex
   const kindLimits = new Map(
     [...byKind].flatMap(([kind, h]) => (h.concurrency === undefined ? [] : [[kind, h.concurrency] as const]))
   )
-  return { byKind, decoders, kindLimits }
+  const maxAttempts = new Map<string, number>()
+  for (const [kind, h] of byKind) {
+    if (h.maxAttempts === undefined) continue
+    if (!Number.isSafeInteger(h.maxAttempts) || h.maxAttempts < 1 || h.maxAttempts > MAX_ATTEMPTS_LIMIT) {
+      throw new Error(`Docket worker: the handler of ${kind}: maxAttempts must be an integer from 1 to ${MAX_ATTEMPTS_LIMIT}`)
+    }
+    maxAttempts.set(kind, h.maxAttempts)
+  }
+  return { byKind, decoders, kindLimits, maxAttempts }
 }

@@ -1,0 +1,122 @@
+/**
+ * Part of the QueueRepo conformance suite (run from ./queueRepo.ts on every
+ * backend): a database made by the release before migration 0005 upgrades in
+ * place, and processes of that release keep working beside migrated ones.
+ *
+ * The release's own statements are written out here as it sent them, so the
+ * test keeps meaning what it says when the current statements change.
+ */
+import { SqlClient } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import pg from "pg"
+import * as Database from "../../src/Database.js"
+import * as Migrations from "../../src/Migrations.js"
+import { files } from "../../src/internal/migrationFiles.js"
+import * as QueueRepo from "../../src/QueueRepo.js"
+import type { Backend } from "../support/db.js"
+
+/** Applies the migration files up to `last` only, as the release that shipped them did. */
+const migrateUpTo = (last: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+    const migrations = (yield* files(dialect)).filter((m) => m.id <= last)
+    return yield* Migrator.make({})({
+      table: Migrations.TABLE,
+      loader: Effect.succeed(migrations.map((m): Migrator.ResolvedMigration => [
+        m.id,
+        m.name,
+        Effect.succeed(Effect.forEach(m.statements, (statement) => sql.unsafe(statement), { discard: true }))
+      ]))
+    })
+  })
+
+// The release before 0005: a single enqueue on PostgreSQL, its max attempts
+// always given (the request's, else the default 8).
+const OLD_PG_ENQUEUE = `SELECT new_id AS id, new_kind AS kind, new_key AS dedupe_key
+FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int)`
+
+// ... and on SQLite (its insert, one row of the JSON batch).
+const OLD_SQLITE_ENQUEUE = `
+INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, created_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,
+       coalesce(j.value ->> 4, n.ms + (j.value ->> 5)), j.value ->> 6, n.ms, n.ms
+FROM json_each(?) j, (SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS ms) n
+WHERE true
+ORDER BY j.key
+ON CONFLICT DO NOTHING
+RETURNING id, kind, dedupe_key`
+
+// The release's claim on PostgreSQL and the columns it read.
+const OLD_PG_CLAIM = `SELECT id, kind, payload, dedupe_key, priority, run_at, attempts, max_attempts, last_error, lease_until,
+  lease_seq, created_at FROM docket_claim($1::text, $2::int, $3::bigint, $4::text[])`
+
+const oldEnqueue = (kind: string, payload: unknown, key: string | null, maxAttempts: number) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.onDialectOrElse({
+      pg: () => sql.unsafe<{ id: number | string }>(OLD_PG_ENQUEUE, [kind, JSON.stringify(payload), key, 0, null, 0, maxAttempts]),
+      orElse: () =>
+        sql.unsafe<{ id: number | string }>(OLD_SQLITE_ENQUEUE, [
+          JSON.stringify([[kind, JSON.stringify(payload), key, 0, null, 0, maxAttempts]])
+        ])
+    })).pipe(Effect.map((rows) => Number(rows[0].id)))
+
+export const upgradeConformance = (backend: Backend) => {
+  describe("upgrading in place from the schema before 0005", () => {
+    it.live("stored items keep their budget and stay claimable; the previous release's statements keep working", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const layer = QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { migrate: false })))
+        yield* Effect.gen(function*() {
+          expect((yield* migrateUpTo(4)).map(([id]) => id)).toEqual([1, 2, 3, 4])
+          // The previous release enqueues: without a max attempts (it wrote 8), and with one.
+          const plain = yield* oldEnqueue("old.kind", { n: 1 }, null, 8)
+          const budgeted = yield* oldEnqueue("old.kind", { n: 2 }, "k", 5)
+          // A worker of that release, connected across the upgrade (PostgreSQL: its session's plan is kept).
+          const oldWorker = backend.name === "pg" ? new pg.Client({ connectionString: url }) : undefined
+          yield* Effect.addFinalizer(() => Effect.promise(async () => oldWorker?.end()))
+          if (oldWorker !== undefined) {
+            yield* Effect.promise(() => oldWorker.connect())
+            yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["nothing"]]))
+          }
+
+          expect(yield* Migrations.run).toEqual([5])
+          const repo = yield* QueueRepo.QueueRepo
+          const stored = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
+          for (const [id, n, budget] of [[plain, 1, 8], [budgeted, 2, 5]] as const) {
+            expect(yield* stored(id)).toMatchObject({ payload: { n }, state: "waiting", attempts: 0, maxAttempts: budget, traceContext: null })
+          }
+          // The previous release still enqueues after the upgrade; its items keep the budget it gave.
+          const late = yield* oldEnqueue("old.kind", { n: 3 }, null, 3)
+          expect((yield* stored(late)).maxAttempts).toBe(3)
+          // This release's item without a budget reads as 8 to that release's worker.
+          const fresh = (yield* repo.enqueue("new.kind", { n: 4 })).id
+          expect((yield* stored(fresh)).maxAttempts).toBeNull()
+          if (oldWorker !== undefined) {
+            const { rows } = yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["new.kind"]]))
+            expect(rows.map((r) => [Number(r.id), r.max_attempts])).toEqual([[fresh, 8]])
+          } else {
+            const sql = yield* SqlClient.SqlClient
+            const rows = yield* sql.unsafe<{ max_attempts: number }>(`SELECT max_attempts FROM docket_items WHERE id = ${fresh}`)
+            expect(rows[0].max_attempts).toBe(8)
+          }
+          // Claimed by this release: the stored budgets win over the kind's.
+          const claims = yield* repo.claim({
+            worker: "new",
+            limit: 10,
+            lease: "30 seconds",
+            kinds: ["old.kind"],
+            maxAttemptsByKind: new Map([["old.kind", 2]])
+          })
+          expect(claims.map((c) => [c.id, c.maxAttempts, JSON.parse(c.payloadJson)])).toEqual([
+            [plain, 8, { n: 1 }],
+            [budgeted, 5, { n: 2 }],
+            [late, 3, { n: 3 }]
+          ])
+          expect(yield* repo.completeMany(claims)).toEqual([true, true, true])
+        }).pipe(Effect.scoped, Effect.provide(layer))
+      }), 60_000)
+  })
+}
