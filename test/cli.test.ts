@@ -55,6 +55,16 @@ const openDb = (url: string): Db => {
   }
 }
 
+/** A TypeScript task file with a typed handler: its payload a Schema.Struct of `fields`, `run` an Effect of `payload`. */
+const typedTaskFile = (kind: string, fields: string, run: string) =>
+  `import { Handler } from ${JSON.stringify(DOCKET_URL)}
+  import { Effect, Schema } from ${JSON.stringify(EFFECT_URL)}
+  const Payload = Schema.Struct(${fields})
+  export default Handler.make(${JSON.stringify(kind)}, {
+    payload: Payload,
+    run: (payload: typeof Payload.Type) => ${run}
+  })\n`
+
 /** A folder of task files: plain JavaScript (.js in a "type": "module" package, .mjs) and TypeScript (.ts, .mts). */
 const taskFolder = () => {
   const d = tempDir("docket-tasks-")
@@ -75,16 +85,7 @@ const taskFolder = () => {
     }\n`
   )
   // TypeScript: a typed handler (its payload decoded with a Schema).
-  d.write(
-    "ts.typed.ts",
-    `import { Handler } from ${JSON.stringify(DOCKET_URL)}
-    import { Effect, Schema } from ${JSON.stringify(EFFECT_URL)}
-    const Mail = Schema.Struct({ to: Schema.String })
-    export default Handler.make("ts.typed", {
-      payload: Mail,
-      run: (mail: typeof Mail.Type) => Effect.sleep(mail.to.length)
-    })\n`
-  )
+  d.write("ts.typed.ts", typedTaskFile("ts.typed", "{ to: Schema.String }", "Effect.sleep(payload.to.length)"))
   d.write(
     "perm.mts",
     `import { Handler, Permanent } from ${JSON.stringify(DOCKET_URL)}
@@ -101,7 +102,8 @@ const json = <A = any>(text: string): A => JSON.parse(text) as A
 
 describe.each(backends)("docket command on $name", (backend) => {
   describe.skipIf(backend.skip).concurrent("", () => {
-    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", async () => {
+    // A dozen command starts, some at once: on a loaded two-core machine up to a minute.
+    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", { timeout: 150_000 }, async () => {
       const url = await backend.fresh()
       const first = await docket(["migrate", "--database", url])
       expect(first.code, first.stderr).toBe(0)
@@ -382,16 +384,7 @@ describe("task files whatever the package type (SQLite)", () => {
     cleanups.push(async () => commonjs.remove(), async () => none.remove())
     commonjs.write("package.json", JSON.stringify({ type: "commonjs" }))
     // TypeScript with import/export, importing Docket, logging at info.
-    commonjs.write(
-      "ts.esm.ts",
-      `import { Handler } from ${JSON.stringify(DOCKET_URL)}
-      import { Effect, Schema } from ${JSON.stringify(EFFECT_URL)}
-      const Payload = Schema.Struct({ n: Schema.Number })
-      export default Handler.make("ts.esm", {
-        payload: Payload,
-        run: (p: typeof Payload.Type) => Effect.logInfo(\`ts.esm got \${p.n}\`)
-      })\n`
-    )
+    commonjs.write("ts.esm.ts", typedTaskFile("ts.esm", "{ n: Schema.Number }", "Effect.logInfo(`ts.esm got ${payload.n}`)"))
     // CommonJS in a .js file, its options beside it: the first attempt fails, retried in 50 ms.
     commonjs.write(
       "js.cjs.js",
