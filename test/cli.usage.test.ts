@@ -59,6 +59,7 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a mistyped subcommand", ["dead", "lst"], /^docket: unknown command dead lst \(did you mean dead list\?\)$/],
     ["a bad log level (before the command)", ["--log-level", "loud", "stats"], /^docket: --log-level: 'loud' is not one of all, trace, debug, info, warning, error, fatal, none$/],
     ["a bad log level (after the command)", ["stats", "--log-level=loud"], /^docket: --log-level: 'loud' is not one of /],
+    ["a bad shell for --completions", ["--completions", "fishy"], /^docket: --completions: 'fishy' is not one of sh, bash, fish, zsh$/],
     ["a worker without --tasks", ["worker"], /^docket: Expected to find option: '--tasks'$/],
     ["a missing task folder", ["worker", "--tasks", scratch.path("nope")], /^docket: --tasks: folder .* does not exist$/],
     ["a bad concurrency", ["worker", "--tasks", tasks.dir, "--concurrency", "ten"], /^docket: --concurrency: 'ten' is not an integer$/],

@@ -107,39 +107,61 @@ const REMOVED: Record<string, string> = {
     "(--all-kinds claims every kind)"
 }
 
+/** The values a built-in flag takes. */
+const CHOICES: Record<string, ReadonlyArray<string>> = { "--completions": ["sh", "bash", "fish", "zsh"] }
+
+/** What is wrong with a flag's value, if anything (a built-in's choice). */
+const valueProblem = (name: string, value: string): string | undefined => {
+  const choices = CHOICES[name]
+  return choices === undefined || choices.includes(value)
+    ? undefined
+    : `${name}: '${value}' is not one of ${choices.join(", ")}`
+}
+
+const unknownCommand = (node: CommandNode, path: ReadonlyArray<string>, word: string): string => {
+  const names = node.children.map((c) => c.name)
+  const guess = closest(word, names)
+  const where = path.slice(1)
+  return `unknown command ${[...where, word].join(" ")}` +
+    (guess === undefined ? ` (commands: ${names.join(", ")})` : ` (did you mean ${[...where, guess].join(" ")}?)`)
+}
+
 /**
  * The first thing wrong with the arguments' command or flags, said on one
  * line: an unknown command or flag (with the closest right one), a flag
- * without its value. None when every command and flag is known.
+ * without its value, a built-in's value that is not one of its choices. None
+ * when every command and flag is known.
  */
 export const argumentProblem = (tree: CommandNode, args: ReadonlyArray<string>): string | undefined => {
   const { node, path, rest } = commandOf(tree, args)
-  if (node.children.length > 0) {
-    const word = rest.find((arg) => !arg.startsWith("-"))
-    if (word === undefined) return undefined
-    const names = node.children.map((c) => c.name)
-    const guess = closest(word, names)
-    return `unknown command ${[...path.slice(1), word].join(" ")}` +
-      (guess === undefined ? ` (commands: ${names.join(", ")})` : ` (did you mean ${[...path.slice(1), guess].join(" ")}?)`)
-  }
   const flags = flagsOf(node)
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i]
     if (arg === "--") break
-    if (!/^--?[A-Za-z]/.test(arg)) continue
-    const name = arg.split("=")[0]
+    if (!/^--?[A-Za-z]/.test(arg)) {
+      // A group's only positional argument is its command.
+      if (node.children.length > 0) return unknownCommand(node, path, arg)
+      continue
+    }
+    const [name, ...inline] = arg.split("=")
     const takesValue = flags.get(name)
     if (takesValue === undefined) {
       if (REMOVED[name] !== undefined) return REMOVED[name]
       const guess = closest(name, [...flags.keys()].filter((f) => f.startsWith("--")))
       return `unknown option ${name} for ${path.join(" ")}` + (guess === undefined ? "" : ` (did you mean ${guess}?)`)
     }
-    if (takesValue && !arg.includes("=")) {
-      // Followed by nothing, or by another of the command's flags (`--priority --database x`).
-      const next = rest[i + 1]
-      if (next === undefined || flags.has(next.split("=")[0])) return `${name} needs a value`
-      i++
+    if (!takesValue) continue
+    if (inline.length > 0) {
+      const problem = valueProblem(name, inline.join("="))
+      if (problem !== undefined) return problem
+      continue
     }
+    // Followed by nothing, or by another of the command's flags (`--priority --database x`).
+    const next = rest[i + 1]
+    if (next === undefined || flags.has(next.split("=")[0])) return `${name} needs a value`
+    const problem = valueProblem(name, next)
+    if (problem !== undefined) return problem
+    i++
   }
   return undefined
 }
