@@ -146,6 +146,12 @@ describe("--help", () => {
       for (const line of r.stdout.split("\n")) expect(line.length, line).toBeLessThanOrEqual(100)
       expect(r.stdout).not.toContain("A user-defined piece of text")
       expect(r.stdout).not.toContain("This setting is optional")
+      // A usage line breaks only between options, never inside brackets.
+      const usage = /^USAGE\n((?: {2}.*\n)+)/m.exec(r.stdout)![1]
+      for (const line of usage.trimEnd().split("\n")) {
+        expect(line.split("[").length, line).toBe(line.split("]").length)
+        expect(line.split("<").length, line).toBe(line.split(">").length)
+      }
     }
     const [root, ...byCommand] = results.map((r) => r.stdout)
     const help = Object.fromEntries(commands.map((c, i) => [c, byCommand[i]]))

@@ -38,12 +38,12 @@ export const spanText = (span: Span.Span): string => {
 const flatten = (doc: HelpDoc.HelpDoc): Array<HelpDoc.HelpDoc> =>
   doc._tag === "Sequence" ? [...flatten(doc.left), ...flatten(doc.right)] : doc._tag === "Empty" ? [] : [doc]
 
-/** `text` wrapped at word boundaries to `width`, every line indented by `indent` (the first by `first`). */
-export const wrap = (text: string, indent: number, width = HELP_WIDTH, first = indent): Array<string> => {
+/** `words` on lines of at most `width` (a longer word alone), every line indented by `indent` (the first by `first`). */
+const fill = (words: ReadonlyArray<string>, indent: number, width: number, first: number): Array<string> => {
   const lines: Array<string> = []
   let line = ""
   let lead = first
-  for (const word of text.split(/\s+/).filter((w) => w !== "")) {
+  for (const word of words) {
     if (line !== "" && lead + line.length + 1 + word.length > width) {
       lines.push(" ".repeat(lead) + line)
       line = word
@@ -55,6 +55,10 @@ export const wrap = (text: string, indent: number, width = HELP_WIDTH, first = i
   if (line !== "") lines.push(" ".repeat(lead) + line)
   return lines
 }
+
+/** `text` wrapped at word boundaries to `width`, every line indented by `indent` (the first by `first`). */
+export const wrap = (text: string, indent: number, width = HELP_WIDTH, first = indent): Array<string> =>
+  fill(text.split(/\s+/).filter((w) => w !== ""), indent, width, first)
 
 /** A usage line split where it may break: at spaces outside brackets. */
 const usageParts = (usage: string): Array<string> => {
@@ -82,7 +86,7 @@ const usageLines = (parents: ReadonlyArray<string>, node: CommandNode, config: C
   const head = [...parents, parts.shift() ?? node.name].join(" ")
   if (node.children.length > 0) parts.push("<command>")
   // Each line of options under the first one's start.
-  return wrap([head, ...parts].join(" "), INDENT + head.length + 1, HELP_WIDTH, INDENT)
+  return fill([head, ...parts], INDENT + head.length + 1, HELP_WIDTH, INDENT)
 }
 
 /** The paragraphs @effect/cli adds to every option and argument that say nothing here. */
