@@ -6,6 +6,8 @@
  */
 import { Effect, ManagedRuntime } from "effect"
 import { existsSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
 import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
@@ -53,6 +55,16 @@ const openDb = (url: string): Db => {
   }
 }
 
+/** A TypeScript task file with a typed handler: its payload a Schema.Struct of `fields`, `run` an Effect of `payload`. */
+const typedTaskFile = (kind: string, fields: string, run: string) =>
+  `import { Handler } from ${JSON.stringify(DOCKET_URL)}
+  import { Effect, Schema } from ${JSON.stringify(EFFECT_URL)}
+  const Payload = Schema.Struct(${fields})
+  export default Handler.make(${JSON.stringify(kind)}, {
+    payload: Payload,
+    run: (payload: typeof Payload.Type) => ${run}
+  })\n`
+
 /** A folder of task files: plain JavaScript (.js in a "type": "module" package, .mjs) and TypeScript (.ts, .mts). */
 const taskFolder = () => {
   const d = tempDir("docket-tasks-")
@@ -73,16 +85,7 @@ const taskFolder = () => {
     }\n`
   )
   // TypeScript: a typed handler (its payload decoded with a Schema).
-  d.write(
-    "ts.typed.ts",
-    `import { Handler } from ${JSON.stringify(DOCKET_URL)}
-    import { Effect, Schema } from ${JSON.stringify(EFFECT_URL)}
-    const Mail = Schema.Struct({ to: Schema.String })
-    export default Handler.make("ts.typed", {
-      payload: Mail,
-      run: (mail: typeof Mail.Type) => Effect.sleep(mail.to.length)
-    })\n`
-  )
+  d.write("ts.typed.ts", typedTaskFile("ts.typed", "{ to: Schema.String }", "Effect.sleep(payload.to.length)"))
   d.write(
     "perm.mts",
     `import { Handler, Permanent } from ${JSON.stringify(DOCKET_URL)}
@@ -99,7 +102,8 @@ const json = <A = any>(text: string): A => JSON.parse(text) as A
 
 describe.each(backends)("docket command on $name", (backend) => {
   describe.skipIf(backend.skip).concurrent("", () => {
-    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", async () => {
+    // A dozen command starts, some at once: on a loaded two-core machine up to a minute.
+    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", { timeout: 150_000 }, async () => {
       const url = await backend.fresh()
       const first = await docket(["migrate", "--database", url])
       expect(first.code, first.stderr).toBe(0)
@@ -216,7 +220,8 @@ describe.each(backends)("docket command on $name", (backend) => {
     it("runs plain-JavaScript and TypeScript task files; dead list, retry and delete", async () => {
       const url = await backend.fresh()
       const db = openDb(url)
-      const worker = start(["worker", "--tasks", taskFolder(), "--database", url, "--poll", "200ms", "--grace", "2s"])
+      // --all-kinds: an item of a kind with no task file ("nobody") is dead at once.
+      const worker = start(["worker", "--tasks", taskFolder(), "--database", url, "--poll", "200ms", "--grace", "2s", "--all-kinds"])
       cleanups.push(async () => {
         worker.child.kill("SIGKILL")
       })
@@ -303,6 +308,33 @@ describe.each(backends)("docket command on $name", (backend) => {
       expect(again._tag === "Some" && again.value).toMatchObject({ state: "waiting", attempts: 0 })
     })
 
+    it("without --all-kinds a worker claims only its task files' kinds: another kind's item waits", async () => {
+      const url = await backend.fresh()
+      const db = openDb(url)
+      const tasks = tempDir("docket-tasks-")
+      cleanups.push(async () => tasks.remove())
+      tasks.write("mine.mjs", "export default async () => {}\n")
+      // Enqueued first: a worker claiming every kind would take it in the same claim as the first "mine".
+      const [theirs, first] = await db.repo((repo) =>
+        repo.enqueueMany([{ kind: "theirs", payload: 1 }, { kind: "mine", payload: 1 }])
+      )
+      const worker = start(["worker", "--tasks", tasks.dir, "--database", url, "--poll", "100ms"])
+      cleanups.push(async () => {
+        worker.child.kill("SIGKILL")
+      })
+      await worker.waitFor(new RegExp(`done mine #${first.id} `))
+      // A later claim (after another poll and wake-up) leaves it too.
+      const [second] = await db.repo((repo) => repo.enqueueMany([{ kind: "mine", payload: 2 }]))
+      await worker.waitFor(new RegExp(`done mine #${second.id} `))
+      worker.child.kill("SIGTERM")
+      const exit = await worker.exited
+      expect(exit.code, exit.stderr).toBe(0)
+      expect(exit.stdout).toMatch(/docket worker stopped: done 2, retried 0, dead 0, given back 0/)
+      expect(exit.stdout).not.toContain("theirs")
+      const item = await db.repo((repo) => repo.get(theirs.id))
+      expect(item._tag === "Some" && item.value).toMatchObject({ state: "waiting", attempts: 0, claimedBy: null })
+    })
+
     it("SIGTERM during work: running items get the grace, the rest are given back, the worker exits in time", async () => {
       const url = await backend.fresh()
       const db = openDb(url)
@@ -341,5 +373,72 @@ describe.each(backends)("docket command on $name", (backend) => {
       expect(item._tag === "Some" && item.value).toMatchObject({ state: "waiting", attempts: 0, claimedBy: null })
       expect((await db.repo((repo) => repo.get(quick.id)))._tag).toBe("None")
     })
+  })
+})
+
+describe("task files whatever the package type (SQLite)", () => {
+  it("loads ES module and CommonJS task files, .ts and .js, in a \"type\": \"commonjs\" package and with no package.json", async () => {
+    // No package.json above the temporary folders: their files are CommonJS to Node unless .mjs/.mts.
+    expect(existsSync(join(tmpdir(), "package.json")) || existsSync("/package.json")).toBe(false)
+    const commonjs = tempDir("docket-tasks-cjs-")
+    const none = tempDir("docket-tasks-none-")
+    cleanups.push(async () => commonjs.remove(), async () => none.remove())
+    commonjs.write("package.json", JSON.stringify({ type: "commonjs" }))
+    // TypeScript with import/export, importing Docket, logging at info.
+    commonjs.write("ts.esm.ts", typedTaskFile("ts.esm", "{ n: Schema.Number }", "Effect.logInfo(`ts.esm got ${payload.n}`)"))
+    // CommonJS in a .js file, its options beside it: the first attempt fails, retried in 50 ms.
+    commonjs.write(
+      "js.cjs.js",
+      `module.exports = async (payload, job) => { if (job.attempt < 2) throw new Error("once") }
+      module.exports.options = { backoff: "50ms" }\n`
+    )
+    commonjs.write("plain.cjs", `module.exports = async (payload) => { if (payload !== 3) throw new Error("bad") }\n`)
+    commonjs.write("typed.cts", `export default async (payload: number): Promise<void> => { if (payload !== 4) throw new Error("bad") }\n`)
+    none.write("none.ts", `export const options = { backoff: 50 }\nexport default async (payload: { readonly ok: boolean }, job: { attempt: number }) => {\n  if (!payload.ok && job.attempt < 2) throw new Error("once")\n}\n`)
+    none.write("none.esm.js", `export default async () => {}\n`)
+    none.write("none.plain.cjs", `module.exports = async (payload) => { if (payload !== 8) throw new Error("bad") }\n`)
+
+    const d = tempDir()
+    cleanups.push(async () => d.remove())
+    const url = d.path("queue.db")
+    const db = openDb(url)
+    const ids = (await db.repo((repo) =>
+      repo.enqueueMany([
+        { kind: "ts.esm", payload: { n: 1 } },
+        { kind: "js.cjs", payload: 2 },
+        { kind: "plain", payload: 3 },
+        { kind: "typed", payload: 4 },
+        { kind: "none", payload: { ok: false } },
+        { kind: "none.esm", payload: 6 },
+        { kind: "none", payload: { ok: true } },
+        { kind: "none.plain", payload: 8 }
+      ])
+    )).map((r) => r.id)
+    // Two workers on one queue, each with its own kinds; --log-level after the command.
+    const a = start(["worker", "--tasks", commonjs.dir, "--database", url, "--poll", "200ms", "--log-level", "info"])
+    const b = start(["worker", "--tasks", none.dir, "--database", url, "--poll", "200ms"])
+    cleanups.push(async () => {
+      a.child.kill("SIGKILL")
+      b.child.kill("SIGKILL")
+    })
+    await a.waitFor(/docket worker \S+ started on .*: 4 kinds \(js\.cjs, plain, ts\.esm, typed\)/)
+    await b.waitFor(/docket worker \S+ started on .*: 3 kinds \(none, none\.esm, none\.plain\)/)
+    await waitUntil("every item done", async () => {
+      const s = await db.repo((repo) => repo.stats)
+      return s.due + s.scheduled + s.running + s.dead === 0
+    })
+    for (const line of [`done ts\\.esm #${ids[0]} `, `retry js\\.cjs #${ids[1]} \\(attempt 1 of 8\\) in 50 ms: Error: once`, `done js\\.cjs #${ids[1]} `, `done plain #${ids[2]} `, `done typed #${ids[3]} `]) {
+      await a.waitFor(new RegExp(line), 5000)
+    }
+    for (const line of [`retry none #${ids[4]} \\(attempt 1 of 8\\) in 50 ms`, `done none #${ids[4]} `, `done none\\.esm #${ids[5]} `, `done none #${ids[6]} `, `done none\\.plain #${ids[7]} `]) {
+      await b.waitFor(new RegExp(line), 5000)
+    }
+    a.child.kill("SIGTERM")
+    b.child.kill("SIGTERM")
+    const [exitA, exitB] = await Promise.all([a.exited, b.exited])
+    expect(exitA.code, exitA.stderr).toBe(0)
+    expect(exitB.code, exitB.stderr).toBe(0)
+    expect(exitA.stderr).toMatch(new RegExp(`^info: ts\\.esm got 1 \\(id=${ids[0]} `, "m"))
+    expect(exitB.stderr).toBe("")
   })
 })

@@ -3,11 +3,11 @@
  * saying what is wrong and writes nothing; --help on the commands; and the
  * demo that `npm start` runs.
  */
-import { existsSync, rmSync } from "node:fs"
-import { dirname } from "node:path"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
-import { docket, docketAll, lines, tempDir } from "./cli.support.js"
+import { docket, docketAll, lines, ROOT, start, tempDir } from "./cli.support.js"
 import { freshPgDatabase, pgAvailable } from "./support/db.js"
 
 const scratch = tempDir()
@@ -22,29 +22,59 @@ wrongKind.write(
   "mail.send.mjs",
   `export default { kind: "email.send", payload: {}, run: () => undefined }\n`
 )
-afterAll(() => [tasks, notAHandler, wrongKind].forEach((d) => d.remove()))
+// Syntax errors, each on line 2 (the column in the message is 1-based).
+const syntax = (name: string, text: string) => {
+  const d = tempDir("docket-tasks-")
+  d.write(name, text)
+  return d
+}
+const badMjs = syntax("broken.mjs", "export default async (payload) => {\n  const x = ;\n}\n")
+const badTs = syntax("broken.ts", "export default async (payload: unknown) => {\n  const x: number = ;\n}\n")
+const badCjs = syntax("broken.cjs", "module.exports = async (payload) => {\n  const x = ;\n}\n")
+afterAll(() => [tasks, notAHandler, wrongKind, badMjs, badTs, badCjs].forEach((d) => d.remove()))
 
 describe("bad usage and bad input: exit 2, one line, nothing written", () => {
   const db = scratch.path("never-created.db")
   const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>, RegExp]> = [
     ["bad JSON", ["enqueue", "mail.send", "{to:"], /^docket: the payload is not valid JSON \(/],
-    ["an unknown flag", ["enqueue", "mail.send", "{}", "--bogus"], /^docket: Received unknown argument: '--bogus'$/],
-    ["an unknown flag in place of the payload", ["enqueue", "mail.send", "--bogus"], /^docket: unknown option --bogus$/],
+    ["an unknown flag", ["enqueue", "mail.send", "{}", "--bogus"], /^docket: unknown option --bogus for docket enqueue$/],
+    ["an unknown flag in place of the payload", ["enqueue", "mail.send", "--bogus"], /^docket: unknown option --bogus for docket enqueue$/],
+    ["a mistyped flag", ["worker", "--tasks", tasks.dir, "--concurency", "5"], /^docket: unknown option --concurency for docket worker \(did you mean --concurrency\?\)$/],
+    ["a flag cut short", ["enqueue", "a", "{}", "--prio", "3"], /^docket: unknown option --prio for docket enqueue \(did you mean --priority\?\)$/],
+    ["a removed flag", ["worker", "--tasks", tasks.dir, "--handled-only"], /^docket: --handled-only was removed: .* \(--all-kinds claims every kind\)$/],
+    ["a flag without its value", ["enqueue", "a", "{}", "--priority"], /^docket: --priority needs a value$/],
     ["a negative delay", ["enqueue", "mail.send", "{}", "--delay", "-5s"], /^docket: --delay must not be negative \(got "-5s"\)$/],
     ["a bad duration", ["enqueue", "mail.send", "{}", "--delay", "5 parsecs"], /^docket: --delay: "5 parsecs" is not a duration/],
     ["a bad time", ["enqueue", "mail.send", "{}", "--run-at", "tomorrow"], /^docket: --run-at: "tomorrow" is not an ISO 8601 time/],
     ["a delay and a time", ["enqueue", "a", "1", "--delay", "1m", "--run-at", "2030-01-01T00:00:00Z"], /not both$/],
     ["a bad kind", ["enqueue", "mail send", "{}"], /^docket: invalid kind: /],
-    ["a bad priority", ["enqueue", "a", "{}", "--priority", "high"], /^docket: 'high' is not a integer$/],
+    ["a bad priority", ["enqueue", "a", "{}", "--priority", "high"], /^docket: --priority: 'high' is not an integer$/],
+    ["a fractional priority", ["enqueue", "a", "{}", "--priority=1.5"], /^docket: --priority: '1\.5' is not an integer$/],
+    ["a priority out of range", ["enqueue", "a", "{}", "--priority", "3000000000"], /^docket: --priority must be from -2147483647 to 2147483647 \(got 3000000000\)$/],
+    ["a bad max attempts", ["enqueue", "a", "{}", "--max-attempts", "0"], /^docket: --max-attempts must be from 1 to 10000 \(got 0\)$/],
     ["no kind", ["enqueue"], /^docket: give the kind of the item/],
     ["a missing bulk file", ["enqueue", "--from", scratch.path("nope.ndjson")], /^docket: --from: file .* does not exist$/],
-    ["an unknown command", ["frobnicate"], /^docket: Invalid subcommand for docket/],
+    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, enqueue, worker, stats, dead, demo\)$/],
+    ["a mistyped command", ["wrker", "--tasks", tasks.dir], /^docket: unknown command wrker \(did you mean worker\?\)$/],
+    ["a mistyped subcommand", ["dead", "lst"], /^docket: unknown command dead lst \(did you mean dead list\?\)$/],
+    ["a bad log level (before the command)", ["--log-level", "loud", "stats"], /^docket: --log-level: 'loud' is not one of all, trace, debug, info, warning, error, fatal, none$/],
+    ["a bad log level (after the command)", ["stats", "--log-level=loud"], /^docket: --log-level: 'loud' is not one of /],
+    ["a bad shell for --completions", ["--completions", "fishy"], /^docket: --completions: 'fishy' is not one of sh, bash, fish, zsh$/],
     ["a worker without --tasks", ["worker"], /^docket: Expected to find option: '--tasks'$/],
     ["a missing task folder", ["worker", "--tasks", scratch.path("nope")], /^docket: --tasks: folder .* does not exist$/],
+    ["a bad concurrency", ["worker", "--tasks", tasks.dir, "--concurrency", "ten"], /^docket: --concurrency: 'ten' is not an integer$/],
+    ["a zero concurrency", ["worker", "--tasks", tasks.dir, "--concurrency", "0"], /^docket: --concurrency must be at least 1 \(got 0\)$/],
+    ["a bad lease", ["worker", "--tasks", tasks.dir, "--lease", "long"], /^docket: --lease: "long" is not a duration/],
+    ["a short lease", ["worker", "--tasks", tasks.dir, "--lease", "10ms"], /^docket: --lease must be from 1s to 7 days$/],
+    ["a bad poll", ["worker", "--tasks", tasks.dir, "--poll", "1 fortnight"], /^docket: --poll: "1 fortnight" is not a duration/],
     ["a bad grace", ["worker", "--tasks", tasks.dir, "--grace", "soon"], /^docket: --grace: "soon" is not a duration/],
     ["a task file that is no handler", ["worker", "--tasks", notAHandler.dir], /^docket: task file broken\.mjs must default-export/],
     ["a handler of another kind", ["worker", "--tasks", wrongKind.dir], /exports the handler of kind email\.send; the file name says mail\.send/],
+    ["a syntax error in an ES module", ["worker", "--tasks", badMjs.dir], new RegExp(`^docket: task file broken\\.mjs cannot be loaded: syntax error at ${badMjs.path("broken.mjs")}:2:13: Unexpected token ';'$`)],
+    ["a syntax error in TypeScript", ["worker", "--tasks", badTs.dir], new RegExp(`^docket: task file broken\\.ts cannot be loaded: syntax error at ${badTs.path("broken.ts")}:2:21: Unexpected ";"$`)],
+    ["a syntax error in CommonJS", ["worker", "--tasks", badCjs.dir], new RegExp(`^docket: task file broken\\.cjs cannot be loaded: syntax error at ${badCjs.path("broken.cjs")}:2:13: Unexpected token ';'$`)],
     ["dead retry without ids", ["dead", "retry"], /^docket: give the ids of dead items, or --all$/],
+    ["dead retry of a bad id", ["dead", "retry", "12", "abc"], /^docket: 'abc' is not an item id$/],
     ["ids and --all", ["dead", "delete", "3", "--all"], /^docket: give ids or --all, not both$/],
     ["stats of a queue that does not exist", ["stats"], /^docket: no queue at .*never-created\.db \(docket migrate, enqueue or worker makes one\)$/]
   ]
@@ -59,7 +89,7 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
       expect(lines(result.stderr)[0], what).toMatch(message)
     })
     expect(existsSync(db)).toBe(false)
-  })
+  }, 240_000)
 
   it("a SQLite file in a missing directory is bad input; an unreachable server a failure", async () => {
     const [missingDir, viaEnv, unreachable] = await docketAll([
@@ -105,28 +135,103 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 })
 
 describe("--help", () => {
-  it("is generated for the command and its subcommands", async () => {
-    const [root, enqueue, worker, retry] = await docketAll([
-      ["--help"],
-      ["enqueue", "--help"],
-      ["worker", "--help"],
-      ["dead", "retry", "--help"]
-    ])
-    for (const r of [root, enqueue, worker, retry]) {
+  const commands = ["migrate", "enqueue", "worker", "stats", "dead", "dead list", "dead retry", "dead delete", "demo"]
+
+  it("is generated for the command and its subcommands, within 100 columns", { timeout: 120_000 }, async () => {
+    const results = await docketAll([["--help"], ...commands.map((c) => [...c.split(" "), "--help"])])
+    for (const r of results) {
       expect(r.code, r.stderr).toBe(0)
       expect(r.stderr).toBe("")
+      expect(r.stdout).not.toMatch(/\x1b\[/)
+      for (const line of r.stdout.split("\n")) expect(line.length, line).toBeLessThanOrEqual(100)
+      expect(r.stdout).not.toContain("A user-defined piece of text")
+      expect(r.stdout).not.toContain("This setting is optional")
+      // A usage line breaks only between options, never inside brackets.
+      const usage = /^USAGE\n((?: {2}.*\n)+)/m.exec(r.stdout)![1]
+      for (const line of usage.trimEnd().split("\n")) {
+        expect(line.split("[").length, line).toBe(line.split("]").length)
+        expect(line.split("<").length, line).toBe(line.split(">").length)
+      }
     }
-    const plain = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, "")
-    for (const command of ["migrate", "enqueue", "worker", "stats", "dead list", "dead retry", "dead delete", "demo"]) {
-      expect(plain(root.stdout)).toContain(`- ${command} `)
+    const [root, ...byCommand] = results.map((r) => r.stdout)
+    const help = Object.fromEntries(commands.map((c, i) => [c, byCommand[i]]))
+    for (const command of commands) {
+      expect(root).toMatch(new RegExp(`^  ${command} +[A-Z]`, "m"))
+      // The usage line names the whole command.
+      expect(help[command]).toMatch(new RegExp(`^USAGE\\n  docket ${command}( |$)`, "m"))
     }
-    for (const option of ["--key", "--delay", "--run-at", "--priority", "--max-attempts", "--from", "--database"]) {
-      expect(plain(enqueue.stdout)).toContain(option)
+    expect(help["dead"]).toMatch(/^USAGE\n  docket dead <command>$/m)
+    for (const option of ["--key <key>", "--delay <duration>", "--run-at <time>", "--priority <integer>", "--max-attempts <integer>", "--from <file>", "-d, --database <url>"]) {
+      expect(help["enqueue"]).toContain(`\n  ${option}\n`)
     }
-    for (const option of ["--tasks", "--concurrency", "--lease", "--poll", "--grace"]) {
-      expect(plain(worker.stdout)).toContain(option)
+    expect(help["enqueue"]).toMatch(/^ARGUMENTS\n  <kind>\n/m)
+    // Typed, with the defaults.
+    expect(help["worker"]).toMatch(/^  --concurrency <integer>\n(      .*\n)*      Default: 10\.$/m)
+    expect(help["worker"]).toMatch(/^  --lease <duration>\n(      .*\n)*      Default: 30s\.$/m)
+    expect(help["worker"]).toMatch(/^  --poll <duration>\n(      .*\n)*      Default: 2s\.$/m)
+    expect(help["worker"]).toMatch(/^  --grace <duration>\n(      .*\n)*      Default: 10s\.$/m)
+    expect(help["worker"]).toMatch(/^  --all-kinds\n      Claim items of every kind: an item of a kind with no task file here is dead at once\./m)
+    expect(help["worker"]).not.toContain("--handled-only")
+    expect(help["dead retry"]).toContain("\n  --all\n")
+    // Global flags: listed in the root's help, and only named under a command (they work after it too).
+    expect(root).toMatch(/^GLOBAL OPTIONS \(before or after the command\)\n  --log-level all \| trace/m)
+    for (const command of commands) {
+      expect(help[command]).not.toMatch(/^  --log-level/m)
+      expect(help[command]).not.toMatch(/^  --completions/m)
     }
-    expect(plain(retry.stdout)).toContain("--all")
+  })
+
+  it("global flags work after the command too", async () => {
+    const db = scratch.path("never-created.db")
+    const [before, after, helpAfter] = await docketAll([
+      ["--log-level", "debug", "stats", "--database", db],
+      ["stats", "--database", db, "--log-level", "debug"],
+      ["worker", "--log-level=info", "--help"]
+    ])
+    for (const r of [before, after]) {
+      expect(r.code).toBe(2)
+      expect(lines(r.stderr)).toEqual([`docket: no queue at ${db} (docket migrate, enqueue or worker makes one)`])
+    }
+    expect(helpAfter.code, helpAfter.stderr).toBe(0)
+    expect(helpAfter.stdout).toMatch(/^USAGE\n  docket worker /m)
+  })
+})
+
+/** The words of a shell command line (single and double quotes, no expansions). */
+const shellWords = (line: string): Array<string> =>
+  [...line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3])
+
+describe("the README's command examples", () => {
+  it("run as written, one command a line", async () => {
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8")
+    const section = readme.slice(readme.indexOf("## Without writing Effect code"))
+    const block = /```sh\n([\s\S]*?)```/.exec(section)![1]
+    const commands = block.split("\n").map((l) => l.replace(/\s+#.*$/, "").trim()).filter((l) => l !== "")
+    expect(commands.length).toBeGreaterThanOrEqual(5)
+    const cwd = tempDir("docket-readme-")
+    mkdirSync(cwd.path("tasks"))
+    writeFileSync(cwd.path("tasks", "email.send.mjs"), "export default async () => {}\n")
+    try {
+      for (const command of commands) {
+        expect(command, "a command per line, no pipes").not.toMatch(/[|;&]/)
+        const words = shellWords(command)
+        expect(words.slice(0, 2), command).toEqual(["npx", "docket"])
+        const args = words.slice(2)
+        if (args[0] === "worker") {
+          const worker = start(args, { cwd: cwd.dir })
+          await worker.waitFor(/docket worker \S+ started/)
+          worker.child.kill("SIGTERM")
+          const exit = await worker.exited
+          expect(exit.code, `${command}: ${exit.stderr}`).toBe(0)
+          continue
+        }
+        const result = await docket(args, { cwd: cwd.dir })
+        // 1 is allowed for "not dead (or no such item)": the ids are an example.
+        expect(result.code === 0 || /^docket: not dead/.test(result.stderr), `${command}: ${result.stderr}`).toBe(true)
+      }
+    } finally {
+      cwd.remove()
+    }
   })
 })
 

@@ -1,22 +1,50 @@
 /**
- * The `docket` command: its subcommands, one per file in commands/ (the
- * `--help` text is generated from their definitions by @effect/cli).
+ * The `docket` command: its subcommands, one per file in commands/, and the
+ * tree of them that help and the flag checks walk (see help.ts, argv.ts).
  *
  * Database: `--database <url>`, else `DOCKET_DATABASE_URL`, else
  * `./docket.db`. `postgres://` / `postgresql://` is PostgreSQL, anything else a
  * SQLite file path. Exit codes: 0 ok, 1 failure, 2 bad usage or bad input (one
  * line on stderr saying what is wrong; nothing written).
  */
-import { Command } from "@effect/cli"
-import { dead } from "./commands/dead.js"
+import { Command, CommandDescriptor } from "@effect/cli"
+import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
 import { migrate } from "./commands/migrate.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
 
-/** The root command: `docket <subcommand>`. */
-export const root = Command.make("docket").pipe(
-  Command.withDescription("Docket: a durable work queue and worker runtime (SQLite or PostgreSQL)."),
-  Command.withSubcommands([migrate, enqueue, worker, stats, dead, demoCommand])
+/** A command and, for a group (`docket`, `docket dead`), its subcommands. */
+export interface CommandNode {
+  readonly name: string
+  /** The command itself, without its subcommands: its options, arguments and description. */
+  readonly descriptor: CommandDescriptor.Command<unknown>
+  readonly children: ReadonlyArray<CommandNode>
+}
+
+const node = (
+  command: { readonly descriptor: CommandDescriptor.Command<any> },
+  children: ReadonlyArray<CommandNode> = []
+): CommandNode => ({
+  name: [...CommandDescriptor.getNames(command.descriptor)][0]!,
+  descriptor: command.descriptor,
+  children
+})
+
+const docketGroup = Command.make("docket").pipe(
+  Command.withDescription("Docket: a durable work queue and worker runtime (SQLite or PostgreSQL).")
 )
+
+/** The commands as a tree, in the order their help lists them. */
+export const tree: CommandNode = node(docketGroup, [
+  node(migrate),
+  node(enqueue),
+  node(worker),
+  node(stats),
+  node(deadGroup, deadCommands.map((c) => node(c))),
+  node(demoCommand)
+])
+
+/** The root command: `docket <subcommand>`. */
+export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, dead, demoCommand]))

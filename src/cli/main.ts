@@ -3,14 +3,16 @@
  * SIGINT/SIGTERM interrupt the main fiber (NodeRuntime.runMain), which shuts a
  * running worker down gracefully; the process then exits 0.
  */
-import { Command } from "@effect/cli"
+import { BuiltInOptions, CliConfig, Command, CommandDescriptor } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
+import { Cause, Effect, Either, Exit, Logger, LogLevel, Option } from "effect"
 import { readFileSync } from "node:fs"
-import { root } from "./app.js"
+import { root, tree } from "./app.js"
+import { argumentProblem, commandOf, takeLogLevel } from "./argv.js"
 import { reportCause } from "./errors.js"
 import { errorLine } from "./format.js"
+import * as Help from "./help.js"
 import { loggerLayer, printError } from "./status.js"
 
 // src/cli/main.ts under tsx, or dist/docket.mjs when bundled.
@@ -30,6 +32,27 @@ const ANSI = /\x1b\[[0-9;]*m/g
 
 const cli = Command.run(root, { name: "docket", version, executable: "docket" })
 
+/**
+ * Whether the arguments ask for help: `--help`/`-h` (as @effect/cli's own
+ * parser reads them), or a group (`docket`, `docket dead`) without its command.
+ * Then the help is ours (help.ts); everything else is run by `cli`.
+ */
+const helpWanted = (args: ReadonlyArray<string>) =>
+  CommandDescriptor.parse(root.descriptor, ["docket", ...args], CliConfig.defaultConfig).pipe(
+    Effect.map((directive) =>
+      directive._tag === "BuiltIn"
+        ? BuiltInOptions.isShowHelp(directive.option)
+        : commandOf(tree, args).node.children.length > 0
+    ),
+    Effect.orElseSucceed(() => false)
+  )
+
+const showHelp = (args: ReadonlyArray<string>) =>
+  Effect.sync(() => {
+    const { node, path } = commandOf(tree, args)
+    process.stdout.write(Help.render(path.slice(0, -1), node, version, CliConfig.defaultConfig))
+  })
+
 /** Runs the command line; succeeds with the exit code. */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
   Effect.gen(function*() {
@@ -45,18 +68,28 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
       log: (...args: ReadonlyArray<unknown>) => base.log(...plain(args)),
       error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void usageErrors.push(args.map(String).join(" ")))
     }
-    return yield* Effect.suspend(() => cli(argv)).pipe(
+    const fail = (line: string, code: 1 | 2) => Effect.as(printError(`docket: ${line}`), code)
+    const global = takeLogLevel(argv.slice(2))
+    if (Either.isLeft(global)) return yield* fail(global.left.reason, 2)
+    const { level, rest } = global.right
+    const run = Effect.if(helpWanted(rest), {
+      onTrue: () => showHelp(rest),
+      onFalse: () => cli([...argv.slice(0, 2), ...rest])
+    })
+    return yield* run.pipe(
       Effect.withConsole(console),
       Effect.as(0),
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.succeed(0)
         const report = reportCause(cause)
-        const line = report.line ?? errorLine(usageErrors.join(" ").replace(ANSI, ""))
-        return Effect.as(printError(`docket: ${line || "bad usage (see --help)"}`), report.code)
-      })
+        // A mistyped command or flag is named first, with the closest right one.
+        const problem = report.code === 2 ? argumentProblem(tree, rest) : undefined
+        const line = problem ?? report.line ?? errorLine(usageErrors.join(" ").replace(ANSI, ""))
+        return fail(line || "bad usage (see --help)", report.code)
+      }),
+      Logger.withMinimumLogLevel(Option.getOrElse(level, () => LogLevel.Warning))
     )
   }).pipe(
-    Logger.withMinimumLogLevel(LogLevel.Warning),
     Effect.provide(loggerLayer),
     Effect.provide(NodeContext.layer)
   )

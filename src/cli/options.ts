@@ -1,20 +1,27 @@
 /**
- * The options several commands share (--database, --json, --kind) and the
- * reading of option values: durations and the database URL. A value that does
- * not read fails with a `UsageError` (exit 2) before anything is opened.
+ * The options several commands share (--database, --json, --kind) and typed
+ * option specs: integers, durations and times read while @effect/cli parses
+ * the command line. A value that does not read fails there, with a message
+ * that names the flag (exit 2, before anything is opened).
+ *
+ * Integers are `Options.text` with our own reading rather than
+ * `Options.integer`: @effect/cli's integer says `'high' is not a integer`
+ * without the flag, and an `Options` has no way to change a primitive's
+ * message; `Options.mapEffect` is its hook for reading a value.
  */
-import { Options } from "@effect/cli"
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
 import * as Database from "../Database.js"
 import type { UsageError } from "./errors.js"
-import { parseDuration } from "./input.js"
+import { parseDuration, parseTime } from "./input.js"
 
 /** `--database` / `-d`: the queue's database (see `databaseUrl` for the default). */
 export const databaseOption = Options.text("database").pipe(
   Options.withAlias("d"),
+  Options.withPseudoName("<url>"),
   Options.withDescription(
-    "The queue's database: a postgres:// or postgresql:// URL, or a SQLite file path " +
-      "(default: $DOCKET_DATABASE_URL, else ./docket.db)."
+    "The queue's database: a postgres:// or postgresql:// URL, or a SQLite file path. " +
+      "Default: $DOCKET_DATABASE_URL, else ./docket.db."
   ),
   Options.optional
 )
@@ -29,24 +36,78 @@ export const databaseUrl = (option: Option.Option<string>): string =>
 /** `--json`: JSON output instead of text. */
 export const jsonOption = Options.boolean("json").pipe(Options.withDescription("Print JSON instead of text."))
 
-/** An optional text option with its help line. */
-export const optionalText = (name: string, description: string) =>
-  Options.text(name).pipe(Options.withDescription(description), Options.optional)
+/** A text option with its help line and the name of its value in the usage (`--key <key>`). */
+export const textOption = (name: string, value: string, description: string) =>
+  Options.text(name).pipe(Options.withPseudoName(`<${value}>`), Options.withDescription(description))
 
-/** An optional integer option with its help line. */
-export const optionalInteger = (name: string, description: string) =>
-  Options.integer(name).pipe(Options.withDescription(description), Options.optional)
+/** An optional text option. */
+export const optionalText = (name: string, value: string, description: string) =>
+  textOption(name, value, description).pipe(Options.optional)
 
 /** `--kind`, with the help line of the command that takes it. */
-export const kindOption = (description: string) => optionalText("kind", description)
+export const kindOption = (description: string) => optionalText("kind", "kind", description)
+
+/** A refused value, as @effect/cli's parser reports it (one line, exit 2). */
+const refuse = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
+
+const fromReading = <A>(either: Either.Either<A, UsageError | string>) =>
+  Either.match(either, {
+    onLeft: (e) => Effect.fail(refuse(typeof e === "string" ? e : e.reason)),
+    onRight: Effect.succeed
+  })
+
+const INTEGER = /^[+-]?\d+$/
+
+/** The reading of an integer flag: whole, and within its bounds when it has them. */
+export const readInteger = (
+  flag: string,
+  text: string,
+  bounds: { readonly min?: number; readonly max?: number } = {}
+): Either.Either<number, string> => {
+  const trimmed = text.trim()
+  const n = Number(trimmed)
+  if (!INTEGER.test(trimmed) || !Number.isSafeInteger(n)) return Either.left(`${flag}: '${text}' is not an integer`)
+  const { max, min } = bounds
+  if (min !== undefined && max !== undefined && (n < min || n > max)) {
+    return Either.left(`${flag} must be from ${min} to ${max} (got ${n})`)
+  }
+  if (min !== undefined && n < min) return Either.left(`${flag} must be at least ${min} (got ${n})`)
+  if (max !== undefined && n > max) return Either.left(`${flag} must be at most ${max} (got ${n})`)
+  return Either.right(n)
+}
+
+/** An integer option (`--concurrency <integer>`), read and bounded while the command line is parsed. */
+export const integerOption = (
+  name: string,
+  description: string,
+  bounds: { readonly min?: number; readonly max?: number } = {}
+) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("<integer>"),
+    Options.withDescription(description),
+    Options.mapEffect((text) => fromReading(readInteger(`--${name}`, text, bounds)))
+  )
+
+/** A duration option in milliseconds (`--lease <duration>`: 500ms, 30s, 5m, 1h or milliseconds). */
+export const durationOption = (name: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("<duration>"),
+    Options.withDescription(description),
+    Options.mapEffect((text) => fromReading(parseDuration(`--${name}`, text)))
+  )
+
+/** An ISO 8601 time option (`--run-at <time>`). */
+export const timeOption = (name: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("<time>"),
+    Options.withDescription(description),
+    Options.mapEffect((text) => fromReading(parseTime(`--${name}`, text)))
+  )
+
+/** The option with a default, said in its help (`Default: 10.`). */
+export const withDefault = <A>(value: A, shown: string = String(value)) => (self: Options.Options<A>) =>
+  self.pipe(Options.withDescription(`Default: ${shown}.`), Options.withDefault(value))
 
 /** A checked value as an effect: its `UsageError` in the error channel. */
 export const fromEither = <A>(either: Either.Either<A, UsageError>): Effect.Effect<A, UsageError> =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
-
-/** An optional duration option in milliseconds (undefined when not given). */
-export const optionalDuration = (name: string, option: Option.Option<string>) =>
-  Option.match(option, {
-    onNone: () => Effect.succeed(undefined),
-    onSome: (text) => fromEither(parseDuration(name, text))
-  })

@@ -1,5 +1,5 @@
 /**
- * Task files: `<dir>/<kind>.{ts,mts,js,mjs}`, one kind each (the kind is the
+ * Task files: `<dir>/<kind>.{ts,mts,cts,js,mjs,cjs}`, one kind each (the kind is the
  * file name, dots allowed: `mirror.refresh.ts` runs items of kind
  * `mirror.refresh`). A file default-exports either
  *
@@ -16,11 +16,14 @@
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.)
  *
  * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
- * files are skipped. As everywhere in Node, `.mts`/`.mjs` files are ES
- * modules and `.ts`/`.js` files are ES modules only inside a package whose
- * package.json says `"type": "module"` (else CommonJS: `module.exports = fn`).
- * A task file that imports Docket must be an ES module. Task handlers can
- * need no services (nothing provides them).
+ * files are skipped. A task file may be an ES module (`export default`) or
+ * CommonJS (`module.exports = fn`), whatever the enclosing package's "type":
+ * `.mjs`/`.mts` are ES modules and `.cjs`/`.cts` CommonJS as everywhere in
+ * Node, and a `.ts` or `.js` file outside a `"type": "module"` package is read
+ * through tsx's CommonJS hooks, which take `import`/`export` too. (Only a `.js`
+ * file using `module.exports` inside a `"type": "module"` package fails, and
+ * Node's message says to rename it `.cjs`.) Task handlers can need no
+ * services (nothing provides them).
  */
 import { Duration, Effect, Either, Schedule } from "effect"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
@@ -30,10 +33,11 @@ import * as Backoff from "../Backoff.js"
 import * as Handler from "../Handler.js"
 import * as V from "../internal/validate.js"
 import { usage, type UsageError } from "./errors.js"
-import { compareText, errorMessage } from "./format.js"
+import { compareText } from "./format.js"
 import { parseDuration } from "./input.js"
+import { describeLoadError } from "./loadError.js"
 
-const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|js|mjs)$/
+const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|cts|js|mjs|cjs)$/
 
 /**
  * The handler of a task file. It can need no services (nothing provides them
@@ -56,7 +60,7 @@ export const listTaskFiles = (dir: string): Effect.Effect<ReadonlyArray<TaskFile
     const files: Array<TaskFile> = []
     const seen = new Map<string, string>()
     for (const name of readdirSync(root).sort()) {
-      if (/\.d\.m?ts$/.test(name)) continue
+      if (/\.d\.[cm]?ts$/.test(name)) continue
       const match = TASK_FILE.exec(name)
       if (match === null) continue
       const path = join(root, name)
@@ -72,7 +76,7 @@ export const listTaskFiles = (dir: string): Effect.Effect<ReadonlyArray<TaskFile
       files.push({ kind, path })
     }
     if (files.length === 0) {
-      return Effect.fail(usage(`--tasks: no task files (<kind>.ts, .mts, .js or .mjs) in ${dir}`))
+      return Effect.fail(usage(`--tasks: no task files (<kind>.ts, .mts, .cts, .js, .mjs or .cjs) in ${dir}`))
     }
     return Effect.succeed(files.sort((a, b) => compareText(a.kind, b.kind)))
   })
@@ -171,26 +175,41 @@ const ensureTypeScript = async (path: string) => {
   global[TSX_FLAG] = true
 }
 
+// A .cts file, or a .ts/.js file outside a "type": "module" package, is
+// CommonJS to Node: tsx's require hooks compile its TypeScript and its
+// import/export (without them a .ts file fails with "Cannot require() ES
+// Module ... in a cycle" and a .js one with "Unexpected token 'export'").
+const TSX_CJS_FLAG = "__docketTsxCjsRegistered"
+const ensureCommonJs = async (path: string) => {
+  if (!/\.cts$/.test(path) && !(/\.(ts|js)$/.test(path) && !inModulePackage(path))) return
+  const global = globalThis as Record<string, unknown>
+  if (global[TSX_CJS_FLAG] === true) return
+  const tsx = await import("tsx/cjs/api")
+  tsx.register()
+  global[TSX_CJS_FLAG] = true
+}
+
 /** Imports one task file and makes its handler. */
 export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError> =>
   Effect.gen(function*() {
     const name = task.path.split(/[\\/]/).pop()!
     const module = yield* Effect.tryPromise({
-      try: () =>
-        ensureTypeScript(task.path).then(() => import(pathToFileURL(task.path).href) as Promise<Record<string, unknown>>),
-      catch: (error) =>
-        usage(
-          `task file ${name} cannot be loaded: ${errorMessage(error)}` +
-            (/\.(ts|js)$/.test(name) && !inModulePackage(task.path)
-              ? ` (${name} is read as CommonJS: name it .mts/.mjs, or put "type": "module" in its package.json)`
-              : "")
-        )
+      try: async () => {
+        await ensureTypeScript(task.path)
+        await ensureCommonJs(task.path)
+        return await import(pathToFileURL(task.path).href) as Record<string, unknown>
+      },
+      catch: (error) => usage(`task file ${name} cannot be loaded: ${describeLoadError(task.path, error)}`)
     })
-    // A CommonJS file imported from ESM shows module.exports as `default`.
+    // A CommonJS file imported from ESM shows module.exports as `default`
+    // (and an ES module compiled to CommonJS, its exports as `default`'s).
     let exported = module.default
+    let options = module.options
     if (typeof exported === "object" && exported !== null && !isHandler(exported) && "default" in exported) {
+      options ??= (exported as { options?: unknown }).options
       exported = (exported as { default: unknown }).default
     }
+    if (typeof exported === "function" && options === undefined) options = (exported as { options?: unknown }).options
     if (isHandler(exported)) {
       if (exported.kind !== task.kind) {
         return yield* usage(
@@ -200,8 +219,8 @@ export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError>
       return exported as TaskHandler
     }
     if (typeof exported === "function") {
-      const options = yield* plainOptions(name, module.options)
-      return Handler.fromPromise(task.kind, exported as (payload: unknown, job: Handler.Job) => Promise<unknown>, options)
+      const checked = yield* plainOptions(name, options)
+      return Handler.fromPromise(task.kind, exported as (payload: unknown, job: Handler.Job) => Promise<unknown>, checked)
     }
     return yield* usage(
       `task file ${name} must default-export a Docket handler or an async (payload, job) => {} function`

@@ -2,13 +2,13 @@
  * `docket dead list | retry | delete`: the dead items of a queue. A SQLite
  * file that does not exist is refused, not made.
  */
-import { Args, Command, Options } from "@effect/cli"
-import { Chunk, Console, Effect, Option, Stream } from "effect"
+import { Args, Command, HelpDoc, Options } from "@effect/cli"
+import { Chunk, Console, Effect, Either, Option, Stream } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed, usage, type UsageError } from "../errors.js"
 import { clip, foldLines, listIds, plural } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption, kindOption } from "../options.js"
+import { databaseOption, databaseUrl, jsonOption, kindOption, readInteger } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 const PAGE = 500
@@ -71,8 +71,19 @@ const deadList = Command.make(
 
 const selectionConfig = (verb: string) => ({
   database: databaseOption,
-  ids: Args.integer({ name: "id" }).pipe(Args.withDescription(`Ids of dead items to ${verb}.`), Args.repeated),
-  all: Options.boolean("all").pipe(Options.withDescription(`${verb} every dead item (of --kind, if given).`)),
+  ids: Args.text({ name: "id" }).pipe(
+    Args.withDescription(`Ids of dead items to ${verb}.`),
+    Args.mapEffect((text) =>
+      Either.match(readInteger("id", text, { min: 1 }), {
+        onLeft: () => Effect.fail(HelpDoc.p(`'${text}' is not an item id`)),
+        onRight: Effect.succeed
+      })
+    ),
+    Args.repeated
+  ),
+  all: Options.boolean("all").pipe(
+    Options.withDescription(`${verb === "retry" ? "Retry" : "Delete"} every dead item (of --kind, if given).`)
+  ),
   kind: kindOption("With --all: only dead items of this kind.")
 })
 
@@ -84,8 +95,6 @@ const selection = (
   if (ids.length > 0 && all) return Effect.fail(usage("give ids or --all, not both"))
   if (Option.isSome(kind) && !all) return Effect.fail(usage("--kind goes with --all"))
   if (ids.length === 0 && !all) return Effect.fail(usage("give the ids of dead items, or --all"))
-  const bad = ids.find((id) => !Number.isSafeInteger(id) || id < 1)
-  if (bad !== undefined) return Effect.fail(usage(`${bad} is not an item id`))
   return Effect.succeed(all ? { all: true, kind: Option.getOrUndefined(kind) } : { ids })
 }
 
@@ -116,8 +125,11 @@ const deadDelete = deadAction("delete", "deleted", (repo, s) => repo.deleteDead(
   Command.withDescription("Deletes dead items for good.")
 )
 
+/** The `dead` group on its own (its help text), without its subcommands. */
+export const deadGroup = Command.make("dead").pipe(Command.withDescription("Dead items: list, retry or delete them."))
+
+/** The subcommands of `dead`. */
+export const deadCommands = [deadList, deadRetry, deadDelete] as const
+
 /** The `dead` command and its subcommands list, retry and delete. */
-export const dead = Command.make("dead").pipe(
-  Command.withDescription("Dead items: list, retry or delete them."),
-  Command.withSubcommands([deadList, deadRetry, deadDelete])
-)
+export const dead = deadGroup.pipe(Command.withSubcommands(deadCommands))

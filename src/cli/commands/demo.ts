@@ -4,7 +4,7 @@
  * then succeed, one bad payload goes dead), the live status line, and a
  * summary once the work is done.
  */
-import { Command, Options } from "@effect/cli"
+import { Command } from "@effect/cli"
 import { Console, Effect, Option, Schedule } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -16,6 +16,7 @@ import type * as Worker from "../../Worker.js"
 import { CommandFailed } from "../errors.js"
 import { errorLine } from "../format.js"
 import * as Graceful from "../graceful.js"
+import { optionalText } from "../options.js"
 import { describeDatabase } from "../queue.js"
 import { printLine, show } from "../status.js"
 import { loadTasks } from "../tasks.js"
@@ -112,10 +113,7 @@ export const runDemo = (database: Option.Option<string>) =>
 
 /** The `demo` command (what `npm start` runs). */
 export const demoCommand = Command.make("demo", {
-  database: Options.text("database").pipe(
-    Options.withDescription("A database for the demo (default: a new SQLite file in a temporary folder)."),
-    Options.optional
-  )
+  database: optionalText("database", "url", "A database for the demo. Default: a new SQLite file in a temporary folder.")
 }, ({ database }) => runDemo(database)).pipe(
   Command.withDescription(
     "Runs a worker over the example task files on a fresh SQLite file with a mixed batch, shows its progress, " +

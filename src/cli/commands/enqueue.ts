@@ -2,11 +2,20 @@
  * `docket enqueue`: one item from the arguments, or (with `--from`) the items
  * of an NDJSON file, see enqueueBulk.ts.
  */
-import { Args, Command } from "@effect/cli"
+import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { usage } from "../errors.js"
-import { checkRequest, looksLikeOption, parsePayload, parseTime, unknownOption } from "../input.js"
-import { databaseOption, databaseUrl, fromEither, optionalDuration, optionalInteger, optionalText } from "../options.js"
+import * as V from "../../internal/validate.js"
+import { checkRequest, looksLikeOption, parsePayload, unknownOption } from "../input.js"
+import {
+  databaseOption,
+  databaseUrl,
+  durationOption,
+  fromEither,
+  integerOption,
+  optionalText,
+  timeOption
+} from "../options.js"
 import { withRepo } from "../queue.js"
 import { enqueueBulk } from "./enqueueBulk.js"
 
@@ -17,13 +26,22 @@ const enqueueConfig = {
     Args.withDescription("The payload as JSON (default null)."),
     Args.optional
   ),
-  key: optionalText("key", "Dedupe key: while an item of this kind and key waits, another is not added."),
-  delay: optionalText("delay", "Due after this long: 500ms, 30s, 5m, 1h or milliseconds."),
-  runAt: optionalText("run-at", "Due at this ISO 8601 time (2030-01-01T09:00:00Z)."),
-  priority: optionalInteger("priority", "Higher runs first among due items (default 0)."),
-  maxAttempts: optionalInteger("max-attempts", "Attempts before the item is dead (default 8)."),
+  key: optionalText("key", "key", "Dedupe key: while an item of this kind and key waits, another is not added."),
+  delay: durationOption("delay", "Due after this long: 500ms, 30s, 5m, 1h or milliseconds.").pipe(Options.optional),
+  runAt: timeOption("run-at", "Due at this ISO 8601 time (2030-01-01T09:00:00Z; without an offset, local time).")
+    .pipe(Options.optional),
+  priority: integerOption("priority", "Higher runs first among due items. Default: 0.", {
+    min: -V.MAX_PRIORITY,
+    max: V.MAX_PRIORITY
+  }).pipe(Options.optional),
+  maxAttempts: integerOption(
+    "max-attempts",
+    "Attempts before the item is dead. Default: the queue's, 8.",
+    { min: 1, max: V.MAX_ATTEMPTS_LIMIT }
+  ).pipe(Options.optional),
   from: optionalText(
     "from",
+    "file",
     "Bulk: an NDJSON file (or - for stdin), one object a line: " +
       `{"kind":..,"payload":..,"key"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}. ` +
       "A bad line refuses the whole file."
@@ -39,11 +57,8 @@ const enqueueOne = (args: EnqueueArgs, kind: string) =>
       onNone: () => Effect.succeed(null as unknown),
       onSome: (text) => fromEither(parsePayload(text))
     })
-    const delay = yield* optionalDuration("--delay", args.delay)
-    const runAt = yield* Option.match(args.runAt, {
-      onNone: () => Effect.succeed(undefined),
-      onSome: (text) => fromEither(parseTime("--run-at", text))
-    })
+    const delay = Option.getOrUndefined(args.delay)
+    const runAt = Option.getOrUndefined(args.runAt)
     const request = yield* fromEither(checkRequest({
       kind,
       payload,

@@ -10,7 +10,7 @@ import type * as Worker from "../../Worker.js"
 import { usage } from "../errors.js"
 import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
-import { databaseOption, databaseUrl, optionalDuration, optionalText } from "../options.js"
+import { databaseOption, databaseUrl, durationOption, integerOption, textOption, withDefault } from "../options.js"
 import { describeDatabase } from "../queue.js"
 import { printLine, show } from "../status.js"
 import { loadTasks } from "../tasks.js"
@@ -20,26 +20,32 @@ const MIN_LEASE_MS = 1000
 const DAY_MS = 24 * 3600 * 1000
 
 const workerConfig = {
+  tasks: textOption(
+    "tasks",
+    "folder",
+    "The folder of task files: <kind>.ts, .mts, .cts, .js, .mjs or .cjs, each default-exporting a Docket " +
+      "handler or an async (payload, job) => {} function (a throw is a retry)."
+  ),
   database: databaseOption,
-  tasks: Options.text("tasks").pipe(
-    Options.withDescription(
-      "The folder of task files: <kind>.ts, .mts, .js or .mjs, each default-exporting a Docket handler " +
-        "or an async (payload, job) => {} function (a throw is a retry)."
-    )
+  concurrency: integerOption("concurrency", "Handlers running at once in this process.", { min: 1 }).pipe(
+    withDefault(10)
   ),
-  concurrency: Options.integer("concurrency").pipe(
-    Options.withDescription("Handlers running at once in this process."),
-    Options.withDefault(10)
+  lease: durationOption("lease", "How long a claim holds an item; renewed while its handler runs.").pipe(
+    withDefault(30_000, "30s")
   ),
-  lease: optionalText("lease", "Lease length, renewed while a handler runs (default 30s)."),
-  poll: optionalText("poll", "Fallback poll when no wake-up arrives (default 2s)."),
-  grace: optionalText(
+  poll: durationOption("poll", "How often to look for due items when no wake-up arrives.").pipe(
+    withDefault(2_000, "2s")
+  ),
+  grace: durationOption(
     "grace",
-    "On SIGINT/SIGTERM, how long running items may finish before they are given back (default 10s); the outcomes not yet written then get up to 10s more."
-  ),
-  handledOnly: Options.boolean("handled-only").pipe(
+    "On SIGINT/SIGTERM, how long running items may finish before they are given back; the outcomes " +
+      "not yet written then get up to 10s more."
+  ).pipe(withDefault(10_000, "10s")),
+  allKinds: Options.boolean("all-kinds").pipe(
     Options.withDescription(
-      "Claim only kinds with a task file here (by default an item of a kind with no task file is dead at once)."
+      "Claim items of every kind: an item of a kind with no task file here is dead at once. Without it " +
+        "the worker claims only the kinds of its task files, and leaves the others waiting for the " +
+        "workers that have them (several services can share one queue)."
     )
   )
 }
@@ -49,31 +55,27 @@ export interface RunOptions {
   readonly url: string
   readonly tasks: string
   readonly concurrency: number
-  readonly lease?: number | undefined
-  readonly poll?: number | undefined
-  readonly grace?: number | undefined
-  readonly handledOnly: boolean
+  readonly lease: number
+  readonly poll: number
+  readonly grace: number
+  readonly allKinds: boolean
 }
 
 /** Checks the worker's options (exit 2 on a bad one). */
 export const workerOptions = (args: Command.Command.ParseConfig<typeof workerConfig>) =>
   Effect.gen(function*() {
-    if (args.concurrency < 1) return yield* usage(`--concurrency must be at least 1 (got ${args.concurrency})`)
-    const lease = yield* optionalDuration("--lease", args.lease)
-    if (lease !== undefined && (lease < MIN_LEASE_MS || lease > V.MAX_LEASE_MS)) {
+    if (args.lease < MIN_LEASE_MS || args.lease > V.MAX_LEASE_MS) {
       return yield* usage(`--lease must be from ${MIN_LEASE_MS / 1000}s to ${V.MAX_LEASE_MS / DAY_MS} days`)
     }
-    const poll = yield* optionalDuration("--poll", args.poll)
-    if (poll !== undefined && poll < 1) return yield* usage("--poll must be at least 1ms")
-    const grace = yield* optionalDuration("--grace", args.grace)
+    if (args.poll < 1) return yield* usage("--poll must be at least 1ms")
     return {
       url: databaseUrl(args.database),
       tasks: args.tasks,
       concurrency: args.concurrency,
-      lease,
-      poll,
-      grace,
-      handledOnly: args.handledOnly
+      lease: args.lease,
+      poll: args.poll,
+      grace: args.grace,
+      allKinds: args.allKinds
     } satisfies RunOptions
   })
 
@@ -81,7 +83,7 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
 export const runWorker = (options: RunOptions) =>
   Effect.gen(function*() {
     const handlers = yield* loadTasks(options.tasks)
-    const graceMs = options.grace ?? 10_000
+    const graceMs = options.grace
     let service: Worker.Service | undefined
     yield* Effect.gen(function*() {
       const pool = yield* Graceful.start({
@@ -90,7 +92,7 @@ export const runWorker = (options: RunOptions) =>
         lease: options.lease,
         poll: options.poll,
         grace: graceMs,
-        claimKinds: options.handledOnly ? "handled" : "all"
+        claimKinds: options.allKinds ? "all" : "handled"
       })
       const worker = pool.worker
       service = worker
@@ -129,7 +131,8 @@ export const runWorker = (options: RunOptions) =>
 /** The `worker` command. */
 export const worker = Command.make("worker", workerConfig, (args) => Effect.flatMap(workerOptions(args), runWorker)).pipe(
   Command.withDescription(
-    "Migrates the database, then runs every task file of --tasks until SIGINT or SIGTERM (graceful: " +
-      "running items get --grace to finish, then are given back)."
+    "Migrates the database, then runs the task files of --tasks until SIGINT or SIGTERM (graceful: " +
+      "running items get --grace to finish, then are given back). It claims only the kinds it has " +
+      "task files for, unless --all-kinds."
   )
 )
