@@ -1,5 +1,6 @@
 /**
- * The `docket` command's entry point (run by bin/docket.mjs under tsx).
+ * The `docket` command's entry point, run by bin/docket.mjs: compiled
+ * (dist/cli/main.js) in an installed package, under tsx in a git checkout.
  * SIGINT/SIGTERM interrupt the main fiber (NodeRuntime.runMain), which shuts a
  * running worker down gracefully; the process then exits 0.
  */
@@ -15,17 +16,13 @@ import { errorLine } from "./format.js"
 import * as Help from "./help.js"
 import { loggerLayer, printError } from "./status.js"
 
-// src/cli/main.ts under tsx, or dist/docket.mjs when bundled.
+// The package's root is two folders up from src/cli/main.ts and from dist/cli/main.js alike.
 const version = (() => {
-  for (const path of ["../../package.json", "../package.json"]) {
-    try {
-      const json = JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8"))
-      if (json.name === "docket") return String(json.version)
-    } catch {
-      // try the next
-    }
+  try {
+    return String(JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version)
+  } catch {
+    return "0.0.0"
   }
-  return "0.0.0"
 })()
 
 const ANSI = /\x1b\[[0-9;]*m/g

@@ -163,8 +163,9 @@ const inModulePackage = (file: string): boolean => {
   }
 }
 
-// bin/docket.mjs runs under tsx already; the bundle (dist/docket.mjs) registers
-// tsx only when it meets a TypeScript task file.
+// In a git checkout bin/docket.mjs runs the sources under tsx already; the
+// compiled command (dist/, an installed package) registers tsx only when it
+// meets a TypeScript task file, so a folder of .js/.mjs tasks never loads it.
 const TSX_FLAG = "__docketTsxRegistered"
 const ensureTypeScript = async (path: string) => {
   if (!/\.[cm]?ts$/.test(path)) return

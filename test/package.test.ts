@@ -1,0 +1,208 @@
+/**
+ * The package as a user gets it: `npm pack` (its prepack builds dist/), then
+ * `npm install <tarball>` into a fresh project outside this repository, with
+ * the Effect peers at the versions this repository is tested with, TypeScript
+ * and @types/node. There the README's example is type-checked by the
+ * project's own tsc (the tsconfig `tsc --init` writes, with module nodenext)
+ * and run with plain node, and the installed `docket` command runs: --version,
+ * and a worker over examples/tasks (tsx is loaded only for the TypeScript ones).
+ *
+ * The install compiles better-sqlite3 from source here (60-90 s, more on a
+ * busy machine), hence the long set-up. Nothing here is skipped, in CI or not.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+import { promisify } from "node:util"
+import { ROOT, runNode } from "./cli.support.js"
+
+const run = promisify(execFile)
+const manifest = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"))
+const installedVersion = (name: string): string =>
+  JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")).version
+
+// The Effect packages this repository runs with (the peers and the peers'
+// own peers), at the exact versions installed here: the tested set.
+const effectFamily = Object.keys(manifest.devDependencies as Record<string, string>)
+  .filter((name) => (name === "effect" || name.startsWith("@effect/")) && name !== "@effect/vitest")
+
+const work = mkdtempSync(join(tmpdir(), "docket-package-"))
+const project = join(work, "project")
+let tarball = ""
+let installed = ""
+let bin = ""
+
+/** A command of the installed package, run with plain node from the project. */
+const docket = (args: ReadonlyArray<string>) => runNode([bin, ...args], { cwd: project })
+
+/** A long-running node process in the project; `stop` sends SIGTERM and waits for its exit. */
+const startNode = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const childEnv: Record<string, string | undefined> = { ...process.env, ...env }
+  delete childEnv.DOCKET_DATABASE_URL
+  const child: ChildProcess = spawn(process.execPath, args, {
+    cwd: project,
+    env: childEnv,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d))
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+  const exited = new Promise<number | null>((done) => child.on("close", (code) => done(code)))
+  return {
+    output: () => ({ stdout, stderr }),
+    waitFor: async (pattern: RegExp, timeoutMs = 60_000) => {
+      const deadline = performance.now() + timeoutMs
+      while (!pattern.test(stdout)) {
+        if (performance.now() > deadline || child.exitCode !== null) {
+          child.kill("SIGKILL")
+          throw new Error(`no ${pattern} from node ${args.join(" ")}:\n${stdout}\n${stderr}`)
+        }
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    },
+    stop: async () => {
+      child.kill("SIGTERM")
+      const timer = setTimeout(() => child.kill("SIGKILL"), 20_000)
+      const code = await exited
+      clearTimeout(timer)
+      return code
+    }
+  }
+}
+
+/** The module specifiers a .d.ts imports (comments removed first: doc comments show imports too). */
+const imports = (text: string) =>
+  [...text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "")
+    .matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g)].map((m) => m[1])
+
+beforeAll(async () => {
+  await run("npm", ["pack", "--pack-destination", work, "--silent"], { cwd: ROOT, timeout: 120_000 })
+  tarball = join(work, readdirSync(work).find((f) => f.endsWith(".tgz"))!)
+
+  mkdirSync(project)
+  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "docket-user", private: true, type: "module" }))
+  // The tsconfig a new user has: what `tsc --init` writes, plus module nodenext.
+  const tsc = join(ROOT, "node_modules", "typescript", "bin", "tsc")
+  await run(process.execPath, [tsc, "--init"], { cwd: project })
+  const tsconfig = readFileSync(join(project, "tsconfig.json"), "utf8")
+  writeFileSync(
+    join(project, "tsconfig.json"),
+    /"module":/.test(tsconfig)
+      ? tsconfig.replace(/"module":\s*"[^"]*"/, `"module": "nodenext"`)
+      : tsconfig.replace(`"compilerOptions": {`, `"compilerOptions": {\n    "module": "nodenext",`)
+  )
+
+  const specs = [...effectFamily, "typescript", "@types/node"].map((name) => `${name}@${installedVersion(name)}`)
+  await run("npm", ["install", tarball, ...specs, "--prefer-offline", "--no-audit", "--no-fund"], {
+    cwd: project,
+    timeout: 300_000,
+    maxBuffer: 16 * 1024 * 1024
+  })
+  installed = join(project, "node_modules", "docket")
+  bin = join(project, "node_modules", ".bin", "docket")
+}, 420_000)
+
+afterAll(() => rmSync(work, { recursive: true, force: true }))
+
+describe("the package, installed into a new project", () => {
+  it("ships dist, migrations, bin, README and LICENSE only", async () => {
+    const { stdout } = await run("tar", ["-tzf", tarball])
+    const files = stdout.split("\n").filter((f) => f !== "").map((f) => f.replace(/^package\//, ""))
+    const outside = files.filter((f) => !/^(dist|migrations|bin)\//.test(f) && !["README.md", "LICENSE", "package.json"].includes(f))
+    expect(outside).toEqual([])
+    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/cli/main.js", "bin/docket.mjs", "migrations/sqlite/0001_items.sql", "migrations/pg/0001_items.sql", "LICENSE"]) {
+      expect(files).toContain(file)
+    }
+  })
+
+  it("installs with its peers satisfied, and its public types name only Effect's packages", async () => {
+    // npm ls exits non-zero on a missing or invalid peer.
+    await run("npm", ["ls", "--all"], { cwd: project, maxBuffer: 16 * 1024 * 1024 })
+    const seen = new Set<string>()
+    const bare = new Set<string>()
+    const walk = (file: string) => {
+      if (seen.has(file)) return
+      seen.add(file)
+      for (const specifier of imports(readFileSync(file, "utf8"))) {
+        if (specifier.startsWith(".")) walk(resolve(dirname(file), specifier.replace(/\.js$/, ".d.ts")))
+        else bare.add(specifier.replace(/^((@[^/]+\/)?[^/]+).*$/, "$1"))
+      }
+    }
+    walk(join(installed, "dist", "index.d.ts"))
+    expect(seen.size).toBeGreaterThan(5)
+    for (const name of bare) expect(Object.keys(manifest.peerDependencies)).toContain(name)
+    expect([...bare]).not.toContain("pg")
+    expect([...bare]).not.toContain("better-sqlite3")
+  })
+
+  it("type-checks the README's example with the project's tsc and runs it with plain node", async () => {
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8")
+    const example = /```ts\n([\s\S]*?)```/.exec(readme)![1]
+    expect(example).toContain(`from "docket"`)
+    writeFileSync(join(project, "example.ts"), example)
+    const checked = await run(join(project, "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: project }).catch(
+      (error: { stdout: string }) => {
+        throw new Error(`tsc failed on the README's example:\n${error.stdout}`)
+      }
+    )
+    expect(checked.stdout).toBe("")
+    // The example runs until it is stopped (Effect.never): it is stopped once its item ran.
+    const app = startNode(["example.js"])
+    await app.waitFor(/sending to ada@example\.com, attempt 1/)
+    expect(await app.stop(), app.output().stderr).toBe(0)
+    expect(existsSync(join(project, "docket.db"))).toBe(true)
+    const stats = await docket(["stats", "--json", "--database", "docket.db"])
+    expect(stats.code, stats.stderr).toBe(0)
+    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, dead: 0 })
+  })
+
+  it("runs `docket --version` from the install", async () => {
+    const r = await docket(["--version"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout.trim()).toBe(manifest.version)
+  })
+
+  it("runs a worker over task files with the compiled command, loading tsx only for TypeScript ones", async () => {
+    // A load hook that notes every tsx module the process imports.
+    const trace = join(work, "tsx-trace.txt")
+    writeFileSync(
+      join(project, "trace-hooks.mjs"),
+      `import { appendFileSync } from "node:fs"\n` +
+        `export async function load(url, context, next) {\n` +
+        `  if (url.includes("/node_modules/tsx/")) appendFileSync(process.env.TSX_TRACE, url + "\\n")\n` +
+        `  return next(url, context)\n}\n`
+    )
+    writeFileSync(
+      join(project, "trace.mjs"),
+      `import { register } from "node:module"\nregister("./trace-hooks.mjs", import.meta.url)\n`
+    )
+    const worker = (tasks: string, db: string, until: RegExp) => async () => {
+      writeFileSync(trace, "")
+      const w = startNode(
+        ["--import", "./trace.mjs", join(installed, "bin", "docket.mjs"), "worker", "--tasks", tasks, "--database", db],
+        { TSX_TRACE: trace }
+      )
+      await w.waitFor(until)
+      expect(await w.stop(), w.output().stderr).toBe(0)
+      return readFileSync(trace, "utf8")
+    }
+
+    // JavaScript tasks only: tsx is never loaded.
+    mkdirSync(join(project, "js-tasks"))
+    cpSync(join(ROOT, "examples", "tasks", "thumbnail.render.js"), join(project, "js-tasks", "thumbnail.render.js"))
+    expect((await docket(["enqueue", "thumbnail.render", '{"image":"cat.png","width":200}', "--database", "js.db"])).code).toBe(0)
+    expect(await worker("js-tasks", "js.db", /done thumbnail\.render #1/)()).toBe("")
+
+    // examples/tasks, a .ts handler among them (it imports "docket": the installed package, one Effect).
+    cpSync(join(ROOT, "examples", "tasks"), join(project, "tasks"), { recursive: true })
+    const migrated = await docket(["migrate", "--database", "ts.db"])
+    expect(migrated.stdout).toContain("applied migrations 1, 2, 3, 4")
+    expect((await docket(["enqueue", "greet", '{"name":"Ada"}', "--database", "ts.db"])).stdout.trim()).toBe("1")
+    expect(await worker("tasks", "ts.db", /done greet #1/)()).toContain("/node_modules/tsx/")
+    const stats = await docket(["stats", "--json", "--database", "ts.db"])
+    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, dead: 0 })
+  })
+})
