@@ -199,7 +199,7 @@ describe("the package, installed into a new project", () => {
     // examples/tasks, a .ts handler among them (it imports "docket": the installed package, one Effect).
     cpSync(join(ROOT, "examples", "tasks"), join(project, "tasks"), { recursive: true })
     const migrated = await docket(["migrate", "--database", "ts.db"])
-    expect(migrated.stdout).toContain("applied migrations 1, 2, 3, 4")
+    expect(migrated.stdout).toContain("applied migrations 1, 2, 3, 4, 5")
     expect((await docket(["enqueue", "greet", '{"name":"Ada"}', "--database", "ts.db"])).stdout.trim()).toBe("1")
     expect(await worker("tasks", "ts.db", /done greet #1/)()).toContain("/node_modules/tsx/")
     const stats = await docket(["stats", "--json", "--database", "ts.db"])
