@@ -17,8 +17,7 @@
  * ```
  */
 import { SqlClient } from "@effect/sql"
-import { Context, type Duration, Effect, Layer, Option, type Scope } from "effect"
-import type { InvalidInput, StorageError } from "./Errors.js"
+import { Context, Effect, Layer, Option, type Scope } from "effect"
 import type { Dialect } from "./internal/dialect.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as Pg from "./internal/pg.js"
@@ -33,54 +32,9 @@ import * as Wakeups from "./Wakeups.js"
 
 /** The domain types, for users of the service (defined in Domain.ts). */
 export type * from "./Domain.js"
-import type {
-  Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest, EnqueueResult,
-  FailNext, FailOutcome, Item, ReleaseOutcome, Stats
-} from "./Domain.js"
-
-type E = StorageError
-type EI = InvalidInput | StorageError
-
-/** The storage service. */
-export interface Service {
-  readonly dialect: "pg" | "sqlite"
-  /** Adds an item; joins the caller's transaction when there is one. */
-  readonly enqueue: (kind: string, payload: unknown, options?: EnqueueOptions) => Effect.Effect<EnqueueResult, EI>
-  /** Adds many items in one statement, dedupe respected; results in input order. */
-  readonly enqueueMany: (requests: ReadonlyArray<EnqueueRequest>) => Effect.Effect<ReadonlyArray<EnqueueResult>, EI>
-  /** Leases up to `limit` due items: highest priority first, then run-after, then id. */
-  readonly claim: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claim>, EI>
-  /** Done: the item leaves the queue. False when the claim was stale. */
-  readonly complete: (claim: Claim) => Effect.Effect<boolean, E>
-  readonly completeMany: (claims: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyArray<boolean>, E>
-  /** Records a failure: retry later (when attempts remain) or dead. */
-  readonly fail: (claim: Claim, error: string, next: FailNext) => Effect.Effect<FailOutcome, EI>
-  readonly failMany: (
-    failures: ReadonlyArray<{ readonly claim: Claim; readonly error: string; readonly next: FailNext }>
-  ) => Effect.Effect<ReadonlyArray<FailOutcome>, EI>
-  /** Gives the item back unrun: waiting again, this attempt not counted. */
-  readonly release: (claim: Claim) => Effect.Effect<ReleaseOutcome, E>
-  readonly releaseMany: (claims: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyArray<ReleaseOutcome>, E>
-  /** Renews the lease for `lease` from now. False when the claim was stale. */
-  readonly extend: (claim: Claim, lease: Duration.DurationInput) => Effect.Effect<boolean, EI>
-  readonly extendMany: (
-    claims: ReadonlyArray<Claim>,
-    lease: Duration.DurationInput
-  ) => Effect.Effect<ReadonlyArray<boolean>, EI>
-  readonly stats: Effect.Effect<Stats, E>
-  readonly get: (id: number) => Effect.Effect<Option.Option<Item>, E>
-  readonly listDead: (options?: DeadPageOptions) => Effect.Effect<ReadonlyArray<Item>, EI>
-  /** Dead items back to waiting with a fresh attempt budget; returns their ids. */
-  readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
-  readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
-  /**
-   * Time until the pool has something new to claim: the next waiting item that
-   * is not yet due (enqueued with a delay or run-after time, or retried after a
-   * backoff) becomes due, or the next lease ends (zero if one has ended). Items
-   * already due are not reported: a claim takes them. None when neither exists.
-   */
-  readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
-}
+/** The storage service's interface (declared beside the store's parts, which implement it). */
+export type { Service } from "./internal/store/service.js"
+import type { Service } from "./internal/store/service.js"
 
 /** The `QueueRepo` service tag. */
 export class QueueRepo extends Context.Tag("docket/QueueRepo")<QueueRepo, Service>() {}

@@ -2,54 +2,14 @@
  * `docket enqueue`: one item from the arguments, or (with `--from`) the items
  * of an NDJSON file, see enqueueBulk.ts.
  */
-import { Args, Command, Options } from "@effect/cli"
+import { Command } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { usage } from "../errors.js"
-import * as V from "../../internal/validate.js"
 import { checkRequest, looksLikeOption, parsePayload, unknownOption } from "../input.js"
-import {
-  databaseOption,
-  databaseUrl,
-  durationOption,
-  fromEither,
-  integerOption,
-  optionalText,
-  timeOption
-} from "../options.js"
+import { databaseUrl, fromEither } from "../options.js"
 import { withRepo } from "../queue.js"
 import { enqueueBulk } from "./enqueueBulk.js"
-
-const enqueueConfig = {
-  database: databaseOption,
-  kind: Args.text({ name: "kind" }).pipe(Args.withDescription("The item's kind (its handler's name)."), Args.optional),
-  payload: Args.text({ name: "json-payload" }).pipe(
-    Args.withDescription("The payload as JSON (default null)."),
-    Args.optional
-  ),
-  key: optionalText("key", "key", "Dedupe key: while an item of this kind and key waits, another is not added."),
-  delay: durationOption("delay", "Due after this long: 500ms, 30s, 5m, 1h or milliseconds.").pipe(Options.optional),
-  runAt: timeOption("run-at", "Due at this ISO 8601 time (2030-01-01T09:00:00Z; without an offset, local time).")
-    .pipe(Options.optional),
-  priority: integerOption("priority", "Higher runs first among due items. Default: 0.", {
-    min: -V.MAX_PRIORITY,
-    max: V.MAX_PRIORITY
-  }).pipe(Options.optional),
-  maxAttempts: integerOption(
-    "max-attempts",
-    "Attempts before the item is dead. Default: the queue's, 8.",
-    { min: 1, max: V.MAX_ATTEMPTS_LIMIT }
-  ).pipe(Options.optional),
-  from: optionalText(
-    "from",
-    "file",
-    "Bulk: an NDJSON file (or - for stdin), one object a line: " +
-      `{"kind":..,"payload":..,"key"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}. ` +
-      "A bad line refuses the whole file."
-  )
-}
-
-/** The parsed arguments and options of `docket enqueue`. */
-export type EnqueueArgs = Command.Command.ParseConfig<typeof enqueueConfig>
+import { type EnqueueArgs, enqueueConfig } from "./enqueueOptions.js"
 
 const enqueueOne = (args: EnqueueArgs, kind: string) =>
   Effect.gen(function*() {

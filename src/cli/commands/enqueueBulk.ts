@@ -16,7 +16,7 @@ import { plural } from "../format.js"
 import { looksLikeOption, parseBulkLine, unknownOption } from "../input.js"
 import { databaseUrl, fromEither } from "../options.js"
 import { withRepo } from "../queue.js"
-import type { EnqueueArgs } from "./enqueue.js"
+import type { EnqueueArgs } from "./enqueueOptions.js"
 
 const BATCH = 1000
 

@@ -6,7 +6,7 @@
  */
 import { Effect, Either } from "effect"
 import type { FailOutcome, ReleaseOutcome } from "../../Domain.js"
-import type { Service } from "../../QueueRepo.js"
+import type { Service } from "./service.js"
 import type { Dialect, FailRow } from "../dialect.js"
 import * as V from "../validate.js"
 import { claimOrder, storage, toClaim, toFailOutcome, toReleaseOutcome } from "./decode.js"

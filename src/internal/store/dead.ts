@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import type { DeadSelection } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
-import type { Service } from "../../QueueRepo.js"
+import type { Service } from "./service.js"
 import type { Dialect } from "../dialect.js"
 import * as V from "../validate.js"
 import { storage, toIds, toItem } from "./decode.js"
