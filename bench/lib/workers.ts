@@ -26,8 +26,8 @@ const keepImportMetaUrl: Plugin = {
   }
 }
 
-// Effect's packages are bundled (tree-shaken) with Docket, as `npm run build`
-// ships a Docket worker and as an Effect application is usually deployed:
+// Effect's packages are bundled (tree-shaken) with Docket, as an Effect
+// application is often deployed (the package itself ships unbundled dist/):
 // loading the whole `effect` index instead costs about 23 MB of RSS at rest.
 // Every other package (pg, the peers, their drivers) loads from node_modules.
 const bundleEffect: Plugin = {
