@@ -53,16 +53,29 @@ const startNode = (args: ReadonlyArray<string>, env: Record<string, string> = {}
   const exited = new Promise<number | null>((done) => child.on("close", (code) => done(code)))
   return {
     output: () => ({ stdout, stderr }),
-    waitFor: async (pattern: RegExp, timeoutMs = 60_000) => {
-      const deadline = performance.now() + timeoutMs
-      while (!pattern.test(stdout)) {
-        if (performance.now() > deadline || child.exitCode !== null) {
+    // Resolves when the output shows `pattern` (checked on each chunk, not polled); fails on exit or timeout.
+    waitFor: (pattern: RegExp, timeoutMs = 60_000) =>
+      new Promise<void>((resolve, reject) => {
+        const fail = () => {
+          cleanup()
           child.kill("SIGKILL")
-          throw new Error(`no ${pattern} from node ${args.join(" ")}:\n${stdout}\n${stderr}`)
+          reject(new Error(`no ${pattern} from node ${args.join(" ")}:\n${stdout}\n${stderr}`))
         }
-        await new Promise((r) => setTimeout(r, 50))
-      }
-    },
+        const check = () => {
+          if (!pattern.test(stdout)) return
+          cleanup()
+          resolve()
+        }
+        const timer = setTimeout(fail, timeoutMs)
+        const cleanup = () => {
+          clearTimeout(timer)
+          child.stdout!.off("data", check)
+          child.off("close", fail)
+        }
+        child.stdout!.on("data", check)
+        child.on("close", fail)
+        check()
+      }),
     stop: async () => {
       child.kill("SIGTERM")
       const timer = setTimeout(() => child.kill("SIGKILL"), 20_000)
