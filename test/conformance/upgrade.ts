@@ -82,7 +82,7 @@ export const upgradeConformance = (backend: Backend) => {
             yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["nothing"]]))
           }
 
-          expect(yield* Migrations.run).toEqual([5])
+          expect(yield* Migrations.run).toEqual([5, 6])
           const repo = yield* QueueRepo.QueueRepo
           const stored = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           for (const [id, n, budget] of [[plain, 1, 8], [budgeted, 2, 5]] as const) {
