@@ -142,6 +142,58 @@ export interface ClaimOptions {
    * service's `defaultMaxAttempts`. Each an integer from 1 to 10,000.
    */
   readonly maxAttemptsByKind?: ReadonlyMap<string, number> | undefined
+  /**
+   * The most items of globally limited kinds to take (default `limit`): a
+   * pool passes its free slots, so an item of a limited kind never waits in
+   * its prefetch buffer holding one of the kind's places (or having used one
+   * of its starts) without running. From 0 to `limit`.
+   */
+  readonly limitedMax?: number | undefined
+}
+
+/**
+ * A global rate: at most `limit` starts of a kind in any window of `period`,
+ * across every process (e.g. `{ limit: 100, period: "1 minute" }`).
+ */
+export interface Rate {
+  /** An integer from 1 to 10,000 (each is a row the claim keeps: the kind's last starts). */
+  readonly limit: number
+  /** A `Duration` input or milliseconds, from 1 ms to 31 days. */
+  readonly period: Duration.DurationInput
+}
+
+/**
+ * Limits on a kind across every worker process. `concurrency`: at most this
+ * many of its items hold a live lease at once (an integer from 1 to
+ * 1,000,000). `rate`: at most so many starts per period. Setting: null
+ * removes a limit; undefined leaves it as it is.
+ */
+export interface GlobalLimits {
+  readonly concurrency?: number | null | undefined
+  readonly rate?: Rate | null | undefined
+}
+
+/** A kind as an operator sees it: its controls and its items by state. */
+export interface KindInfo {
+  readonly kind: string
+  /** No worker starts its items (running ones finish). */
+  readonly paused: boolean
+  readonly concurrency: number | null
+  readonly rate: { readonly limit: number; readonly periodMs: number } | null
+  /** Who set the limits: a handler's declaration ("code", rewritten at each worker start) or a person (kept). */
+  readonly limitsSetBy: "code" | "person"
+  readonly counts: {
+    /** Waiting and due. */
+    readonly waiting: number
+    /** Waiting, due later. */
+    readonly scheduled: number
+    /** Holding a live lease. */
+    readonly running: number
+    /** Running, but the lease ended (the worker stopped or died): due again. */
+    readonly expired: number
+    readonly dead: number
+    readonly cancelled: number
+  }
 }
 
 /** One page of dead items, in id order. */

@@ -22,6 +22,8 @@ export type InvalidField =
   | "worker"
   | "error"
   | "ids"
+  | "concurrency"
+  | "rate"
   | "page"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */

@@ -26,6 +26,7 @@ import * as Claims from "./internal/store/claims.js"
 import * as Dead from "./internal/store/dead.js"
 import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
+import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
@@ -102,6 +103,7 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
         Effect.mapError(storage("get"))
       ),
     ...Dead.make(dialect),
+    ...Kinds.make(dialect, wakeups),
     nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn")))
   }
 }

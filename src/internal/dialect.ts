@@ -7,7 +7,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
 
 /** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
 export interface InsertRow {
@@ -41,6 +41,16 @@ export interface DeadSelection {
   readonly kind: string | null
 }
 
+/** A kind's limits as stored (NULL for none; the rate's two together). */
+export interface LimitsRow {
+  readonly concurrency: number | null
+  readonly rateLimit: number | null
+  readonly ratePeriodMs: number | null
+  /** A person's setting only: leave the concurrency, or the rate, as stored. */
+  readonly keepConcurrency?: boolean | undefined
+  readonly keepRate?: boolean | undefined
+}
+
 /** One dialect's statements, bound to a `SqlClient`. */
 export interface Dialect {
   readonly name: "pg" | "sqlite"
@@ -57,11 +67,13 @@ export interface Dialect {
   readonly findWaiting: (
     pairs: ReadonlyArray<readonly [string, string]>
   ) => Effect.Effect<ReadonlyArray<KeyRow>, SqlError>
+  /** Leases due items; at most `limitedMax` of them of limited kinds, none of paused kinds. */
   readonly claim: (
     worker: string,
     limit: number,
     leaseMs: number,
-    kinds: ReadonlyArray<string> | null
+    kinds: ReadonlyArray<string> | null,
+    limitedMax: number
   ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
   readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   /** outcome: "waiting" | "dead" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
@@ -80,6 +92,16 @@ export interface Dialect {
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
   /** Milliseconds from the database's now until a waiting item not yet due becomes due or a lease ends (negative if one has ended), if any. */
   readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>
+  /** Every kind with items or a control row, with its controls and counts. */
+  readonly listKinds: Effect.Effect<ReadonlyArray<KindRow>, SqlError>
+  /** Pauses or resumes a kind (its row made if needed). */
+  readonly setPaused: (kind: string, paused: boolean) => Effect.Effect<ReadonlyArray<{ readonly kind: string }>, SqlError>
+  /**
+   * Sets a kind's limits and its rate slots, in one transaction: "person" a
+   * person's; "code" a handler's declaration (nothing changes where a person
+   * set them); "reset" none, handed back to the code. True when it changed.
+   */
+  readonly setLimits: (kind: string, limits: LimitsRow, by: "person" | "code" | "reset") => Effect.Effect<boolean, SqlError>
   readonly isUniqueViolation: (error: SqlError) => boolean
   /**
    * Runs an enqueue's insert and dedupe look-up as one unit where the dialect

@@ -11,7 +11,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Scope } from "effect"
 import * as DirectPool from "./directPool.js"
 import type { Dialect, InsertRow } from "./dialect.js"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
 import * as Claim from "./sql/claim.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -20,6 +20,7 @@ import * as Fail from "./sql/fail.js"
 import * as FindWaiting from "./sql/findWaiting.js"
 import * as Get from "./sql/get.js"
 import * as Insert from "./sql/insert.js"
+import * as Kinds from "./sql/kinds.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
 import * as Release from "./sql/release.js"
@@ -52,7 +53,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       return run<{ ids: string | null }>(Insert.pgPlain, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
     },
     findWaiting: (pairs) => run<KeyRow>(FindWaiting.pg, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
-    claim: (worker, limit, leaseMs, kinds) => claim([worker, limit, leaseMs, kinds]),
+    claim: (worker, limit, leaseMs, kinds, limitedMax) => claim([worker, limit, leaseMs, kinds, limitedMax]),
     complete: (fences) => run<FencedRow>(Complete.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
     fail: (rows) =>
       run<FencedStateRow>(Fail.pg, [
@@ -70,6 +71,22 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     retryDead: (selection) => run<IdRow>(RetryDead.pg, [selection.ids, selection.kind]),
     deleteDead: (selection) => run<IdRow>(DeleteDead.pg, [selection.ids, selection.kind]),
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.pg, []),
+    listKinds: run<KindRow>(Kinds.pgList, []),
+    setPaused: (kind, paused) => run<{ kind: string }>(Kinds.pgSetPaused, [kind, paused]),
+    setLimits: (kind, limits, by) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const params = [kind, limits.concurrency, limits.rateLimit, limits.ratePeriodMs]
+        const flag = (b: boolean | undefined) => b === true
+        const changed = yield* (by === "reset"
+          ? run<{ kind: string }>(Kinds.pgReset, [kind])
+          : by === "person"
+          ? run<{ kind: string }>(Kinds.pgSetLimits, [...params, flag(limits.keepConcurrency), flag(limits.keepRate)])
+          : run<{ kind: string }>(Kinds.pgDeclare, params))
+        if (changed.length === 0) return false
+        yield* run(Kinds.pgDropSlots, [kind])
+        yield* run(Kinds.pgAddSlots, [kind])
+        return true
+      })),
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }

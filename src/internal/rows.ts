@@ -64,6 +64,22 @@ export interface StatsRow {
   readonly dead: number | string | null
 }
 
+/** One kind's controls and counts (sql/kinds.ts). SQLite's booleans are 0 and 1. */
+export interface KindRow {
+  readonly kind: string
+  readonly paused: boolean | number
+  readonly concurrency: number | string | null
+  readonly rate_limit: number | string | null
+  readonly rate_period_ms: number | string | null
+  readonly limits_set_by: string
+  readonly waiting: number | string | null
+  readonly scheduled: number | string | null
+  readonly running: number | string | null
+  readonly expired: number | string | null
+  readonly dead: number | string | null
+  readonly cancelled: number | string | null
+}
+
 /** A driver's number (a bigint column arrives as a string from pg), null as 0. */
 export const num = (value: number | string | null | undefined): number =>
   typeof value === "number" ? value : value === null || value === undefined ? 0 : Number(value)

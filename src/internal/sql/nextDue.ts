@@ -1,6 +1,7 @@
 /**
  * Next due: milliseconds from the database's now until a waiting item not yet
- * due becomes due or a lease ends (negative if one has ended), in `wait_ms`.
+ * due becomes due, a lease ends (negative if one has ended), or a
+ * rate-limited kind's next start slot frees, in `wait_ms`.
  *
  * The next waiting item not yet due is found through docket_items_scheduled
  * (migrations/pg/0004_scheduled_index.sql, migrations/sqlite/0004_scheduled_index.sql):
@@ -9,12 +10,20 @@
  */
 import * as Now from "./clock.js"
 
+// The next time a used start slot of a rate-limited kind frees (only slots
+// used within the last period: a kind at rest wakes nobody). A pool whose
+// claim was held back by the rate sleeps until then, not for a whole poll.
+const slotFrees = (now: string) => `(
+    SELECT min(s.started_at + k.rate_period_ms) FROM docket_kind_slots s JOIN docket_kinds k ON k.kind = s.kind
+    WHERE k.rate_limit IS NOT NULL AND s.started_at + k.rate_period_ms > ${now})`
+
 /** PostgreSQL: NULL when there is neither. */
 export const pg = `
 SELECT least(
   (SELECT min(run_at) FROM docket_items
    WHERE state = 'waiting' AND run_at > created_at AND run_at > ${Now.pg}),
-  (SELECT min(lease_until) FROM docket_items WHERE state = 'running')
+  (SELECT min(lease_until) FROM docket_items WHERE state = 'running'),
+  ${slotFrees(Now.pg)}
 ) - ${Now.pg} AS wait_ms`
 
 /**
@@ -25,5 +34,6 @@ export const sqlite = `
 SELECT min(
   coalesce((SELECT min(run_at) FROM docket_items
             WHERE state = 'waiting' AND run_at > created_at AND run_at > ${Now.sqlite}), 9007199254740991),
-  coalesce((SELECT min(lease_until) FROM docket_items WHERE state = 'running'), 9007199254740991)
+  coalesce((SELECT min(lease_until) FROM docket_items WHERE state = 'running'), 9007199254740991),
+  coalesce(${slotFrees(Now.sqlite)}, 9007199254740991)
 ) - ${Now.sqlite} AS wait_ms`

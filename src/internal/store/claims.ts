@@ -29,11 +29,12 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
   const fallback = checkBudget(defaultMaxAttempts)
   if (Either.isLeft(fallback)) throw new Error(`QueueRepo: defaultMaxAttempts ${fallback.left.reason}`)
   const self: Claims = {
-    claim: ({ kinds, lease, limit, maxAttemptsByKind, worker }) =>
+    claim: ({ kinds, lease, limit, limitedMax, maxAttemptsByKind, worker }) =>
       Effect.gen(function*() {
         const w = yield* V.lift(V.checkWorker(worker))
         const n = yield* V.lift(V.checkIntegerIn("limit", limit, 1, V.MAX_CLAIM_LIMIT))
         const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
+        const limited = limitedMax === undefined ? n : yield* V.lift(V.checkIntegerIn("limit", limitedMax, 0, n))
         if (kinds !== undefined) {
           for (const kind of kinds) yield* V.lift(V.checkKind(kind))
         }
@@ -43,7 +44,7 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
             if (Either.isLeft(checked)) return yield* checked.left
           }
         }
-        const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds).pipe(
+        const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds, limited).pipe(
           Effect.mapError(storage("claim"))
         )
         return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts)).sort(claimOrder)

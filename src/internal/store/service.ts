@@ -7,7 +7,7 @@ import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest, EnqueueResult,
-  FailNext, FailOutcome, Item, ReleaseOutcome, Stats
+  FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, Stats
 } from "../../Domain.js"
 
 type E = StorageError
@@ -52,4 +52,22 @@ export interface Service {
    * already due are not reported: a claim takes them. None when neither exists.
    */
   readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
+  /** Every kind with items or controls: paused, limits, who set them, counts by state; by kind. */
+  readonly listKinds: Effect.Effect<ReadonlyArray<KindInfo>, E>
+  /** No worker starts an item of the kind until it is resumed (running ones finish; enqueues are kept). */
+  readonly pauseKind: (kind: string) => Effect.Effect<void, EI>
+  /** Workers start the kind's items again; idle pools are woken at once. */
+  readonly resumeKind: (kind: string) => Effect.Effect<void, EI>
+  /**
+   * A person's global limits for the kind (null removes one, undefined keeps
+   * it). They win over a handler's declaration until `resetKindLimits`.
+   */
+  readonly setKindLimits: (kind: string, limits: GlobalLimits) => Effect.Effect<void, EI>
+  /**
+   * A handler's declared limits (what a worker pool writes at start): applied
+   * unless a person set the kind's limits. True when something changed.
+   */
+  readonly declareKindLimits: (kind: string, limits: GlobalLimits) => Effect.Effect<boolean, EI>
+  /** Hands the kind's limits back to its code: none until a worker declaring some starts. */
+  readonly resetKindLimits: (kind: string) => Effect.Effect<void, EI>
 }

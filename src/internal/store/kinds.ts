@@ -1,0 +1,115 @@
+/**
+ * Kinds as things a person operates: listing them with their controls and
+ * counts, pausing and resuming, and their global limits (set by a person, or
+ * declared by a handler's code: a person's setting wins, below).
+ */
+import { Effect, Either } from "effect"
+import type { GlobalLimits, KindInfo, Rate } from "../../Domain.js"
+import { InvalidInput } from "../../Errors.js"
+import type * as Wakeups from "../../Wakeups.js"
+import type { Dialect, LimitsRow } from "../dialect.js"
+import { type KindRow, num, numOrNull } from "../rows.js"
+import * as V from "../validate.js"
+import { storage } from "./decode.js"
+import type { Service } from "./service.js"
+
+/** The most items of one kind a global concurrency limit may allow. */
+export const MAX_GLOBAL_CONCURRENCY = 1_000_000
+/** The most starts a rate may allow per period: each is a row the claim keeps. */
+export const MAX_RATE_LIMIT = 10_000
+/** The longest rate period. */
+export const MAX_RATE_PERIOD_MS = 31 * 24 * 3600 * 1000
+
+/** The operations on kinds. */
+export type Kinds = Pick<
+  Service,
+  "listKinds" | "pauseKind" | "resumeKind" | "setKindLimits" | "declareKindLimits" | "resetKindLimits"
+>
+
+const checkRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
+  Either.gen(function*() {
+    if (typeof rate !== "object" || rate === null) {
+      return yield* Either.left(new InvalidInput({ field: "rate", reason: "must be { limit, period }" }))
+    }
+    const limit = yield* V.checkIntegerIn("rate", rate.limit, 1, MAX_RATE_LIMIT)
+    const periodMs = yield* V.checkMillis("rate", rate.period, 1, MAX_RATE_PERIOD_MS)
+    return { limit, periodMs }
+  })
+
+/** Checks limits; `undefined` fields are kept (a person's setting) or none (a declaration). */
+export const checkLimits = (limits: GlobalLimits): Either.Either<LimitsRow, InvalidInput> =>
+  Either.gen(function*() {
+    if (typeof limits !== "object" || limits === null) {
+      return yield* Either.left(new InvalidInput({ field: "concurrency", reason: "limits must be { concurrency?, rate? }" }))
+    }
+    const concurrency = limits.concurrency === undefined || limits.concurrency === null
+      ? null
+      : yield* V.checkIntegerIn("concurrency", limits.concurrency, 1, MAX_GLOBAL_CONCURRENCY)
+    const rate = limits.rate === undefined || limits.rate === null ? null : yield* checkRate(limits.rate)
+    return {
+      concurrency,
+      rateLimit: rate?.limit ?? null,
+      ratePeriodMs: rate?.periodMs ?? null,
+      keepConcurrency: limits.concurrency === undefined,
+      keepRate: limits.rate === undefined
+    }
+  })
+
+/** A stored kind as users see it. */
+export const toKindInfo = (row: KindRow): KindInfo => {
+  const rateLimit = numOrNull(row.rate_limit)
+  return {
+    kind: row.kind,
+    paused: row.paused === true || row.paused === 1,
+    concurrency: numOrNull(row.concurrency),
+    rate: rateLimit === null ? null : { limit: rateLimit, periodMs: num(row.rate_period_ms) },
+    limitsSetBy: row.limits_set_by === "person" ? "person" : "code",
+    counts: {
+      waiting: num(row.waiting),
+      scheduled: num(row.scheduled),
+      running: num(row.running),
+      expired: num(row.expired),
+      dead: num(row.dead),
+      cancelled: num(row.cancelled)
+    }
+  }
+}
+
+/**
+ * The operations over a dialect. A change that may let items start (a
+ * resume, a limit set, reset or declared) wakes this process's pools; on
+ * PostgreSQL its statement notifies every process's.
+ */
+export const make = (dialect: Dialect, wakeups: Wakeups.Service): Kinds => {
+  const kindOf = (kind: string) => V.lift(V.checkKind(kind))
+  const limits = (kind: string, given: GlobalLimits, by: "person" | "code") =>
+    Effect.gen(function*() {
+      const k = yield* kindOf(kind)
+      const checked = yield* V.lift(checkLimits(given))
+      if (by === "person" && checked.keepConcurrency === true && checked.keepRate === true) {
+        return yield* new InvalidInput({ field: "concurrency", reason: "give a concurrency or a rate (null removes one)" })
+      }
+      const changed = yield* dialect.setLimits(k, checked, by).pipe(Effect.mapError(storage("setKindLimits")))
+      if (changed) yield* wakeups.enqueued
+      return changed
+    })
+  return {
+    listKinds: dialect.listKinds.pipe(
+      Effect.map((rows) => rows.map(toKindInfo)),
+      Effect.mapError(storage("listKinds"))
+    ),
+    pauseKind: (kind) =>
+      Effect.flatMap(kindOf(kind), (k) => Effect.asVoid(Effect.mapError(dialect.setPaused(k, true), storage("pauseKind")))),
+    resumeKind: (kind) =>
+      Effect.flatMap(kindOf(kind), (k) =>
+        dialect.setPaused(k, false).pipe(Effect.mapError(storage("resumeKind")), Effect.zipRight(wakeups.enqueued))),
+    setKindLimits: (kind, given) => Effect.asVoid(limits(kind, given, "person")),
+    declareKindLimits: (kind, given) => limits(kind, given, "code"),
+    resetKindLimits: (kind) =>
+      Effect.gen(function*() {
+        const k = yield* kindOf(kind)
+        const none = { concurrency: null, rateLimit: null, ratePeriodMs: null }
+        if (yield* dialect.setLimits(k, none, "reset").pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
+      })
+  }
+}
