@@ -15,6 +15,7 @@
  */
 import { Context, type Duration, Effect, Layer, Schema } from "effect"
 import type { Backoff } from "./Backoff.js"
+import type { GlobalLimits } from "./Domain.js"
 import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"
 
 /** What a handler is told about the item it runs. */
@@ -57,6 +58,15 @@ export interface Options<A, I, E, R> {
   readonly timeout?: Duration.DurationInput | undefined
   /** At most this many items of this kind run at once in one worker process. */
   readonly concurrency?: number | undefined
+  /**
+   * Limits across every worker process (`{ concurrency, rate }`, e.g.
+   * `{ rate: { limit: 100, period: "1 minute" } }`), stored in the database
+   * when a pool running this handler starts, unless a person set the kind's
+   * limits (`docket kind set`): a person's setting answers what the code
+   * cannot know (a provider throttling today), so a deploy or a restart must
+   * not undo it; `docket kind reset` hands the kind back to its code.
+   */
+  readonly global?: GlobalLimits | undefined
 }
 
 /** A handler for one kind. `A` is the payload's type, `I` its encoded (JSON) form. */

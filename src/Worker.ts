@@ -35,6 +35,7 @@ import * as Config from "./internal/worker/config.js"
 import { Publisher } from "./internal/worker/events.js"
 import { boundedWait } from "./internal/worker/bounded.js"
 import { Executor } from "./internal/worker/executor.js"
+import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
 import { Recorder } from "./internal/worker/recorder.js"
@@ -42,7 +43,7 @@ import * as Renewer from "./internal/worker/renewer.js"
 import { Slots } from "./internal/worker/slots.js"
 import { IdleWaiters, PoolState, type Running } from "./internal/worker/state.js"
 import { defaultTracer } from "./internal/tracing.js"
-import { QueueRepo } from "./QueueRepo.js"
+import { QueueRepo, type Service as RepoService } from "./QueueRepo.js"
 import * as Wakeups from "./Wakeups.js"
 
 /** The pool's counters (defined in Events.ts). */
@@ -88,6 +89,8 @@ const OUTCOME_GRACE_MS = 10_000
 /** The parts of one pool, as `build` wires them. */
 interface Pool {
   readonly config: Config.Config
+  readonly repo: RepoService
+  readonly handlers: Handlers.HandlerTable
   readonly state: PoolState
   readonly publisher: Publisher
   /** Wakes the claimer: enqueues (here, and on PostgreSQL anywhere) and the pool's own nudges. */
@@ -123,7 +126,11 @@ const build = (options: Options<Handler.Any>) =>
       publisher,
       wake: wakeup.notify,
       pollMs,
-      checkIdle: () => idle.check()
+      checkIdle: () => idle.check(),
+      // Only while the claimer sleeps for want of items (else it claims anyway).
+      wrote: () => {
+        if (state.lastClaimDrained) wakeup.notify()
+      }
     })
     const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)
     // A run ended (synchronous: it cannot be cut in half by an interruption).
@@ -161,7 +168,7 @@ const build = (options: Options<Handler.Any>) =>
       publisher,
       onLost: (entry) => slots.replace(entry)
     })
-    return { config, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
+    return { config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
   })
 
 /**
@@ -210,6 +217,7 @@ export const make = <H extends Handler.Any>(
     const pool = yield* build(options)
     const { concurrency, id } = pool.config
     const scope = yield* Effect.scope
+    yield* GlobalLimits.declare(pool.repo, pool.handlers.globalLimits)
     const renewer = yield* Effect.forkIn(pool.renewer, scope)
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start

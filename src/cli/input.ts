@@ -26,6 +26,19 @@ export const parseDuration = (name: string, text: string): Either.Either<number,
   return Either.right(ms)
 }
 
+/**
+ * A rate as `N/DURATION` (`100/1m`, `20/1s`, `5/500ms`; a bare unit means one:
+ * `100/m`). The numbers' ranges are checked where the rate is stored.
+ */
+export const parseRate = (name: string, text: string): Either.Either<{ readonly limit: number; readonly period: number }, UsageError> => {
+  const match = /^\s*(\d+)\s*\/\s*(.+?)\s*$/.exec(text)
+  if (match === null) {
+    return Either.left(usage(`${name}: "${text}" is not a rate (use N/DURATION, e.g. 100/1m or 20/1s)`))
+  }
+  const period = /^[a-z]+$/.test(match[2]) ? `1${match[2]}` : match[2]
+  return Either.map(parseDuration(name, period), (ms) => ({ limit: Number(match[1]), period: ms }))
+}
+
 /** A duration in the bulk format: a number of milliseconds or a duration string. */
 const durationValue = (name: string, value: unknown): Either.Either<number, UsageError> => {
   if (typeof value === "number") {

@@ -8,10 +8,12 @@
  * - a plain `async (payload, job) => {}` function: it gets the payload as
  *   stored (any JSON) and a throw or rejection is a retry (throwing Docket's
  *   `Permanent` or `Cancel` makes the item dead at once). Such a file may
- *   also export `options`: `{ maxAttempts, backoff, timeout, concurrency }`,
+ *   also export `options`: `{ maxAttempts, backoff, timeout, concurrency, global }`,
  *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
  *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
- *   Backoff policy function; `timeout` is a duration. (`maxAttempts`, as for
+ *   Backoff policy function; `timeout` is a duration; `global` the limits
+ *   across every process, `{ concurrency, rate }` with the rate as `"100/1m"`
+ *   or `{ limit, period }` (as `Handler.Options.global`). (`maxAttempts`, as for
  *   any handler, applies to every item of the kind enqueued without its own,
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.)
  *
@@ -30,11 +32,13 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Backoff from "../Backoff.js"
+import type { GlobalLimits } from "../Domain.js"
+import { checkLimits } from "../internal/store/kinds.js"
 import * as Handler from "../Handler.js"
 import * as V from "../internal/validate.js"
 import { usage, type UsageError } from "./errors.js"
 import { compareText } from "./format.js"
-import { parseDuration } from "./input.js"
+import { parseDuration, parseRate } from "./input.js"
 import { describeLoadError } from "./loadError.js"
 
 const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|cts|js|mjs|cjs)$/
@@ -132,7 +136,7 @@ const plainOptions = (file: string, value: unknown) =>
     if (value === undefined || value === null) return {}
     if (typeof value !== "object") return yield* Either.left(usage(`task file ${file}: options must be an object`))
     const o = value as Record<string, unknown>
-    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency"])
+    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "global"])
     const unknown = Object.keys(o).filter((k) => !known.has(k))
     if (unknown.length > 0) {
       return yield* Either.left(usage(`task file ${file}: unknown option ${unknown[0]} (known: ${[...known].join(", ")})`))
@@ -141,8 +145,24 @@ const plainOptions = (file: string, value: unknown) =>
       maxAttempts: o.maxAttempts === undefined ? undefined : yield* positiveInt(file, "maxAttempts", o.maxAttempts),
       concurrency: o.concurrency === undefined ? undefined : yield* positiveInt(file, "concurrency", o.concurrency),
       backoff: o.backoff === undefined ? undefined : yield* backoffOption(file, o.backoff),
-      timeout: o.timeout === undefined ? undefined : yield* durationOption(file, "timeout", o.timeout)
+      timeout: o.timeout === undefined ? undefined : yield* durationOption(file, "timeout", o.timeout),
+      global: o.global === undefined ? undefined : yield* globalOption(file, o.global)
     }
+  })
+
+// `global: { concurrency, rate }`, the rate as "100/1m" or { limit, period }:
+// checked here, so a bad one names the file before the worker starts.
+const globalOption = (file: string, value: unknown) =>
+  Either.gen(function*() {
+    if (typeof value !== "object" || value === null) {
+      return yield* Either.left(usage(`task file ${file}: options.global must be { concurrency?, rate? }`))
+    }
+    const g = value as Record<string, unknown>
+    const rate = typeof g.rate === "string" ? yield* Either.mapLeft(parseRate("rate", g.rate), (e) =>
+      usage(`task file ${file}: options.global.${e.message}`)) : g.rate
+    const limits = { concurrency: g.concurrency, rate } as GlobalLimits
+    yield* Either.mapLeft(checkLimits(limits), (e) => usage(`task file ${file}: options.global: ${e.message}`))
+    return limits
   })
 
 /** Whether the nearest package.json above a file says `"type": "module"` (so .ts and .js are ES modules). */

@@ -109,7 +109,11 @@ export class Claimer {
     const kinds = this.kinds()
     if (kinds !== undefined && kinds.length === 0) return yield* wakeup.wait(pollMs)
     const sentAt = performance.now()
-    const claims = yield* repo.claim({ worker, limit: room, lease: Duration.millis(leaseMs), kinds, maxAttemptsByKind }).pipe(
+    // Items of globally limited kinds only for free slots: prefetched, they
+    // would hold the kind's places (or have used its starts) without running.
+    const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
+    const lease = Duration.millis(leaseMs)
+    const claims = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax }).pipe(
       Effect.catchAll((error) =>
         Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
       )

@@ -4,7 +4,9 @@
  * per-process concurrency limit and its budget of attempts.
  */
 import { type Context, Either, Schema } from "effect"
+import type { GlobalLimits } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
+import { checkLimits } from "../store/kinds.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
 import { MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
@@ -42,11 +44,14 @@ export interface HandlerTable {
   readonly kindLimits: ReadonlyMap<string, number>
   /** Kinds whose handler gives `maxAttempts`, and the budget (for items enqueued without one). */
   readonly maxAttempts: ReadonlyMap<string, number>
+  /** Every kind's declared global limits (empty for none: a pool start clears limits an earlier code declared). */
+  readonly globalLimits: ReadonlyMap<string, GlobalLimits>
 }
 
 /**
- * The table; two handlers for one kind, or a `maxAttempts` that is not an
- * integer from 1 to 10,000, are programming errors (thrown).
+ * The table; two handlers for one kind, a `maxAttempts` that is not an
+ * integer from 1 to 10,000, or invalid `global` limits are programming errors
+ * (thrown).
  */
 export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Context<never>): HandlerTable => {
   const byKind = new Map<string, Handler.Any>()
@@ -66,5 +71,11 @@ export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Contex
     }
     maxAttempts.set(kind, h.maxAttempts)
   }
-  return { byKind, decoders, kindLimits, maxAttempts }
+  const globalLimits = new Map<string, GlobalLimits>()
+  for (const [kind, h] of byKind) {
+    const checked = checkLimits(h.global ?? {})
+    if (Either.isLeft(checked)) throw new Error(`Docket worker: the handler of ${kind}: global ${checked.left.message}`)
+    globalLimits.set(kind, h.global ?? {})
+  }
+  return { byKind, decoders, kindLimits, maxAttempts, globalLimits }
 }

@@ -45,6 +45,11 @@ export interface RecorderDeps {
   readonly pollMs: number
   /** The pool may be idle now (called after each batch is written). */
   readonly checkIdle: () => void
+  /**
+   * Outcomes were written: items they held back may be due now (a waiting
+   * twin of a finished keyed item, an item of a globally limited kind).
+   */
+  readonly wrote?: (() => void) | undefined
 }
 
 /** The most outcomes one batch writes. */
@@ -149,7 +154,10 @@ export class Recorder {
           if (Exit.isSuccess(exit) && exit.value.length > 0) this.pending.unshift(...exit.value)
         })
       ),
-      Effect.flatMap((again) => (again.length === 0 ? Effect.void : Effect.sleep(RETRY_AFTER))),
+      Effect.flatMap((again) => {
+        if (again.length < batch.length) this.deps.wrote?.()
+        return again.length === 0 ? Effect.void : Effect.sleep(RETRY_AFTER)
+      }),
       Effect.zipRight(Effect.sync(this.deps.checkIdle))
     )
   })
