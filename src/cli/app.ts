@@ -11,6 +11,7 @@ import { Command, CommandDescriptor } from "@effect/cli"
 import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
+import { kind, kindCommands, kindGroup } from "./commands/kind.js"
 import { migrate } from "./commands/migrate.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
@@ -43,8 +44,9 @@ export const tree: CommandNode = node(docketGroup, [
   node(worker),
   node(stats),
   node(deadGroup, deadCommands.map((c) => node(c))),
+  node(kindGroup, kindCommands.map((c) => node(c))),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
-export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, dead, demoCommand]))
+export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, dead, kind, demoCommand]))

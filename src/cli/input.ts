@@ -39,6 +39,14 @@ export const parseRate = (name: string, text: string): Either.Either<{ readonly 
   return Either.map(parseDuration(name, period), (ms) => ({ limit: Number(match[1]), period: ms }))
 }
 
+/** Milliseconds as the shortest exact duration text `parseDuration` reads back: 24h, 1m, 30s, 500ms. */
+export const readPeriod = (ms: number): string => {
+  for (const [unit, size] of [["h", 3_600_000], ["m", 60_000], ["s", 1000]] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`
+  }
+  return `${ms}ms`
+}
+
 /** A duration in the bulk format: a number of milliseconds or a duration string. */
 const durationValue = (name: string, value: unknown): Either.Either<number, UsageError> => {
   if (typeof value === "number") {

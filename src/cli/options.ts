@@ -48,7 +48,7 @@ export const optionalText = (name: string, value: string, description: string) =
 export const kindOption = (description: string) => optionalText("kind", "kind", description)
 
 /** A refused value, as @effect/cli's parser reports it (one line, exit 2). */
-const refuse = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
+export const refuse = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
 
 const fromReading = <A>(either: Either.Either<A, UsageError | string>) =>
   Either.match(either, {

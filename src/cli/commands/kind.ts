@@ -1,0 +1,144 @@
+/**
+ * `docket kind list | pause | resume | set | reset`: kinds as things a person
+ * operates, obeyed by every worker process on every host (the controls are
+ * stored). A SQLite file that does not exist is refused, not made.
+ */
+import { Args, Command, HelpDoc, Options } from "@effect/cli"
+import { Console, Effect, Either, Option } from "effect"
+import type * as QueueRepo from "../../QueueRepo.js"
+import * as V from "../../internal/validate.js"
+import { usage } from "../errors.js"
+import { pad, padLeft } from "../format.js"
+import { parseRate, readPeriod } from "../input.js"
+import { databaseOption, databaseUrl, jsonOption, readInteger, refuse } from "../options.js"
+import { withExistingRepo } from "../queue.js"
+
+/** The kind argument, checked while the command line is parsed (exit 2, one line). */
+const kindArg = Args.text({ name: "kind" }).pipe(
+  Args.withDescription("The kind (letters, digits and _ . : -)."),
+  Args.mapEffect((text) =>
+    Either.match(V.checkKind(text), {
+      onLeft: (e) => Effect.fail(HelpDoc.p(`kind '${text}' ${e.reason}`)),
+      onRight: Effect.succeed
+    })
+  )
+)
+
+/** A rate as `docket kind` shows it: `100/1m`. */
+export const formatRate = (rate: { readonly limit: number; readonly periodMs: number }): string =>
+  `${rate.limit}/${readPeriod(rate.periodMs)}`
+
+const cell = (k: QueueRepo.KindInfo) => [
+  k.kind,
+  k.paused ? "paused" : "-",
+  k.concurrency === null ? "-" : String(k.concurrency),
+  k.rate === null ? "-" : formatRate(k.rate),
+  k.concurrency === null && k.rate === null ? "-" : k.limitsSetBy,
+  String(k.counts.waiting),
+  String(k.counts.scheduled),
+  String(k.counts.running),
+  String(k.counts.dead),
+  String(k.counts.cancelled)
+]
+
+const HEAD = ["kind", "paused", "concurrency", "rate", "set by", "waiting", "scheduled", "running", "dead", "cancelled"]
+
+/** The kinds as a text table (numbers right-aligned). */
+export const kindTable = (kinds: ReadonlyArray<QueueRepo.KindInfo>): string => {
+  const rows = [HEAD, ...kinds.map(cell)]
+  const widths = HEAD.map((_, i) => Math.max(...rows.map((r) => r[i].length)))
+  return rows.map((r) => r.map((c, i) => (i < 5 ? pad(c, widths[i]) : padLeft(c, widths[i]))).join("  ").trimEnd())
+    .join("\n")
+}
+
+const list = Command.make("list", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
+  withExistingRepo(databaseUrl(database), (repo) => repo.listKinds).pipe(
+    Effect.flatMap((kinds) =>
+      Console.log(json ? JSON.stringify(kinds) : kinds.length === 0 ? "no kinds yet" : kindTable(kinds))
+    )
+  )).pipe(
+    Command.withDescription(
+      "Lists every kind with items or controls: paused, global concurrency and rate, who set them " +
+        "(code: a handler's declaration; person: docket kind set), and its items by state."
+    )
+  )
+
+const pause = Command.make("pause", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
+  withExistingRepo(databaseUrl(database), (repo) => repo.pauseKind(kind)).pipe(
+    Effect.zipRight(Console.log(`paused ${kind}: no worker starts its items (running ones finish; enqueues are kept)`))
+  )).pipe(Command.withDescription("Pauses a kind: no worker process starts its items until it is resumed."))
+
+const resume = Command.make("resume", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
+  withExistingRepo(databaseUrl(database), (repo) => repo.resumeKind(kind)).pipe(
+    Effect.zipRight(Console.log(`resumed ${kind}`))
+  )).pipe(Command.withDescription("Resumes a paused kind; idle workers start its items at once."))
+
+// `N`, or `none` to remove the limit.
+const concurrencyOption = Options.text("concurrency").pipe(
+  Options.withPseudoName("<n|none>"),
+  Options.withDescription("At most N items of the kind run at once across every process; none removes the limit."),
+  Options.mapEffect((text) =>
+    text.trim() === "none" ? Effect.succeed(null) : Either.match(readInteger("--concurrency", text, { min: 1 }), {
+      onLeft: (e) => Effect.fail(refuse(e)),
+      onRight: Effect.succeed
+    })
+  ),
+  Options.optional
+)
+
+const rateOption = Options.text("rate").pipe(
+  Options.withPseudoName("<n/duration|none>"),
+  Options.withDescription(
+    "At most N starts in any window of the duration across every process (100/1m, 20/1s); none removes it."
+  ),
+  Options.mapEffect((text) =>
+    text.trim() === "none" ? Effect.succeed(null) : Either.match(parseRate("--rate", text), {
+      onLeft: (e) => Effect.fail(refuse(e.reason)),
+      onRight: Effect.succeed
+    })
+  ),
+  Options.optional
+)
+
+const describeLimits = (k: QueueRepo.KindInfo | undefined): string => {
+  if (k === undefined || (k.concurrency === null && k.rate === null)) return "no limits"
+  const parts = [
+    ...(k.concurrency === null ? [] : [`concurrency ${k.concurrency}`]),
+    ...(k.rate === null ? [] : [`rate ${formatRate(k.rate)}`])
+  ]
+  return parts.join(", ")
+}
+
+const set = Command.make(
+  "set",
+  { database: databaseOption, kind: kindArg, concurrency: concurrencyOption, rate: rateOption },
+  ({ concurrency, database, kind, rate }) =>
+    Effect.gen(function*() {
+      if (Option.isNone(concurrency) && Option.isNone(rate)) return yield* usage("give --concurrency or --rate (or both)")
+      const limits = { concurrency: Option.getOrUndefined(concurrency), rate: Option.getOrUndefined(rate) }
+      const after = yield* withExistingRepo(databaseUrl(database), (repo) =>
+        Effect.zipRight(repo.setKindLimits(kind, limits), repo.listKinds))
+      yield* Console.log(
+        `${kind}: ${describeLimits(after.find((k) => k.kind === kind))} (set by a person: worker starts keep it; ` +
+          `docket kind reset ${kind} hands the limits back to its handler)`
+      )
+    })
+).pipe(Command.withDescription("Sets a kind's global limits; they win over a handler's declared ones until reset."))
+
+const reset = Command.make("reset", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
+  withExistingRepo(databaseUrl(database), (repo) => repo.resetKindLimits(kind)).pipe(
+    Effect.zipRight(
+      Console.log(`${kind}: limits handed back to its handler (none until a worker whose handler declares some starts)`)
+    )
+  )).pipe(Command.withDescription("Removes a person's limits of a kind: its handler's declaration applies again."))
+
+/** The `kind` group on its own (its help text), without its subcommands. */
+export const kindGroup = Command.make("kind").pipe(
+  Command.withDescription("Kinds: list them, pause and resume them, set or reset their global limits.")
+)
+
+/** The subcommands of `kind`. */
+export const kindCommands = [list, pause, resume, set, reset] as const
+
+/** The `kind` command and its subcommands. */
+export const kind = kindGroup.pipe(Command.withSubcommands(kindCommands))
