@@ -61,6 +61,11 @@ export interface Claim {
   readonly createdAt: number
   /** The lease's end on the database's clock (epoch ms). */
   readonly leaseUntil: number
+  /**
+   * When this claim took the item, on the database's clock (epoch ms): the
+   * start a global rate limit counts.
+   */
+  readonly claimedAt: number
   readonly worker: string
   /** The previous attempt's error, if any. */
   readonly lastError: string | null

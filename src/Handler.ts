@@ -32,6 +32,8 @@ export interface Job {
   readonly createdAt: number
   /** The previous attempt's error, if any. */
   readonly lastError: string | null
+  /** When this attempt's claim took the item (epoch ms, database clock). */
+  readonly claimedAt: number
   readonly worker: string
   /**
    * Aborted when the run is interrupted (shutdown past its grace, lease lost,

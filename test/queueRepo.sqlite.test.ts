@@ -31,14 +31,19 @@ describe("QueueRepo on SQLite: the claim's synchronous level", () => {
     Effect.map((rows) => rows[0].synchronous)
   )
   const claim = Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.claim({ worker: "w", limit: 10, lease: "1 minute" }))
-  /** The statements around the claim's UPDATE: the one before and the one after. */
+  /**
+   * The statements around the claim's two (its read of the kinds' controls,
+   * then its UPDATE): the one before the first and the one after the last.
+   */
   const aroundClaim = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.gen(function*() {
       ran.length = 0
       const result = yield* Effect.either(effect)
-      const at = ran.findIndex((text) => text.startsWith("UPDATE docket_items SET state"))
-      expect(at).toBeGreaterThanOrEqual(0)
-      return { result, before: ran[at - 1], after: ran[at + 1] }
+      const first = ran.findIndex((text) => text.startsWith("SELECT k.kind, k.paused,"))
+      const last = ran.findIndex((text) => text.startsWith("WITH controlled AS ("))
+      expect(first).toBeGreaterThanOrEqual(0)
+      expect(last).toBe(first + 1)
+      return { result, before: ran[first - 1], after: ran[last + 1] }
     })
   const withRepo = <A, E>(
     options: Database.Options,

@@ -47,7 +47,7 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
         const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds, limited).pipe(
           Effect.mapError(storage("claim"))
         )
-        return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts)).sort(claimOrder)
+        return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts, leaseMs)).sort(claimOrder)
       }),
     complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
     completeMany: (claims) =>

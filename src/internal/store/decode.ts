@@ -13,14 +13,15 @@ import { type ClaimRow, type IdRow, type ItemRow, num, numOrNull, type StatsRow 
 export const storage = (operation: string) => (cause: SqlError) => new StorageError({ operation, cause })
 
 /**
- * A claimed row as the claim `worker` holds. An item enqueued without a
- * budget takes its kind's in `budgets`, else `fallback`.
+ * A claimed row as the claim `worker` holds, with a lease of `leaseMs`. An
+ * item enqueued without a budget takes its kind's in `budgets`, else `fallback`.
  */
 export const toClaim = (
   row: ClaimRow,
   worker: string,
   budgets: ReadonlyMap<string, number> | undefined,
-  fallback: number
+  fallback: number,
+  leaseMs: number
 ): Claim => ({
   id: num(row.id),
   token: num(row.lease_seq),
@@ -33,6 +34,8 @@ export const toClaim = (
   runAt: num(row.run_at),
   createdAt: num(row.created_at),
   leaseUntil: num(row.lease_until),
+  // The claim set the lease to its own now plus the lease.
+  claimedAt: num(row.lease_until) - leaseMs,
   worker,
   lastError: row.last_error,
   traceContext: row.trace_context

@@ -53,6 +53,7 @@ class RunJob implements Handler.Job {
   readonly priority: number
   readonly createdAt: number
   readonly lastError: string | null
+  readonly claimedAt: number
   constructor(claim: Claim, readonly worker: string, private readonly abort: () => AbortSignal) {
     this.id = claim.id
     this.kind = claim.kind
@@ -62,6 +63,7 @@ class RunJob implements Handler.Job {
     this.priority = claim.priority
     this.createdAt = claim.createdAt
     this.lastError = claim.lastError
+    this.claimedAt = claim.claimedAt
   }
   get signal(): AbortSignal {
     return this.abort()
