@@ -17,6 +17,7 @@ import * as Migrations from "../../src/Migrations.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, countState, expireLease, makeDue, repoLayer, setRow } from "../support/db.js"
 import { attemptsConformance } from "./attempts.js"
+import { kindsConformance } from "./kinds.js"
 import { withRepo } from "./harness.js"
 import { upgradeConformance } from "./upgrade.js"
 
@@ -1281,6 +1282,7 @@ export const queueRepoConformance = (backend: Backend) => {
       })))
   })
   attemptsConformance(backend)
+  kindsConformance(backend)
   upgradeConformance(backend)
 }
 
