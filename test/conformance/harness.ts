@@ -1,12 +1,14 @@
 /**
  * Runs a test program against a fresh database of a backend, with the
- * migrated SqlClient and QueueRepo provided; and the database's clock, for
- * checking the times it computes.
+ * migrated SqlClient and QueueRepo provided (and a worker pool, for the
+ * runtime suites); and the database's clock, for checking the times it
+ * computes.
  */
 import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer, type Scope } from "effect"
 import type * as QueueRepo from "../../src/QueueRepo.js"
+import * as Worker from "../../src/Worker.js"
 import { type Backend, repoLayer } from "../support/db.js"
 
 export const withRepo = <A, E>(
@@ -29,3 +31,16 @@ export const expectAround = (value: number, low: number, high: number, slack = 2
   expect(value).toBeGreaterThanOrEqual(low - slack)
   expect(value).toBeLessThanOrEqual(high + slack)
 }
+
+/** Runs `body` with a fresh database, a QueueRepo and a worker pool (options given) in one scope. */
+export const withPool = <A, E>(
+  backend: Backend,
+  options: Worker.Options,
+  body: (url: string) => Effect.Effect<A, E, QueueRepo.QueueRepo | Worker.Worker | Scope.Scope | SqlClient.SqlClient>
+): Effect.Effect<A, unknown> =>
+  Effect.gen(function*() {
+    const url = yield* Effect.promise(() => backend.fresh())
+    return yield* Effect.scoped(
+      Effect.provide(body(url), Worker.layer(options).pipe(Layer.provideMerge(repoLayer(url))))
+    )
+  }).pipe(Effect.timeout("45 seconds"))

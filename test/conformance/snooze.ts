@@ -138,6 +138,19 @@ export const snoozeConformance = (backend: Backend) => {
         expect(yield* repo.stats).toMatchObject({ due: 0, scheduled: 2, running: 0 })
       })))
 
+    it.live("a dead item retried gets a fresh allowance of snoozes, as of attempts", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const added = yield* repo.enqueue("job", {})
+        expect(yield* repo.snooze(yield* claimOne, 0)).toBe("snoozed")
+        const claim = yield* claimOne
+        expect(claim.snoozes).toBe(1)
+        expect(yield* repo.fail(claim, "SnoozeLimit: snoozed 1 times", { _tag: "Dead" })).toBe("dead")
+        expect(yield* getItem(added.id)).toMatchObject({ state: "dead", attempts: 1, snoozes: 1 })
+        expect(yield* repo.retryDead({ ids: [added.id] })).toEqual([added.id])
+        expect(yield* getItem(added.id)).toMatchObject({ state: "waiting", attempts: 0, snoozes: 0 })
+      })))
+
     it.live("a snooze on a dropped table fails with a typed StorageError", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo

@@ -52,7 +52,7 @@ export interface Service {
   readonly stats: Effect.Effect<Stats, E>
   readonly get: (id: number) => Effect.Effect<Option.Option<Item>, E>
   readonly listDead: (options?: DeadPageOptions) => Effect.Effect<ReadonlyArray<Item>, EI>
-  /** Dead items back to waiting with a fresh attempt budget; returns their ids. */
+  /** Dead items back to waiting with a fresh attempt budget (and no snoozes counted); returns their ids. */
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   /**

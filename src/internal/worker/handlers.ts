@@ -1,12 +1,13 @@
 /**
  * The pool's handlers by kind: those given in the options and those provided
  * as services by `Handler.layer`, each with its payload decoder, its
- * per-process concurrency limit and its budget of attempts.
+ * per-process concurrency limit, its budget of attempts and its cap on snoozes.
  */
 import { type Context, Either, Schema } from "effect"
+import { InvalidInput } from "../../Errors.js"
 import type * as Handler from "../../Handler.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
-import { MAX_ATTEMPTS_LIMIT } from "../validate.js"
+import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
 /** The handlers provided as services (by `Handler.layer`) in a context. */
 export const registered = (context: Context.Context<never>): ReadonlyArray<Handler.Any> => {
@@ -42,11 +43,15 @@ export interface HandlerTable {
   readonly kindLimits: ReadonlyMap<string, number>
   /** Kinds whose handler gives `maxAttempts`, and the budget (for items enqueued without one). */
   readonly maxAttempts: ReadonlyMap<string, number>
+  /** Every kind's cap on snoozes: its handler's `maxSnoozes`, else DEFAULT_MAX_SNOOZES. */
+  readonly maxSnoozes: ReadonlyMap<string, number>
 }
 
 /**
- * The table; two handlers for one kind, or a `maxAttempts` that is not an
- * integer from 1 to 10,000, are programming errors (thrown).
+ * The table; two handlers for one kind, a `maxAttempts` that is not an
+ * integer from 1 to 10,000, or a `maxSnoozes` that is not one from 0 to
+ * 1,000,000, are programming errors (thrown; a bad `maxSnoozes` as the
+ * typed `InvalidInput` on that field, naming the kind).
  */
 export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Context<never>): HandlerTable => {
   const byKind = new Map<string, Handler.Any>()
@@ -66,5 +71,13 @@ export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Contex
     }
     maxAttempts.set(kind, h.maxAttempts)
   }
-  return { byKind, decoders, kindLimits, maxAttempts }
+  const maxSnoozes = new Map<string, number>()
+  for (const [kind, h] of byKind) {
+    const checked = checkMaxSnoozes(h.maxSnoozes ?? DEFAULT_MAX_SNOOZES)
+    if (Either.isLeft(checked)) {
+      throw new InvalidInput({ field: "maxSnoozes", reason: `the handler of ${kind}: ${checked.left.reason}` })
+    }
+    maxSnoozes.set(kind, checked.right)
+  }
+  return { byKind, decoders, kindLimits, maxAttempts, maxSnoozes }
 }
