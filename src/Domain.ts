@@ -38,7 +38,7 @@ export type EnqueueResult =
   | { readonly _tag: "Enqueued"; readonly id: number }
   | { readonly _tag: "Deduplicated"; readonly id: number }
 
-/** A claimed item: the handle for complete, fail, release and extend. */
+/** A claimed item: the handle for complete, fail, release, snooze and extend. */
 export interface Claim {
   readonly id: number
   /** The claim token: fresh for every claim of the item. */
@@ -69,6 +69,8 @@ export interface Claim {
   readonly worker: string
   /** The previous attempt's error, if any. */
   readonly lastError: string | null
+  /** How many times its handler snoozed it so far (snoozes are not attempts). */
+  readonly snoozes: number
   /**
    * The enqueuer's span context as a W3C traceparent, when the item was
    * enqueued under an application's tracer (as stored: a worker pool links its
@@ -99,6 +101,8 @@ export interface Item {
   readonly updatedAt: number
   /** The enqueuer's span context (W3C traceparent), as stored; null outside a trace. */
   readonly traceContext: string | null
+  /** How many times its handler snoozed it (the `Snooze` outcome; not counted in `attempts`). */
+  readonly snoozes: number
 }
 
 /** What to do with a failed item: retry after a delay (if attempts remain), or dead at once. */
@@ -115,6 +119,21 @@ export type FailOutcome = "retried" | "dead" | "absorbed" | "stale"
 
 /** What a release did: "released" (waiting, attempt not counted), "absorbed" or "stale". */
 export type ReleaseOutcome = "released" | "absorbed" | "stale"
+
+/**
+ * What a snooze did: "snoozed" (waiting until its delay passed, attempt not
+ * counted, one more snooze), "absorbed" (a waiting twin with its key stands
+ * for it, so it was removed) or "stale" (the claim was no longer held:
+ * nothing changed).
+ */
+export type SnoozeOutcome = "snoozed" | "absorbed" | "stale"
+
+/** One snooze of a `snoozeMany` batch: the claim, and how long until the item is due again. */
+export interface SnoozeRequest {
+  readonly claim: Claim
+  /** A `Duration` input or milliseconds, from 0 to about 100 years. */
+  readonly delay: Duration.DurationInput
+}
 
 /** Counts of items by visible state. Due includes items whose lease ran out. */
 export interface Counts {

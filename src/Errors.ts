@@ -17,6 +17,7 @@ export type InvalidField =
   | "runAt"
   | "priority"
   | "maxAttempts"
+  | "maxSnoozes"
   | "limit"
   | "lease"
   | "worker"

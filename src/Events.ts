@@ -11,6 +11,8 @@ export interface Counters {
   readonly claimed: number
   readonly completed: number
   readonly retried: number
+  /** Put back by their handler (the Snooze outcome), attempt not counted. */
+  readonly snoozed: number
   readonly dead: number
   readonly absorbed: number
   readonly released: number
@@ -30,9 +32,11 @@ export type Event =
   | { readonly _tag: "Completed"; readonly claim: Claim; readonly durationMs: number }
   /** Failed; waits `delayMs` for its next attempt. */
   | { readonly _tag: "Retried"; readonly claim: Claim; readonly error: string; readonly delayMs: number }
+  /** Its handler snoozed it: waits `delayMs` (attempt not counted; `claim.snoozes` is the count before this one). */
+  | { readonly _tag: "Snoozed"; readonly claim: Claim; readonly reason: string; readonly delayMs: number }
   /** Failed for good; kept as dead. */
   | { readonly _tag: "Dead"; readonly claim: Claim; readonly error: string }
-  /** Failed or released while a twin with its key waited: the twin stands for it. */
+  /** Failed, snoozed or released while a twin with its key waited: the twin stands for it. */
   | { readonly _tag: "Absorbed"; readonly claim: Claim }
   /** Given back unrun (shutdown, or a prefetched item that could not start soon). */
   | { readonly _tag: "Released"; readonly claim: Claim }

@@ -17,6 +17,14 @@ import { Context, type Duration, Effect, Layer, Schema } from "effect"
 import type { Backoff } from "./Backoff.js"
 import type { GlobalLimits } from "./Domain.js"
 import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"
+import * as V from "./internal/validate.js"
+
+/**
+ * Snoozes an item of a kind may take when its handler sets no `maxSnoozes`
+ * (100: over 8 hours of polling every 5 minutes; a handler that snoozes by
+ * mistake every time stops after a hundred quick runs).
+ */
+export const DEFAULT_MAX_SNOOZES: number = V.DEFAULT_MAX_SNOOZES
 
 /** What a handler is told about the item it runs. */
 export interface Job {
@@ -34,6 +42,11 @@ export interface Job {
   readonly lastError: string | null
   /** When this attempt's claim took the item (epoch ms, database clock). */
   readonly claimedAt: number
+  /**
+   * How many times the item was snoozed before this run (the `Snooze`
+   * outcome; a snooze does not count as an attempt, so `attempt` stays).
+   */
+  readonly snoozes: number
   readonly worker: string
   /**
    * Aborted when the run is interrupted (shutdown past its grace, lease lost,
@@ -69,6 +82,15 @@ export interface Options<A, I, E, R> {
    * not undo it; `docket kind reset` hands the kind back to its code.
    */
   readonly global?: GlobalLimits | undefined
+  /**
+   * Snoozes an item of this kind may take (default 100, `DEFAULT_MAX_SNOOZES`):
+   * a `Snooze` of an item snoozed this many times already is dead instead,
+   * with `SnoozeLimit`, so a handler that keeps snoozing cannot hold an item
+   * for ever. An integer from 0 (a Snooze is dead at once) to 1,000,000; any
+   * other value stops the pool from starting (an `InvalidInput` on
+   * `maxSnoozes`).
+   */
+  readonly maxSnoozes?: number | undefined
 }
 
 /** A handler for one kind. `A` is the payload's type, `I` its encoded (JSON) form. */
@@ -101,7 +123,10 @@ export const make = <A, I, E, R>(kind: string, options: Options<A, I, E, R>): Ha
 
 /**
  * A handler from a plain async function (for task files and JavaScript users):
- * the payload is taken as it is (any JSON), and a throw or rejection is a retry.
+ * the payload is taken as it is (any JSON), and a throw or rejection is a
+ * retry, unless what is thrown is one of Docket's outcomes (`Permanent`,
+ * `Cancel`: dead at once; `Snooze`: waiting again, attempt not counted;
+ * `Retry` with its delay).
  */
 export const fromPromise = (
   kind: string,

@@ -6,6 +6,10 @@
  *   Any other typed failure is treated the same way.
  * - `Permanent`: dead at once, whatever attempts remain (the input can never work).
  * - `Cancel`: dead at once; the work is no longer wanted.
+ * - `Snooze`: not now, and not a failure: waiting again for `delay`, this
+ *   attempt not counted (the item's `snoozes` counts instead), up to the
+ *   kind's `maxSnoozes` (default 100); past it the item is dead
+ *   (`SnoozeLimit`).
  *
  * The runtime adds its own: `Timeout` (the kind's timeout passed: retried),
  * `DecodeError` (the payload does not match the kind's schema: dead at once),
@@ -36,6 +40,31 @@ export class Permanent extends Data.TaggedError("Permanent")<{ readonly reason: 
 export class Cancel extends Data.TaggedError("Cancel")<{ readonly reason: string }> {
   override get message(): string {
     return this.reason
+  }
+}
+
+/**
+ * Not now: the item waits again and is due after `delay` (a `Duration` input
+ * or milliseconds, from 0 to about 100 years), this attempt not counted. For
+ * work that is not ready yet rather than broken (an export still being
+ * built, a rate limit's window, a dependency not done): polling with `Retry`
+ * would spend the attempts meant for real failures. The item's `snoozes`
+ * goes up by one (`job.snoozes` shows it); a kind allows `maxSnoozes`
+ * (default 100), past which the item is dead with `SnoozeLimit`. A delay out
+ * of range is an ordinary failure (retried with the kind's backoff, recorded
+ * as `InvalidSnooze`).
+ */
+export class Snooze extends Data.TaggedError("Snooze")<{
+  readonly delay: Duration.DurationInput
+  /** Why, for logs and the `SnoozeLimit` error (default: "snoozed for <delay>"). */
+  readonly reason?: string | undefined
+}> {
+  override get message(): string {
+    if (this.reason !== undefined) return this.reason
+    // Never throws, whatever the delay (a bad one is reported by the runtime).
+    const delay = Duration.decodeUnknown(this.delay)
+    const text = delay._tag === "Some" ? Duration.format(delay.value) : String(this.delay)
+    return `snoozed for ${text === "0" ? "0ms" : text}`
   }
 }
 

@@ -23,7 +23,7 @@ export * as Events from "./Events.js"
 export * as Handler from "./Handler.js"
 /** Bringing a database to the latest schema. */
 export * as Migrations from "./Migrations.js"
-/** The outcomes a handler can choose: `Retry`, `Permanent`, `Cancel` (and the runtime's `Timeout`). */
+/** The outcomes a handler can choose: `Retry`, `Permanent`, `Cancel`, `Snooze` (and the runtime's `Timeout`). */
 export * as Outcome from "./Outcome.js"
 /** The storage service: enqueue, claim, complete, fail, release, extend, stats, dead items. */
 export * as QueueRepo from "./QueueRepo.js"
@@ -32,4 +32,4 @@ export * as Wakeups from "./Wakeups.js"
 /** The worker pool as a service and a layer. */
 export * as Worker from "./Worker.js"
 /** The handler outcomes, also at the top level: `Effect.fail(new Retry({ reason }))`. */
-export { Cancel, Permanent, Retry, Timeout } from "./Outcome.js"
+export { Cancel, Permanent, Retry, Snooze, Timeout } from "./Outcome.js"

@@ -88,6 +88,10 @@ export const describeEvent = (event: Event): string | null => {
       return `${time} retry ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt} of ${event.claim.maxAttempts}) in ${
         ms(event.delayMs)
       }: ${oneLine(event.error)}`
+    case "Snoozed":
+      return `${time} snooze ${event.claim.kind} #${event.claim.id} (snooze ${event.claim.snoozes + 1}; attempt not counted) for ${
+        ms(event.delayMs)
+      }: ${oneLine(event.reason)}`
     case "Dead":
       return `${time} dead ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt}): ${oneLine(event.error)}`
     case "Absorbed":

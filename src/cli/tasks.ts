@@ -7,15 +7,18 @@
  *   kind must be the file's kind, or
  * - a plain `async (payload, job) => {}` function: it gets the payload as
  *   stored (any JSON) and a throw or rejection is a retry (throwing Docket's
- *   `Permanent` or `Cancel` makes the item dead at once). Such a file may
- *   also export `options`: `{ maxAttempts, backoff, timeout, concurrency, global }`,
+ *   `Permanent` or `Cancel` makes the item dead at once; throwing
+ *   `new Snooze({ delay })` puts it back for that long, attempt not
+ *   counted). Such a file may also export `options`:
+ *   `{ maxAttempts, backoff, timeout, concurrency, maxSnoozes, global }`,
  *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
  *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
  *   Backoff policy function; `timeout` is a duration; `global` the limits
  *   across every process, `{ concurrency, rate }` with the rate as `"100/1m"`
  *   or `{ limit, period }` (as `Handler.Options.global`). (`maxAttempts`, as for
  *   any handler, applies to every item of the kind enqueued without its own,
- *   `docket enqueue` without `--max-attempts` included; else the queue's 8.)
+ *   `docket enqueue` without `--max-attempts` included; else the queue's 8.
+ *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.)
  *
  * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
  * files are skipped. A task file may be an ES module (`export default`) or
@@ -130,13 +133,17 @@ const positiveInt = (file: string, name: string, value: unknown): Either.Either<
     ? Either.right(value)
     : Either.left(usage(`task file ${file}: options.${name} must be an integer >= 1`))
 
+// The same check as a handler's (internal/validate.ts), as the command's usage error.
+const snoozeCap = (file: string, value: unknown): Either.Either<number, UsageError> =>
+  Either.mapLeft(V.checkMaxSnoozes(value), (error) => usage(`task file ${file}: options.maxSnoozes ${error.reason}`))
+
 /** The handler options a plain-function task file may export as `options`. */
 const plainOptions = (file: string, value: unknown) =>
   Either.gen(function*() {
     if (value === undefined || value === null) return {}
     if (typeof value !== "object") return yield* Either.left(usage(`task file ${file}: options must be an object`))
     const o = value as Record<string, unknown>
-    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "global"])
+    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "maxSnoozes", "global"])
     const unknown = Object.keys(o).filter((k) => !known.has(k))
     if (unknown.length > 0) {
       return yield* Either.left(usage(`task file ${file}: unknown option ${unknown[0]} (known: ${[...known].join(", ")})`))
@@ -146,7 +153,8 @@ const plainOptions = (file: string, value: unknown) =>
       concurrency: o.concurrency === undefined ? undefined : yield* positiveInt(file, "concurrency", o.concurrency),
       backoff: o.backoff === undefined ? undefined : yield* backoffOption(file, o.backoff),
       timeout: o.timeout === undefined ? undefined : yield* durationOption(file, "timeout", o.timeout),
-      global: o.global === undefined ? undefined : yield* globalOption(file, o.global)
+      global: o.global === undefined ? undefined : yield* globalOption(file, o.global),
+      maxSnoozes: o.maxSnoozes === undefined ? undefined : yield* snoozeCap(file, o.maxSnoozes)
     }
   })
 

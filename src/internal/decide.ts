@@ -1,16 +1,20 @@
 /**
  * Deciding an item's fate from its handler's exit: done, retried (after the
- * kind's backoff or the delay a `Retry` asked for) or dead, with the error
- * text recorded as `<Tag>: <message>` (see Outcome.ts for the vocabulary).
+ * kind's backoff or the delay a `Retry` asked for), snoozed (after the delay
+ * a `Snooze` asked for) or dead, with the error text recorded as
+ * `<Tag>: <message>` (see Outcome.ts for the vocabulary).
  */
-import { Cause, Duration, Option } from "effect"
-import { Cancel, Permanent, Retry } from "../Outcome.js"
+import { Cause, Duration, Either, Option } from "effect"
+import { Cancel, Permanent, Retry, Snooze } from "../Outcome.js"
+import { checkMillis, MAX_DELAY_MS } from "./validate.js"
 
 /** What the runtime does with an item after its handler ends. */
 export type Decision =
   | { readonly _tag: "Done" }
   | { readonly _tag: "Retry"; readonly error: string; readonly delay: Option.Option<Duration.Duration> }
   | { readonly _tag: "Dead"; readonly error: string }
+  /** `error`: the Snooze as text (for logs, and the SnoozeLimit error once the cap is reached). */
+  | { readonly _tag: "Snooze"; readonly error: string; readonly delayMs: number }
 
 const describeError = (error: unknown): string => {
   if (error instanceof Error) {
@@ -25,19 +29,37 @@ const describeError = (error: unknown): string => {
   return `Error: ${typeof error === "string" ? error : JSON.stringify(error) ?? String(error)}`
 }
 
+// A handler's delay, checked here with the storage's own bounds: one the
+// storage would refuse must not reach the recorder (it would refuse the
+// whole batch of outcomes, again at every write), nor throw (a defect of the
+// slot, not of the item).
+const checkDelay = (delay: unknown) => checkMillis("delay", delay, 0, MAX_DELAY_MS)
+
+const retryOf = (error: Retry): Decision => {
+  if (error.delay === undefined) return { _tag: "Retry", error: describeError(error), delay: Option.none() }
+  const delay = checkDelay(error.delay)
+  return Either.isRight(delay)
+    ? { _tag: "Retry", error: describeError(error), delay: Option.some(Duration.millis(delay.right)) }
+    : { _tag: "Retry", error: `${describeError(error)} (its delay was ignored: ${delay.left.reason})`, delay: Option.none() }
+}
+
+// A snooze whose delay is out of range is a bug of the handler, not a reason
+// to wait: an ordinary failure (an attempt counted), so it cannot loop.
+const snoozeOf = (error: Snooze): Decision => {
+  const delay = checkDelay(error.delay)
+  return Either.isRight(delay)
+    ? { _tag: "Snooze", error: describeError(error), delayMs: delay.right }
+    : { _tag: "Retry", error: `InvalidSnooze: the delay ${delay.left.reason}`, delay: Option.none() }
+}
+
 /** Decides an item's fate from its handler's failure cause (interruptions are handled by the caller). */
 export const decide = (cause: Cause.Cause<unknown>): Decision => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
     if (error instanceof Permanent || error instanceof Cancel) return { _tag: "Dead", error: describeError(error) }
-    if (error instanceof Retry) {
-      return {
-        _tag: "Retry",
-        error: describeError(error),
-        delay: error.delay === undefined ? Option.none() : Option.some(Duration.decode(error.delay))
-      }
-    }
+    if (error instanceof Snooze) return snoozeOf(error)
+    if (error instanceof Retry) return retryOf(error)
     return { _tag: "Retry", error: describeError(error), delay: Option.none() }
   }
   const defect = Cause.dieOption(cause)

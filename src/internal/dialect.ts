@@ -35,6 +35,12 @@ export interface FailRow extends Fence {
   readonly delayMs: number | null
 }
 
+/** One snooze to record. */
+export interface SnoozeRow extends Fence {
+  /** Checked: from 0 to MAX_DELAY_MS (internal/validate.ts). */
+  readonly delayMs: number
+}
+
 /** A checked dead-item selection: by ids, or all (of one kind or any) when `ids` is null. */
 export interface DeadSelection {
   readonly ids: ReadonlyArray<number> | null
@@ -80,6 +86,8 @@ export interface Dialect {
   readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   /** outcome: "waiting" | "absorbed". */
   readonly release: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
+  /** outcome: "waiting" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
+  readonly snooze: (rows: ReadonlyArray<SnoozeRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   readonly extend: (fences: ReadonlyArray<Fence>, leaseMs: number) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   readonly stats: Effect.Effect<ReadonlyArray<StatsRow>, SqlError>
   readonly get: (id: number) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>

@@ -25,6 +25,7 @@ import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
+import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
 
 /**
@@ -63,6 +64,12 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
         intArray(rows.map((r) => r.delayMs))
       ]),
     release: (fences) => run<FencedStateRow>(Release.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
+    snooze: (rows) =>
+      run<FencedStateRow>(Snooze.pg, [
+        intArray(rows.map((r) => r.id)),
+        intArray(rows.map((r) => r.token)),
+        intArray(rows.map((r) => r.delayMs))
+      ]),
     extend: (fences, leaseMs) =>
       run<FencedRow>(Extend.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token)), leaseMs]),
     stats: run<StatsRow>(Stats.pg, []),

@@ -24,6 +24,8 @@ export interface ItemRow {
   readonly updated_at: number | string
   /** The enqueuer's W3C traceparent, as stored (unchecked). */
   readonly trace_context: string | null
+  /** How many times its handler snoozed it (migration 0006). */
+  readonly snoozes: number | string
 }
 
 /** What a claim returns: the item's columns a run needs (state, claimer and update time are known). */
@@ -49,7 +51,8 @@ export interface FencedRow {
 
 /**
  * A row a fenced change of state applied to, and the state it went to
- * (fail: "waiting", "dead" or "absorbed"; release: "waiting" or "absorbed").
+ * (fail: "waiting", "dead" or "absorbed"; release and snooze: "waiting" or
+ * "absorbed").
  */
 export interface FencedStateRow extends FencedRow {
   readonly outcome: string

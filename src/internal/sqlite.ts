@@ -27,6 +27,7 @@ import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
+import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
 
 const fencesJson = (fences: ReadonlyArray<{ readonly id: number; readonly token: number }>) =>
@@ -84,6 +85,10 @@ export const make = (sql: SqlClient): Dialect => {
     release: (fences) => {
       const json = fencesJson(fences)
       return both(run<FencedStateRow>(Release.sqliteAbsorb, [json]), run<FencedStateRow>(Release.sqliteUpdate, [json]))
+    },
+    snooze: (rows) => {
+      const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.delayMs]))
+      return both(run<FencedStateRow>(Snooze.sqliteAbsorb, [json]), run<FencedStateRow>(Snooze.sqliteUpdate, [json]))
     },
     extend: (fences, leaseMs) => run<FencedRow>(Extend.sqlite, [fencesJson(fences), leaseMs]),
     stats: run<StatsRow>(Stats.sqlite, []),

@@ -17,6 +17,20 @@ export const ERROR_MAX_LENGTH = 16_384
 export const MAX_CLAIM_LIMIT = 10_000
 /** The largest attempt budget. */
 export const MAX_ATTEMPTS_LIMIT = 10_000
+/**
+ * Snoozes allowed per item when its handler sets no `maxSnoozes`. A hundred:
+ * room for the polling a snooze is for (every 5 minutes for over 8 hours,
+ * every 10 seconds for a quarter of an hour) while a handler that snoozes by
+ * mistake on every run (a condition that never becomes true, a delay of 0)
+ * stops within a hundred quick runs instead of running for ever; a kind that
+ * polls longer says so with its own `maxSnoozes`.
+ */
+export const DEFAULT_MAX_SNOOZES = 100
+/**
+ * The largest `maxSnoozes`: a million snoozes of a second are eleven days;
+ * past that a limit is a typo (and the column is a 32-bit integer).
+ */
+export const MAX_SNOOZES_LIMIT = 1_000_000
 /** Priorities are 32-bit integers in the schema: from -MAX_PRIORITY to MAX_PRIORITY. */
 export const MAX_PRIORITY = 2_147_483_647
 /** About 100 years: far enough for any schedule, small enough to stay exact in a double. */
@@ -104,6 +118,10 @@ export const checkIntegerIn = (
   isInteger(value) && value >= min && value <= max
     ? Either.right(value)
     : invalid(field, `must be an integer from ${min} to ${max} (got ${describe(value)})`)
+
+/** A kind's `maxSnoozes`: an integer from 0 (never snoozed: a Snooze is dead at once) to MAX_SNOOZES_LIMIT. */
+export const checkMaxSnoozes = (value: unknown): Either.Either<number, InvalidInput> =>
+  checkIntegerIn("maxSnoozes", value, 0, MAX_SNOOZES_LIMIT)
 
 /** A delay or lease as a `Duration` input or a number of milliseconds. */
 export const checkMillis = (

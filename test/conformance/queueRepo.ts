@@ -18,7 +18,8 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, countState, expireLease, makeDue, repoLayer, setRow } from "../support/db.js"
 import { attemptsConformance } from "./attempts.js"
 import { kindsConformance } from "./kinds.js"
-import { withRepo } from "./harness.js"
+import { dbNow, expectAround, withRepo } from "./harness.js"
+import { snoozeConformance } from "./snooze.js"
 import { upgradeConformance } from "./upgrade.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -51,13 +52,6 @@ const expectStorageError = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return error as StorageError
   })
 
-/** The database's clock, in epoch ms. */
-const dbNow = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql.onDialectOrElse({
-    pg: () => sql.unsafe<{ ms: string | number }>("SELECT docket_now_ms() AS ms"),
-    orElse: () => sql.unsafe<{ ms: string | number }>("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS ms")
-  })).pipe(Effect.map((rows) => Number(rows[0].ms)))
-
 /** Drops the queue table (on PostgreSQL with the claim function that returns its rows). */
 const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql.onDialectOrElse({
@@ -73,12 +67,6 @@ const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql.unsafe<{ migration_id: number | string }>(
     `SELECT migration_id FROM ${Migrations.TABLE} ORDER BY migration_id`
   )).pipe(Effect.map((rows) => rows.map((r) => Number(r.migration_id))))
-
-/** A value within `slack` ms of [low, high]. */
-const expectAround = (value: number, low: number, high: number, slack = 2_000) => {
-  expect(value).toBeGreaterThanOrEqual(low - slack)
-  expect(value).toBeLessThanOrEqual(high + slack)
-}
 
 const TOP = 2_000_000_000
 
@@ -1283,6 +1271,7 @@ export const queueRepoConformance = (backend: Backend) => {
   })
   attemptsConformance(backend)
   kindsConformance(backend)
+  snoozeConformance(backend)
   upgradeConformance(backend)
 }
 

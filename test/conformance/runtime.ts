@@ -16,21 +16,10 @@ import type { Backend } from "../support/db.js"
 import { expireLease, repoLayer, setRow } from "../support/db.js"
 import { waitForCount, waitForEvent } from "../support/events.js"
 import { recordingTracer } from "../support/tracing.js"
+import { withPool } from "./harness.js"
+import { snoozeRuntimeConformance } from "./snoozeRuntime.js"
 
 const fast = Backoff.constant("20 millis")
-
-/** Runs `body` with a fresh database, a QueueRepo and a worker pool (options given) in one scope. */
-const withPool = <A, E>(
-  backend: Backend,
-  options: Worker.Options,
-  body: (url: string) => Effect.Effect<A, E, QueueRepo.QueueRepo | Worker.Worker | Scope.Scope | SqlClient.SqlClient>
-): Effect.Effect<A, unknown> =>
-  Effect.gen(function*() {
-    const url = yield* Effect.promise(() => backend.fresh())
-    return yield* Effect.scoped(
-      Effect.provide(body(url), Worker.layer(options).pipe(Layer.provideMerge(repoLayer(url))))
-    )
-  }).pipe(Effect.timeout("45 seconds"))
 
 const item = (id: number) =>
   Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.get(id)).pipe(Effect.map(Option.getOrUndefined))
@@ -815,6 +804,7 @@ export const runtimeConformance = (backend: Backend) => {
         }))
     })
   })
+  snoozeRuntimeConformance(backend)
 }
 
 /** Pure backoff: tested with a fixed random source. */

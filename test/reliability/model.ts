@@ -1,8 +1,9 @@
 /**
  * Model-based test (fast-check): random sequences of enqueue (with keys),
- * claim, complete, fail, release, extend (one at a time and in batches of
- * two) and time moving forward, run against the real `QueueRepo` on SQLite
- * and PostgreSQL and against an in-memory model of the same state machine.
+ * claim, complete, fail, release, snooze, extend (one at a time and in
+ * batches of two) and time moving forward, run against the real `QueueRepo`
+ * on SQLite and PostgreSQL and against an in-memory model of the same state
+ * machine.
  * After every step the operation's result, every stored row, `stats` and
  * `nextDueIn` agree with the model.
  *
@@ -43,6 +44,7 @@ interface MItem {
   claimedBy: string | null
   leaseUntil: number | null
   seq: number
+  snoozes: number
 }
 
 /** Error text as the queue keeps it (validate.normaliseError): NUL escaped, well-formed, bounded. */
@@ -79,7 +81,8 @@ class Model {
       lastError: null,
       claimedBy: null,
       leaseUntil: null,
-      seq: 0
+      seq: 0,
+      snoozes: 0
     })
   }
 
@@ -152,6 +155,23 @@ class Model {
     return "released"
   }
 
+  // As a release, and due after the delay, one more snooze.
+  snooze(claim: QueueRepo.Claim, delay: number): QueueRepo.SnoozeOutcome {
+    const item = this.held(claim)
+    if (item === undefined) return "stale"
+    if (this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
+      this.items.delete(item.id)
+      return "absorbed"
+    }
+    item.state = "waiting"
+    item.runAt = this.now + delay
+    item.attempts = Math.max(item.attempts - 1, 0)
+    item.snoozes++
+    item.claimedBy = null
+    item.leaseUntil = null
+    return "snoozed"
+  }
+
   extend(claim: QueueRepo.Claim, lease: number) {
     const item = this.held(claim)
     if (item === undefined) return false
@@ -203,9 +223,11 @@ type Op =
   | { op: "complete"; pick: number }
   | { op: "fail"; pick: number; delay: number | null; error: string }
   | { op: "release"; pick: number }
+  | { op: "snooze"; pick: number; delay: number }
   | { op: "extend"; pick: number; lease: number }
   | { op: "failMany"; picks: [number, number]; delay: number | null; error: string }
   | { op: "releaseMany"; picks: [number, number] }
+  | { op: "snoozeMany"; picks: [number, number]; delay: number }
   | { op: "completeMany"; picks: [number, number] }
   | { op: "extendMany"; picks: [number, number]; lease: number }
   | { op: "advance"; by: number }
@@ -251,6 +273,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     })
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("release" as const), pick }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant("snooze" as const), pick, delay: fc.oneof(fc.constant(0), minutes(1, 3)) })
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("extend" as const), pick, lease: minutes(1, 3) }) },
   {
     weight: 1,
@@ -262,6 +288,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     })
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("releaseMany" as const), picks: fc.tuple(pick, pick) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant("snoozeMany" as const),
+      picks: fc.tuple(pick, pick),
+      delay: fc.oneof(fc.constant(0), minutes(1, 3))
+    })
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("completeMany" as const), picks: fc.tuple(pick, pick) }) },
   {
     weight: 1,
@@ -286,6 +320,7 @@ interface Row {
   claimed_by: string | null
   lease_until: number | string | null
   lease_seq: number | string
+  snoozes: number | string
 }
 
 type Runtime = ManagedRuntime.ManagedRuntime<QueueRepo.QueueRepo | SqlClient.SqlClient, unknown>
@@ -320,7 +355,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
   /** Every stored row agrees with the model; the database's times are pinned to the model's. */
   const verify = async (step: string) => {
     const rows = await sql<Row>(
-      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, max_attempts_given, last_error, claimed_by, lease_until, lease_seq FROM docket_items ORDER BY id"
+      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, max_attempts_given, last_error, claimed_by, lease_until, lease_seq, snoozes FROM docket_items ORDER BY id"
     )
     const expected = [...model.items.values()].sort((a, b) => a.id - b.id)
     expect(rows.map((r) => Number(r.id)), `${step}: the ids stored`).toEqual(expected.map((i) => i.id))
@@ -338,7 +373,8 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         storedMaxAttempts: Number(r.max_attempts),
         lastError: r.last_error,
         claimedBy: r.claimed_by,
-        token: Number(r.lease_seq)
+        token: Number(r.lease_seq),
+        snoozes: Number(r.snoozes)
       }, `${step}: item ${m.id}`).toEqual({
         kind: m.kind,
         key: m.key,
@@ -349,7 +385,8 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         storedMaxAttempts: m.maxAttempts ?? QueueRepo.DEFAULT_MAX_ATTEMPTS,
         lastError: m.lastError,
         claimedBy: m.claimedBy,
-        token: m.seq
+        token: m.seq,
+        snoozes: m.snoozes
       })
       const runAt = checkTime(`${step}: item ${m.id} run_at`, Number(r.run_at), m.runAt)!
       const leaseUntil = checkTime(
@@ -431,6 +468,12 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         expect(await repo((r) => r.release(claim)), step).toBe(model.release(claim))
         break
       }
+      case "snooze": {
+        if (claims.length === 0) continue
+        const claim = claimAt(op.pick)
+        expect(await repo((r) => r.snooze(claim, op.delay)), step).toBe(model.snooze(claim, op.delay))
+        break
+      }
       case "extend": {
         if (claims.length === 0) continue
         const claim = claimAt(op.pick)
@@ -439,6 +482,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
       }
       case "failMany":
       case "releaseMany":
+      case "snoozeMany":
       case "completeMany":
       case "extendMany": {
         if (claims.length === 0) continue
@@ -453,6 +497,9 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
         } else if (op.op === "releaseMany") {
           const got = await repo((r) => r.releaseMany(batch))
           expect(got, step).toEqual(batch.map((claim) => model.release(claim)))
+        } else if (op.op === "snoozeMany") {
+          const got = await repo((r) => r.snoozeMany(batch.map((claim) => ({ claim, delay: op.delay }))))
+          expect(got, step).toEqual(batch.map((claim) => model.snooze(claim, op.delay)))
         } else if (op.op === "completeMany") {
           const got = await repo((r) => r.completeMany(batch))
           expect(got, step).toEqual(batch.map((claim) => model.complete(claim)))
@@ -500,10 +547,12 @@ const batchResults = (backend: Backend) =>
         const f = yield* pair("f")
         const r = yield* pair("r")
         const e = yield* pair("e")
+        const z = yield* pair("z")
         return {
           completeMany: yield* repo.completeMany(c),
           failMany: yield* repo.failMany(f.map((claim) => ({ claim, error: "x", next: { _tag: "Dead" } as const }))),
           releaseMany: yield* repo.releaseMany(r),
+          snoozeMany: yield* repo.snoozeMany(z.map((claim) => ({ claim, delay: 0 }))),
           extendMany: yield* repo.extendMany(e, "1 minute")
         }
       }))
@@ -511,12 +560,14 @@ const batchResults = (backend: Backend) =>
         completeMany: results.completeMany.join("/"),
         failMany: results.failMany.join("/"),
         releaseMany: results.releaseMany.join("/"),
+        snoozeMany: results.snoozeMany.join("/"),
         extendMany: results.extendMany.join("/")
       })
       expect(results).toEqual({
         completeMany: [false, true],
         failMany: ["stale", "dead"],
         releaseMany: ["stale", "released"],
+        snoozeMany: ["stale", "snoozed"],
         extendMany: [false, true]
       })
     } finally {

@@ -125,6 +125,40 @@ describe("the recorder", () => {
       expect(yield* countRows(sql)).toBe(0)
     })))
 
+  it.live("completions, failures and snoozes of one batch: a refused snooze statement writes again only the snoozes; a stale snooze changes nothing", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const [c0, c1, c2, c3, c4] = yield* claimed(repo, 5)
+      // c4's claim goes stale: the item was given back and claimed again.
+      expect(yield* repo.release(c4)).toBe("released")
+      const [live] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute" })
+      expect(live.id).toBe(c4.id)
+      // Only a snooze's update (the one that counts a snooze) is refused.
+      yield* sql.unsafe(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON docket_items WHEN NEW.snoozes > OLD.snoozes BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+      )
+      const state = new PoolState(new Map())
+      const refused = yield* Deferred.make<void>()
+      const allWritten = yield* Deferred.make<void>()
+      const recorder = yield* recorderOver(repo, state, () => {
+        Deferred.unsafeDone(recorder.size === 0 ? allWritten : refused, Effect.void)
+      })
+      recorder.add(done(c0))
+      recorder.add(done(c1))
+      recorder.add({ _tag: "Fail", claim: c2, error: "boom", next: { _tag: "Retry", delay: 60_000 }, delayMs: 60_000 })
+      recorder.add({ _tag: "Snooze", claim: c3, reason: "Snooze: later", delayMs: 3_600_000 })
+      recorder.add({ _tag: "Snooze", claim: c4, reason: "Snooze: late", delayMs: 0 })
+      yield* Deferred.await(refused).pipe(Effect.timeout("10 seconds"))
+      expect(recorder.unrecorded().map((c) => c.id)).toEqual([c3.id, c4.id])
+      expect(state.counts).toMatchObject({ completed: 2, retried: 1, snoozed: 0 })
+      expect((yield* row(sql, c3.id)).state).toBe("running")
+      yield* sql.unsafe("DROP TRIGGER refuse")
+      yield* Deferred.await(allWritten).pipe(Effect.timeout("10 seconds"))
+      expect(state.counts).toMatchObject({ completed: 2, retried: 1, snoozed: 1, stale: 1 })
+      expect(yield* repo.get(c3.id)).toMatchObject({ value: { state: "waiting", attempts: 0, snoozes: 1 } })
+      expect(yield* row(sql, live.id)).toMatchObject({ state: "running", claimed_by: "w2" })
+    })))
+
   it.live("release gives claims back unrun: waiting again, the attempt not counted", () =>
     Effect.scoped(Effect.gen(function*() {
       const { repo, sql } = yield* freshRepo

@@ -1,21 +1,31 @@
 /**
  * Claiming, and every change the holder of a claim makes after it (complete,
- * fail, release, extend). Each change is fenced by the claim's token
+ * fail, release, snooze, extend). Each change is fenced by the claim's token
  * (./fence.ts): a worker whose lease was lost, and whose item another worker
  * claimed, changes nothing.
  */
 import { Effect, Either } from "effect"
-import type { FailOutcome, ReleaseOutcome } from "../../Domain.js"
+import type { FailOutcome, ReleaseOutcome, SnoozeOutcome } from "../../Domain.js"
 import type { Service } from "./service.js"
-import type { Dialect, FailRow } from "../dialect.js"
+import type { Dialect, FailRow, SnoozeRow } from "../dialect.js"
 import * as V from "../validate.js"
-import { claimOrder, storage, toClaim, toFailOutcome, toReleaseOutcome } from "./decode.js"
+import { claimOrder, storage, toClaim, toFailOutcome, toReleaseOutcome, toSnoozeOutcome } from "./decode.js"
 import { applied, fence, fenceKey, withTwinFallback } from "./fence.js"
 
 /** The operations on claims. */
 export type Claims = Pick<
   Service,
-  "claim" | "complete" | "completeMany" | "fail" | "failMany" | "release" | "releaseMany" | "extend" | "extendMany"
+  | "claim"
+  | "complete"
+  | "completeMany"
+  | "fail"
+  | "failMany"
+  | "release"
+  | "releaseMany"
+  | "snooze"
+  | "snoozeMany"
+  | "extend"
+  | "extendMany"
 >
 
 /** A budget of attempts: an integer from 1 to the limit. */
@@ -78,6 +88,19 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
         ),
         Effect.mapError(storage("release"))
       ),
+    snooze: (claim, delay) => Effect.map(self.snoozeMany([{ claim, delay }]), (r) => r[0]),
+    snoozeMany: (snoozes) =>
+      Effect.gen(function*() {
+        if (snoozes.length === 0) return []
+        // Every delay is checked before anything is sent: one bad delay changes nothing of the batch.
+        const rows: Array<SnoozeRow> = []
+        for (const { claim, delay } of snoozes) {
+          const delayMs = yield* V.lift(V.checkMillis("delay", delay, 0, V.MAX_DELAY_MS))
+          rows.push({ id: claim.id, token: claim.token, delayMs })
+        }
+        const outcomes = yield* withTwinFallback(dialect, rows, dialect.snooze).pipe(Effect.mapError(storage("snooze")))
+        return snoozes.map(({ claim }): SnoozeOutcome => toSnoozeOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
+      }),
     extend: (claim, lease) => Effect.map(self.extendMany([claim], lease), (r) => r[0]),
     extendMany: (claims, lease) =>
       Effect.gen(function*() {

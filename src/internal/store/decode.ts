@@ -5,7 +5,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Option } from "effect"
-import type { Claim, Counts, FailOutcome, Item, ReleaseOutcome, Stats } from "../../Domain.js"
+import type { Claim, Counts, FailOutcome, Item, ReleaseOutcome, SnoozeOutcome, Stats } from "../../Domain.js"
 import { StorageError } from "../../Errors.js"
 import { type ClaimRow, type IdRow, type ItemRow, num, numOrNull, type StatsRow } from "../rows.js"
 
@@ -38,6 +38,7 @@ export const toClaim = (
   claimedAt: num(row.lease_until) - leaseMs,
   worker,
   lastError: row.last_error,
+  snoozes: num(row.snoozes),
   traceContext: row.trace_context
 })
 
@@ -65,7 +66,8 @@ export const toItem = (row: ItemRow): Item => ({
   leaseUntil: numOrNull(row.lease_until),
   createdAt: num(row.created_at),
   updatedAt: num(row.updated_at),
-  traceContext: row.trace_context
+  traceContext: row.trace_context,
+  snoozes: num(row.snoozes)
 })
 
 /** Claim order: highest priority first, then run-after, then id. */
@@ -78,6 +80,10 @@ export const toFailOutcome = (state: string | undefined): FailOutcome =>
 /** A release's outcome from the state its fenced row went to (undefined: no row, the claim was stale). */
 export const toReleaseOutcome = (state: string | undefined): ReleaseOutcome =>
   state === undefined ? "stale" : state === "waiting" ? "released" : "absorbed"
+
+/** A snooze's outcome from the state its fenced row went to (undefined: no row, the claim was stale). */
+export const toSnoozeOutcome = (state: string | undefined): SnoozeOutcome =>
+  state === undefined ? "stale" : state === "waiting" ? "snoozed" : "absorbed"
 
 /** Per-kind counts and their totals. */
 export const toStats = (rows: ReadonlyArray<StatsRow>): Stats => {

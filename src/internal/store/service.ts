@@ -7,7 +7,7 @@ import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest, EnqueueResult,
-  FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, Stats
+  FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, SnoozeOutcome, SnoozeRequest, Stats
 } from "../../Domain.js"
 
 type E = StorageError
@@ -33,6 +33,16 @@ export interface Service {
   /** Gives the item back unrun: waiting again, this attempt not counted. */
   readonly release: (claim: Claim) => Effect.Effect<ReleaseOutcome, E>
   readonly releaseMany: (claims: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyArray<ReleaseOutcome>, E>
+  /**
+   * Puts the item back for later, as its handler asked (the `Snooze`
+   * outcome): waiting, due `delay` after the database's now, this attempt not
+   * counted, its `snoozes` one higher. A keyed item whose key a waiting twin
+   * holds is absorbed instead. A delay that is not from 0 to about 100 years
+   * is an InvalidInput and changes nothing. The cap on snoozes is the
+   * caller's (a worker pool applies its handler's `maxSnoozes`).
+   */
+  readonly snooze: (claim: Claim, delay: Duration.DurationInput) => Effect.Effect<SnoozeOutcome, EI>
+  readonly snoozeMany: (snoozes: ReadonlyArray<SnoozeRequest>) => Effect.Effect<ReadonlyArray<SnoozeOutcome>, EI>
   /** Renews the lease for `lease` from now. False when the claim was stale. */
   readonly extend: (claim: Claim, lease: Duration.DurationInput) => Effect.Effect<boolean, EI>
   readonly extendMany: (
@@ -42,7 +52,7 @@ export interface Service {
   readonly stats: Effect.Effect<Stats, E>
   readonly get: (id: number) => Effect.Effect<Option.Option<Item>, E>
   readonly listDead: (options?: DeadPageOptions) => Effect.Effect<ReadonlyArray<Item>, EI>
-  /** Dead items back to waiting with a fresh attempt budget; returns their ids. */
+  /** Dead items back to waiting with a fresh attempt budget (and no snoozes counted); returns their ids. */
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   /**

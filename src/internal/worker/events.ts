@@ -12,6 +12,7 @@ export const metrics = {
   claimed: Metric.counter("docket_items_claimed", { description: "Items claimed by this worker" }),
   completed: Metric.counter("docket_items_completed", { description: "Items done" }),
   retried: Metric.counter("docket_items_retried", { description: "Items failed and scheduled again" }),
+  snoozed: Metric.counter("docket_items_snoozed", { description: "Items snoozed by their handler (attempt not counted)" }),
   dead: Metric.counter("docket_items_dead", { description: "Items kept as dead" }),
   released: Metric.counter("docket_items_released", { description: "Items given back unrun" }),
   leaseLost: Metric.counter("docket_items_lease_lost", { description: "Runs interrupted because the lease was lost" }),

@@ -2,7 +2,8 @@
  * The executor: one item's run as a pipeline of small steps: decide whether it
  * can run at all (a known kind, attempts left, a payload that decodes), run
  * its handler (with the kind's timeout), decide its fate from the handler's
- * exit, and queue the outcome with the recorder, freeing the slot.
+ * exit (a snooze within the kind's cap, or dead past it), and queue the
+ * outcome with the recorder, freeing the slot.
  *
  * Interruption is handled once per slot (slots.ts), not per item: two
  * interruption regions per item cost more than a no-op handler's whole run.
@@ -13,6 +14,7 @@ import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
 import { Timeout } from "../../Outcome.js"
 import { type Decision, decide } from "../decide.js"
+import { DEFAULT_MAX_SNOOZES } from "../validate.js"
 import { parseTraceparent } from "../tracing.js"
 import { metrics, type Publisher } from "./events.js"
 import type { HandlerTable } from "./handlers.js"
@@ -54,6 +56,7 @@ class RunJob implements Handler.Job {
   readonly createdAt: number
   readonly lastError: string | null
   readonly claimedAt: number
+  readonly snoozes: number
   constructor(claim: Claim, readonly worker: string, private readonly abort: () => AbortSignal) {
     this.id = claim.id
     this.kind = claim.kind
@@ -64,6 +67,7 @@ class RunJob implements Handler.Job {
     this.createdAt = claim.createdAt
     this.lastError = claim.lastError
     this.claimedAt = claim.claimedAt
+    this.snoozes = claim.snoozes
   }
   get signal(): AbortSignal {
     return this.abort()
@@ -164,6 +168,12 @@ export class Executor {
       this.queue(entry, { _tag: "Done", claim, durationMs })
       return Effect.void
     }
+    // Before the attempts check: a snooze is not a failure, so the last
+    // attempt may snooze too (the attempt is given back).
+    if (decision._tag === "Snooze") {
+      this.snooze(entry, decision)
+      return Effect.void
+    }
     if (decision._tag === "Dead" || claim.attempt >= claim.maxAttempts) {
       this.queue(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Dead" }, delayMs: 0 })
       return Effect.void
@@ -182,6 +192,24 @@ export class Executor {
     }
     const backoff = this.deps.handlers.byKind.get(claim.kind)?.backoff ?? Backoff.defaultPolicy
     return Effect.map(Backoff.delayFor(backoff, claim.attempt), retry)
+  }
+
+  // The kind's cap on snoozes is applied here, where the handler is known:
+  // the claim carries the count its fenced write will add to.
+  private snooze(entry: Running, decision: Extract<Decision, { _tag: "Snooze" }>): void {
+    const { claim } = entry
+    const cap = this.deps.handlers.maxSnoozes.get(claim.kind) ?? DEFAULT_MAX_SNOOZES
+    if (claim.snoozes < cap) {
+      this.queue(entry, { _tag: "Snooze", claim, reason: decision.error, delayMs: decision.delayMs })
+      return
+    }
+    this.queue(entry, {
+      _tag: "Fail",
+      claim,
+      error: `SnoozeLimit: snoozed ${claim.snoozes} times (maxSnoozes ${cap}); the last: ${decision.error}`,
+      next: { _tag: "Dead" },
+      delayMs: 0
+    })
   }
 
   private queue(entry: Running, settlement: Settlement): void {

@@ -1,14 +1,15 @@
 /**
  * The pool's handlers by kind: those given in the options and those provided
  * as services by `Handler.layer`, each with its payload decoder, its
- * per-process concurrency limit and its budget of attempts.
+ * per-process concurrency limit, its budget of attempts and its cap on snoozes.
  */
 import { type Context, Either, Schema } from "effect"
 import type { GlobalLimits } from "../../Domain.js"
+import { InvalidInput } from "../../Errors.js"
 import type * as Handler from "../../Handler.js"
 import { checkLimits } from "../store/kinds.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
-import { MAX_ATTEMPTS_LIMIT } from "../validate.js"
+import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
 /** The handlers provided as services (by `Handler.layer`) in a context. */
 export const registered = (context: Context.Context<never>): ReadonlyArray<Handler.Any> => {
@@ -46,12 +47,15 @@ export interface HandlerTable {
   readonly maxAttempts: ReadonlyMap<string, number>
   /** Every kind's declared global limits (empty for none: a pool start clears limits an earlier code declared). */
   readonly globalLimits: ReadonlyMap<string, GlobalLimits>
+  /** Every kind's cap on snoozes: its handler's `maxSnoozes`, else DEFAULT_MAX_SNOOZES. */
+  readonly maxSnoozes: ReadonlyMap<string, number>
 }
 
 /**
  * The table; two handlers for one kind, a `maxAttempts` that is not an
- * integer from 1 to 10,000, or invalid `global` limits are programming errors
- * (thrown).
+ * integer from 1 to 10,000, invalid `global` limits, or a `maxSnoozes` that
+ * is not one from 0 to 1,000,000, are programming errors (thrown; a bad
+ * `maxSnoozes` as the typed `InvalidInput` on that field, naming the kind).
  */
 export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Context<never>): HandlerTable => {
   const byKind = new Map<string, Handler.Any>()
@@ -77,5 +81,13 @@ export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Contex
     if (Either.isLeft(checked)) throw new Error(`Docket worker: the handler of ${kind}: global ${checked.left.message}`)
     globalLimits.set(kind, h.global ?? {})
   }
-  return { byKind, decoders, kindLimits, maxAttempts, globalLimits }
+  const maxSnoozes = new Map<string, number>()
+  for (const [kind, h] of byKind) {
+    const checked = checkMaxSnoozes(h.maxSnoozes ?? DEFAULT_MAX_SNOOZES)
+    if (Either.isLeft(checked)) {
+      throw new InvalidInput({ field: "maxSnoozes", reason: `the handler of ${kind}: ${checked.left.reason}` })
+    }
+    maxSnoozes.set(kind, checked.right)
+  }
+  return { byKind, decoders, kindLimits, maxAttempts, maxSnoozes, globalLimits }
 }

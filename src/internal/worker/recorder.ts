@@ -3,7 +3,8 @@
  * claims back (releases).
  *
  * Outcomes queue in `pending`; the writer takes whatever is ready (one
- * statement for all completions and one for all failures), and while a batch
+ * statement for all completions, one for all failures and one for all
+ * snoozes), and while a batch
  * is being written new ones gather for the next (batching without waiting).
  * Each write is fenced by its claim's token: an outcome whose lease was lost
  * is refused ("stale") and changes nothing. On a storage error the outcomes
@@ -16,6 +17,7 @@
  */
 import { Effect, Either, Exit, Fiber, Metric, Option, Queue, type Scope } from "effect"
 import type { Claim, FailNext } from "../../Domain.js"
+import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { yieldToEventLoop } from "../eventLoop.js"
 import { boundedWait } from "./bounded.js"
@@ -32,15 +34,18 @@ export type Settlement =
     readonly next: FailNext
     readonly delayMs: number
   }
+  /** Waiting again after `delayMs`, attempt not counted (within the kind's cap: the executor checked it). */
+  | { readonly _tag: "Snooze"; readonly claim: Claim; readonly reason: string; readonly delayMs: number }
 type Done = Extract<Settlement, { _tag: "Done" }>
 type Fail = Extract<Settlement, { _tag: "Fail" }>
+type Snoozed = Extract<Settlement, { _tag: "Snooze" }>
 
 /** What the recorder needs from the pool. */
 export interface RecorderDeps {
   readonly repo: QueueRepo.Service
   readonly counts: Tallies
   readonly publisher: Publisher
-  /** Wakes this pool's claimer (a retry due before the next poll). */
+  /** Wakes this pool's claimer (a retry or snooze due before the next poll). */
   readonly wake: () => void
   readonly pollMs: number
   /** The pool may be idle now (called after each batch is written). */
@@ -162,19 +167,28 @@ export class Recorder {
     )
   })
 
-  // Both statements run to their end: if one fails, the other is not cut off
-  // (its cancel could land after its commit, and its items would be written
-  // twice, the second time refused as stale). Returns the outcomes to write
-  // again, those of the statement that failed.
+  // The statements (completions, failures, snoozes) run to their end side by
+  // side: if one fails, the others are not cut off (a cancel could land after
+  // its commit, and its items would be written twice, the second time refused
+  // as stale). Returns the outcomes to write again, those of the statements
+  // that failed.
   private write(batch: ReadonlyArray<Settlement>): Effect.Effect<ReadonlyArray<Settlement>> {
-    const done = batch.filter((o): o is Done => o._tag === "Done")
-    const failed = batch.filter((o): o is Fail => o._tag === "Fail")
-    const completeAll = done.length === 0 ? Effect.void : this.complete(done)
-    const failAll = failed.length === 0 ? Effect.void : this.fail(failed)
-    return Effect.all([Effect.either(completeAll), Effect.either(failAll)], { concurrency: 2 }).pipe(
-      Effect.flatMap(([c, f]) => {
-        const again: Array<Settlement> = [...(Either.isLeft(c) ? done : []), ...(Either.isLeft(f) ? failed : [])]
-        const errors = [c, f].flatMap((r) => (Either.isLeft(r) ? [r.left] : []))
+    const done: Array<Done> = []
+    const failed: Array<Fail> = []
+    const snoozed: Array<Snoozed> = []
+    for (const o of batch) {
+      if (o._tag === "Done") done.push(o)
+      else if (o._tag === "Fail") failed.push(o)
+      else snoozed.push(o)
+    }
+    const groups: Array<readonly [ReadonlyArray<Settlement>, Effect.Effect<void, StorageError | InvalidInput>]> = []
+    if (done.length > 0) groups.push([done, this.complete(done)])
+    if (failed.length > 0) groups.push([failed, this.fail(failed)])
+    if (snoozed.length > 0) groups.push([snoozed, this.snooze(snoozed)])
+    return Effect.forEach(groups, ([, write]) => Effect.either(write), { concurrency: "unbounded" }).pipe(
+      Effect.flatMap((results) => {
+        const again = results.flatMap((r, i) => (Either.isLeft(r) ? groups[i][0] : []))
+        const errors = results.flatMap((r) => (Either.isLeft(r) ? [r.left] : []))
         return Effect.as(Effect.forEach(errors, this.deps.publisher.storageFailed("record outcome"), { discard: true }), again)
       })
     )
@@ -241,6 +255,36 @@ export class Recorder {
             default:
               counts.stale++
               return annotate(Effect.logWarning("docket: failure refused: the lease was lost before it was recorded"))
+          }
+        }, { discard: true })
+      )
+    )
+  }
+
+  private snooze(snoozed: ReadonlyArray<Snoozed>) {
+    const { counts, pollMs, publisher, repo, wake } = this.deps
+    return repo.snoozeMany(snoozed.map((o) => ({ claim: o.claim, delay: o.delayMs }))).pipe(
+      Effect.flatMap((outcomes) =>
+        Effect.forEach(snoozed, (o, i) => {
+          const annotate = Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id, attempt: o.claim.attempt })
+          switch (outcomes[i]) {
+            case "snoozed":
+              counts.snoozed++
+              // As for a retry: this pool wakes itself when the item is due.
+              if (o.delayMs < pollMs) setTimeout(wake, o.delayMs + 1).unref()
+              return Effect.zipRight(
+                publisher.publish({ _tag: "Snoozed", claim: o.claim, reason: o.reason, delayMs: o.delayMs }),
+                Effect.zipRight(
+                  Metric.increment(metrics.snoozed),
+                  annotate(Effect.logDebug(`docket: snoozed, due in ${Math.round(o.delayMs)} ms: ${o.reason}`))
+                )
+              )
+            case "absorbed":
+              counts.absorbed++
+              return publisher.publish({ _tag: "Absorbed", claim: o.claim })
+            default:
+              counts.stale++
+              return annotate(Effect.logWarning("docket: snooze refused: the lease was lost before it was recorded"))
           }
         }, { discard: true })
       )

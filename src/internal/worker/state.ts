@@ -43,6 +43,7 @@ export class PoolState {
     claimed: 0,
     completed: 0,
     retried: 0,
+    snoozed: 0,
     dead: 0,
     absorbed: 0,
     released: 0,
