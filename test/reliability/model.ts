@@ -1,11 +1,13 @@
 /**
  * Model-based test (fast-check): random sequences of enqueue (with keys),
  * claim, complete, fail, release, snooze, extend (one at a time and in
- * batches of two) and time moving forward, run against the real `QueueRepo`
+ * batches of two), pausing and resuming kinds and setting their global
+ * concurrency and rate limits (claims then take `limitedMax`), and time
+ * moving forward, run against the real `QueueRepo`
  * on SQLite and PostgreSQL and against an in-memory model of the same state
  * machine.
- * After every step the operation's result, every stored row, `stats` and
- * `nextDueIn` agree with the model.
+ * After every step the operation's result, every stored row (the kinds' rate
+ * slots too), `stats`, `listKinds` and `nextDueIn` agree with the model.
  *
  * Time: the database's clock runs on during a test, so the model keeps its
  * own clock in whole minutes and maps it onto the rows. A time the database
@@ -54,9 +56,83 @@ const normalise = (error: string) => {
   return wellFormed.length > 16_384 ? `${wellFormed.slice(0, 16_384)}… (truncated)` : wellFormed
 }
 
+/** A kind's controls; a rate slot's time is -Infinity while never used. */
+interface MKind {
+  paused: boolean
+  concurrency: number | null
+  rate: { limit: number; period: number } | null
+  slots: Array<{ slot: number; at: number }>
+  /** Limits set by a person (docket kind set), else the code's. */
+  byPerson: boolean
+}
+
 class Model {
   now = 0
   readonly items = new Map<number, MItem>()
+  readonly kinds = new Map<string, MKind>()
+
+  private control(kind: string): MKind {
+    let k = this.kinds.get(kind)
+    if (k === undefined) this.kinds.set(kind, k = { paused: false, concurrency: null, rate: null, slots: [], byPerson: false })
+    return k
+  }
+
+  setPaused(kind: string, paused: boolean) {
+    this.control(kind).paused = paused
+  }
+
+  // A person's limits; the slots keep the newest `limit` starts, new ones never used.
+  setLimits(kind: string, concurrency: number | null, rate: { limit: number; period: number } | null) {
+    const k = this.control(kind)
+    k.concurrency = concurrency
+    k.rate = rate
+    k.byPerson = true
+    const keep = [...k.slots].sort((a, b) => b.at - a.at || b.slot - a.slot).slice(0, rate?.limit ?? 0)
+    const base = keep.length === 0 ? 0 : Math.max(...keep.map((x) => x.slot)) + 1
+    for (let i = 0; keep.length < (rate?.limit ?? 0); i++) keep.push({ slot: base + i, at: -Infinity })
+    k.slots = keep.sort((a, b) => a.slot - b.slot)
+  }
+
+  private liveOf(kind: string) {
+    return [...this.items.values()].filter((i) => i.kind === kind && i.state === "running" && i.leaseUntil! > this.now)
+      .length
+  }
+
+  /**
+   * As the claim does it: controlled kinds among those asked for (paused ones
+   * left out); each limited kind, in kind order, up to its allowance (and
+   * `limitedMax` in all), its oldest slots taking now; then the rest.
+   */
+  claim(
+    worker: string,
+    limit: number,
+    lease: number,
+    kinds: ReadonlyArray<string> | undefined,
+    limitedMax: number
+  ): Array<MItem> {
+    const asked = (k: string) => kinds === undefined || kinds.includes(k)
+    const controlled = [...this.kinds].filter(([k, c]) => asked(k) && (c.paused || c.concurrency !== null || c.rate !== null))
+      .map(([k]) => k).sort()
+    if (controlled.length === 0) return this.claimFrom(worker, limit, lease, kinds, [])
+    const out: Array<MItem> = []
+    let limitedLeft = Math.min(limit, limitedMax)
+    for (const kind of controlled) {
+      const c = this.kinds.get(kind)!
+      if (c.paused || limitedLeft <= 0) continue
+      let allowed = limitedLeft
+      if (c.concurrency !== null) allowed = Math.min(allowed, c.concurrency - this.liveOf(kind))
+      if (c.rate !== null) allowed = Math.min(allowed, c.slots.filter((x) => x.at <= this.now - c.rate!.period).length)
+      if (allowed <= 0) continue
+      const got = this.claimFrom(worker, allowed, lease, [kind], [])
+      if (c.rate !== null) {
+        for (const x of [...c.slots].sort((a, b) => a.at - b.at || a.slot - b.slot).slice(0, got.length)) x.at = this.now
+      }
+      limitedLeft -= got.length
+      out.push(...got)
+    }
+    if (limit - out.length > 0) out.push(...this.claimFrom(worker, limit - out.length, lease, kinds, controlled))
+    return out.sort(claimOrder)
+  }
 
   private waitingTwin(kind: string, key: string | null, except?: number) {
     if (key === null) return undefined
@@ -86,8 +162,14 @@ class Model {
     })
   }
 
-  claim(worker: string, limit: number, lease: number, kinds: ReadonlyArray<string> | undefined): Array<MItem> {
-    const inKinds = (i: MItem) => kinds === undefined || kinds.includes(i.kind)
+  private claimFrom(
+    worker: string,
+    limit: number,
+    lease: number,
+    kinds: ReadonlyArray<string> | undefined,
+    excluded: ReadonlyArray<string>
+  ): Array<MItem> {
+    const inKinds = (i: MItem) => (kinds === undefined || kinds.includes(i.kind)) && !excluded.includes(i.kind)
     const live = (i: MItem) => i.state === "running" && i.leaseUntil! > this.now
     const all = [...this.items.values()]
     const expired = all.filter((i) => i.state === "running" && i.leaseUntil! <= this.now && inKinds(i))
@@ -196,11 +278,42 @@ class Model {
     return { ...total, byKind }
   }
 
-  /** Milliseconds until a waiting item not yet due becomes due or a lease ends (0 if one has), if any. */
+  /** Every kind with items or controls, as `listKinds` shows it. */
+  listKinds(): Array<QueueRepo.KindInfo> {
+    const names = [...new Set([...[...this.items.values()].map((i) => i.kind), ...this.kinds.keys()])].sort()
+    return names.map((kind) => {
+      const c = this.kinds.get(kind)
+      const of = [...this.items.values()].filter((i) => i.kind === kind)
+      const count = (f: (i: MItem) => boolean) => of.filter(f).length
+      return {
+        kind,
+        paused: c?.paused ?? false,
+        concurrency: c?.concurrency ?? null,
+        rate: c?.rate == null ? null : { limit: c.rate.limit, periodMs: c.rate.period },
+        limitsSetBy: c?.byPerson === true ? "person" : "code",
+        counts: {
+          waiting: count((i) => i.state === "waiting" && i.runAt <= this.now),
+          scheduled: count((i) => i.state === "waiting" && i.runAt > this.now),
+          running: count((i) => i.state === "running" && i.leaseUntil! > this.now),
+          expired: count((i) => i.state === "running" && i.leaseUntil! <= this.now),
+          dead: count((i) => i.state === "dead"),
+          cancelled: 0
+        }
+      }
+    })
+  }
+
+  /**
+   * Milliseconds until a waiting item not yet due becomes due, a lease ends
+   * (0 if one has) or a used rate slot frees, if any.
+   */
   nextDue(): number | undefined {
+    const slotFrees = [...this.kinds.values()].flatMap((k) =>
+      k.rate === null ? [] : k.slots.map((x) => x.at + k.rate!.period).filter((t) => t > this.now)
+    )
     const times = [...this.items.values()].flatMap((i) =>
       i.state === "waiting" ? (i.runAt > this.now ? [i.runAt] : []) : i.state === "running" ? [i.leaseUntil!] : []
-    )
+    ).concat(slotFrees)
     return times.length === 0 ? undefined : Math.max(0, Math.min(...times) - this.now)
   }
 }
@@ -219,6 +332,8 @@ type Op =
     lease: number
     kinds: ReadonlyArray<string> | undefined
     budgets: ReadonlyArray<readonly [string, number]> | undefined
+    /** The most items of limited kinds (capped at `limit`), or undefined for `limit`. */
+    limitedMax: number | undefined
   }
   | { op: "complete"; pick: number }
   | { op: "fail"; pick: number; delay: number | null; error: string }
@@ -231,6 +346,14 @@ type Op =
   | { op: "completeMany"; picks: [number, number] }
   | { op: "extendMany"; picks: [number, number]; lease: number }
   | { op: "advance"; by: number }
+  | { op: "pause"; kind: string }
+  | { op: "resume"; kind: string }
+  | {
+    op: "limit"
+    kind: string
+    concurrency: number | null
+    rate: { limit: number; period: number } | null
+  }
 
 const minutes = (min: number, max: number) => fc.integer({ min, max }).map((m) => m * MINUTE)
 const pick = fc.nat({ max: 1000 })
@@ -259,7 +382,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       kinds: fc.option(fc.subarray([...KINDS]), { nil: undefined }),
       budgets: fc.option(fc.array(fc.tuple(fc.constantFrom(...KINDS), fc.integer({ min: 1, max: 3 })), { maxLength: 2 }), {
         nil: undefined
-      })
+      }),
+      limitedMax: fc.option(fc.integer({ min: 0, max: 4 }), { nil: undefined })
     })
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("complete" as const), pick }) },
@@ -301,7 +425,18 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({ op: fc.constant("extendMany" as const), picks: fc.tuple(pick, pick), lease: minutes(1, 3) })
   },
-  { weight: 3, arbitrary: fc.record({ op: fc.constant("advance" as const), by: minutes(1, 4) }) }
+  { weight: 3, arbitrary: fc.record({ op: fc.constant("advance" as const), by: minutes(1, 4) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("pause" as const), kind: fc.constantFrom(...KINDS) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("resume" as const), kind: fc.constantFrom(...KINDS) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant("limit" as const),
+      kind: fc.constantFrom(...KINDS),
+      concurrency: fc.option(fc.integer({ min: 1, max: 3 }), { nil: null }),
+      rate: fc.option(fc.record({ limit: fc.integer({ min: 1, max: 3 }), period: minutes(1, 3) }), { nil: null })
+    })
+  }
 )
 
 // --- running a sequence against both ---
@@ -325,7 +460,13 @@ interface Row {
 
 type Runtime = ManagedRuntime.ManagedRuntime<QueueRepo.QueueRepo | SqlClient.SqlClient, unknown>
 
-const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { steps: number; claims: number }) => {
+interface Totals {
+  steps: number
+  claims: number
+  limits: number
+}
+
+const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals) => {
   const run = <A, E>(effect: Effect.Effect<A, E, QueueRepo.QueueRepo | SqlClient.SqlClient>) => runtime.runPromise(effect)
   const repo = <A, E>(f: (r: QueueRepo.Service) => Effect.Effect<A, E>) => run(Effect.flatMap(QueueRepo.QueueRepo, f))
   const sql = <A extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
@@ -333,6 +474,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
       s.unsafe<A>(s.onDialectOrElse({ pg: () => text, orElse: () => text.replace(/\$\d+/g, "?") }), params)))
 
   await sql("DELETE FROM docket_items")
+  await sql("DELETE FROM docket_kinds")
   const model = new Model()
   const claims: Array<QueueRepo.Claim> = []
   const startedAt = Date.now()
@@ -399,6 +541,8 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
       }
     }
     expect(await repo((r) => r.stats), `${step}: stats`).toEqual(model.stats())
+    expect(await repo((r) => r.listKinds), `${step}: listKinds`).toEqual(model.listKinds())
+    await verifySlots(step)
     const next = await repo((r) => r.nextDueIn)
     const want = model.nextDue()
     if (want === undefined) expect(Option.isNone(next), `${step}: nextDueIn`).toBe(true)
@@ -410,6 +554,29 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
   }
 
   const claimAt = (n: number) => claims[n % claims.length]
+
+  // A slot a claim wrote holds the database's now: pinned to the model's (a
+  // never-used slot holds 0, far in the past, as the model's -Infinity).
+  const pinSlots = async () => {
+    for (const [kind, k] of model.kinds) {
+      for (const x of k.slots) {
+        if (x.at === -Infinity) continue
+        await sql("UPDATE docket_kind_slots SET started_at = $1 WHERE kind = $2 AND slot = $3", [base + x.at - model.now, kind, x.slot])
+      }
+    }
+  }
+
+  const verifySlots = async (step: string) => {
+    const rows = await sql<{ kind: string; slot: number | string; started_at: number | string }>(
+      "SELECT kind, slot, started_at FROM docket_kind_slots ORDER BY kind, slot"
+    )
+    const want = [...model.kinds].sort(([a], [b]) => (a < b ? -1 : 1)).flatMap(([kind, k]) =>
+      k.slots.map((x) => [kind, x.slot, x.at === -Infinity ? "never" : base + x.at - model.now])
+    )
+    const far = base - 365 * 24 * 3600 * 1000
+    expect(rows.map((r) => [r.kind, Number(r.slot), Number(r.started_at) < far ? "never" : Number(r.started_at)]), `${step}: slots`)
+      .toEqual(want)
+  }
 
   for (let s = 0; s < ops.length; s++) {
     const op = ops[s]
@@ -437,16 +604,30 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
       }
       case "claim": {
         const budgets = op.budgets === undefined ? undefined : new Map(op.budgets)
+        const limitedMax = op.limitedMax === undefined ? undefined : Math.min(op.limitedMax, op.limit)
         const got = await repo((r) =>
-          r.claim({ worker: op.worker, limit: op.limit, lease: op.lease, kinds: op.kinds, maxAttemptsByKind: budgets })
+          r.claim({ worker: op.worker, limit: op.limit, lease: op.lease, kinds: op.kinds, maxAttemptsByKind: budgets, limitedMax })
         )
-        const want = model.claim(op.worker, op.limit, op.lease, op.kinds)
+        const want = model.claim(op.worker, op.limit, op.lease, op.kinds, limitedMax ?? op.limit)
         expect(got.map((c) => [c.id, c.token, c.attempt, c.worker, c.kind, c.key, c.priority, c.maxAttempts, c.lastError]), step)
           .toEqual(
             want.map((i) => [i.id, i.seq, i.attempts, op.worker, i.kind, i.key, i.priority, model.budget(i, budgets), i.lastError])
           )
         claims.push(...got)
         totals.claims += got.length
+        await pinSlots()
+        break
+      }
+      case "pause":
+      case "resume": {
+        await repo((r) => (op.op === "pause" ? r.pauseKind(op.kind) : r.resumeKind(op.kind)))
+        model.setPaused(op.kind, op.op === "pause")
+        break
+      }
+      case "limit": {
+        await repo((r) => r.setKindLimits(op.kind, { concurrency: op.concurrency, rate: op.rate }))
+        model.setLimits(op.kind, op.concurrency, op.rate)
+        totals.limits++
         break
       }
       case "complete": {
@@ -511,6 +692,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: { step
       }
       case "advance": {
         await sql("UPDATE docket_items SET run_at = run_at - $1, lease_until = lease_until - $2", [op.by, op.by])
+        await sql("UPDATE docket_kind_slots SET started_at = started_at - $1", [op.by])
         model.now += op.by
         break
       }
@@ -586,7 +768,7 @@ const property = (backend: Backend) => {
   it(`agrees with the model at every step (${RUNS} random sequences of up to 40 steps)`, async () => {
     runtime = ManagedRuntime.make(repoLayer(await backend.fresh()))
     const seed = Number(process.env.RELIABILITY_MODEL_SEED ?? Date.now() % 2_147_483_647)
-    const totals = { steps: 0, claims: 0 }
+    const totals: Totals = { steps: 0, claims: 0, limits: 0 }
     const started = performance.now()
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40, size: "max" }), (ops) => sequence(runtime!, ops, totals)),
@@ -596,6 +778,7 @@ const property = (backend: Backend) => {
       sequences: RUNS,
       steps: totals.steps,
       claims: totals.claims,
+      "limits set": totals.limits,
       seed,
       seconds: Math.round((performance.now() - started) / 100) / 10,
       disagreements: 0
