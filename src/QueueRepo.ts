@@ -27,6 +27,7 @@ import * as Dead from "./internal/store/dead.js"
 import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
 import * as Prepare from "./internal/store/prepare.js"
+import * as Workers from "./internal/store/workers.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
 
@@ -102,7 +103,8 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
         Effect.mapError(storage("get"))
       ),
     ...Dead.make(dialect),
-    nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn")))
+    nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
+    ...Workers.make(dialect)
   }
 }
 

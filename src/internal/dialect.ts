@@ -7,7 +7,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow, WorkerRow } from "./rows.js"
 
 /** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
 export interface InsertRow {
@@ -39,6 +39,21 @@ export interface FailRow extends Fence {
 export interface DeadSelection {
   readonly ids: ReadonlyArray<number> | null
   readonly kind: string | null
+}
+
+/** One checked heartbeat of a worker pool (internal/store/workers.ts makes it). */
+export interface HeartbeatRow {
+  readonly id: string
+  readonly name: string
+  readonly host: string
+  readonly pid: number
+  /** A JSON array of kinds, or null for every kind. */
+  readonly kinds: string | null
+  readonly concurrency: number
+  readonly running: number
+  readonly version: string
+  /** An earlier heartbeat's start time, or null to take the database's now if the row is inserted. */
+  readonly startedAt: number | null
 }
 
 /** One dialect's statements, bound to a `SqlClient`. */
@@ -80,6 +95,13 @@ export interface Dialect {
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
   /** Milliseconds from the database's now until a waiting item not yet due becomes due or a lease ends (negative if one has ended), if any. */
   readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>
+  /** Upserts a pool's row in docket_workers; returns its started_at. */
+  readonly heartbeatWorker: (row: HeartbeatRow) => Effect.Effect<ReadonlyArray<{ readonly started_at: number | string }>, SqlError>
+  /** Deletes a pool's row; returns its id if it was there. */
+  readonly removeWorker: (id: string) => Effect.Effect<ReadonlyArray<{ readonly id: string }>, SqlError>
+  /** Deletes the rows whose heartbeat is older than `silentMs`; returns their ids. */
+  readonly pruneWorkers: (silentMs: number) => Effect.Effect<ReadonlyArray<{ readonly id: string }>, SqlError>
+  readonly listWorkers: Effect.Effect<ReadonlyArray<WorkerRow>, SqlError>
   readonly isUniqueViolation: (error: SqlError) => boolean
   /**
    * Runs an enqueue's insert and dedupe look-up as one unit where the dialect

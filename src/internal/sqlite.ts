@@ -13,7 +13,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow, WorkerRow } from "./rows.js"
 import * as Claim from "./sql/claim.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -27,6 +27,7 @@ import * as NextDue from "./sql/nextDue.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
 import * as Stats from "./sql/stats.js"
+import * as Workers from "./sql/workers.js"
 
 const fencesJson = (fences: ReadonlyArray<{ readonly id: number; readonly token: number }>) =>
   JSON.stringify(fences.map((f) => [f.id, f.token]))
@@ -145,6 +146,13 @@ export const make = (sql: SqlClient): Dialect => {
     deleteDead: (selection) =>
       run<IdRow>(DeleteDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.sqlite, []),
+    heartbeatWorker: (r) =>
+      run<{ started_at: number | string }>(Workers.sqliteHeartbeat, [
+        r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt
+      ]),
+    removeWorker: (id) => run<{ id: string }>(Workers.sqliteRemove, [id]),
+    pruneWorkers: (silentMs) => run<{ id: string }>(Workers.sqlitePrune, [silentMs]),
+    listWorkers: run<WorkerRow>(Workers.sqliteList, []),
     isUniqueViolation: (error: SqlError) => {
       const cause = error.cause
       return typeof cause === "object" && cause !== null && "code" in cause &&
