@@ -14,6 +14,7 @@ import { enqueue } from "./commands/enqueue.js"
 import { migrate } from "./commands/migrate.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
+import { workers } from "./commands/workers.js"
 
 /** A command and, for a group (`docket`, `docket dead`), its subcommands. */
 export interface CommandNode {
@@ -42,9 +43,10 @@ export const tree: CommandNode = node(docketGroup, [
   node(enqueue),
   node(worker),
   node(stats),
+  node(workers),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
-export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, dead, demoCommand]))
+export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, workers, dead, demoCommand]))
