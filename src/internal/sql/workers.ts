@@ -43,10 +43,11 @@ export const sqlitePrune = `DELETE FROM docket_workers WHERE heartbeat_at < ${No
 
 // The age is computed in the statement, on the database's clock: the reader's
 // own clock never decides whether a pool is gone.
+// (In no order: the store sorts them by code unit, the same on every dialect.)
 const listSql = (now: string) => `
-SELECT ${COLUMNS}, ${now} - heartbeat_at AS age_ms FROM docket_workers ORDER BY name, id`
+SELECT ${COLUMNS}, ${now} - heartbeat_at AS age_ms FROM docket_workers`
 
-/** PostgreSQL: every pool, by name then id, with its heartbeat's age in ms. */
+/** PostgreSQL: every pool, with its heartbeat's age in ms. */
 export const pgList = listSql(Now.pg)
 
 /** SQLite: as `pgList`. */

@@ -32,10 +32,10 @@ const checkText = (property: string, value: unknown, max: number): Either.Either
     ? Either.right(value)
     : invalid(`${property} must be a non-empty text of at most ${max} characters`)
 
-const checkInt = (property: string, value: unknown, min: number): Either.Either<number, InvalidInput> =>
-  typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= INT_MAX
+const checkInt = (property: string, value: unknown, min: number, max = INT_MAX): Either.Either<number, InvalidInput> =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max
     ? Either.right(value)
-    : invalid(`${property} must be an integer from ${min} to ${INT_MAX} (got ${String(value)})`)
+    : invalid(`${property} must be an integer from ${min} to ${max} (got ${String(value)})`)
 
 /** A heartbeat checked and encoded for the dialect. */
 const checkHeartbeat = (beat: WorkerHeartbeat) =>
@@ -53,7 +53,7 @@ const checkHeartbeat = (beat: WorkerHeartbeat) =>
     if (beat.kinds !== null) for (const kind of beat.kinds) yield* V.lift(V.checkKind(kind))
     const startedAt = beat.startedAt === undefined || beat.startedAt === null
       ? null
-      : yield* V.lift(V.checkIntegerIn("pool", beat.startedAt, 0, TIME_MAX))
+      : yield* V.lift(checkInt("startedAt", beat.startedAt, 0, TIME_MAX))
     return {
       id, name, host, pid, concurrency, running, version, startedAt,
       kinds: beat.kinds === null ? null : JSON.stringify(beat.kinds)
@@ -92,6 +92,11 @@ export const toWorkerInfo = (row: WorkerRow, goneAfterMs: number): WorkerInfo =>
   }
 }
 
+// In code-unit order, not the database's collation: the same order on every
+// dialect and machine (PostgreSQL's locale collations skip punctuation).
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+const byNameThenId = (a: WorkerInfo, b: WorkerInfo) => compare(a.name, b.name) || compare(a.id, b.id)
+
 /** The operations on the live-workers table. */
 export type Workers = Pick<Service, "heartbeatWorker" | "removeWorker" | "pruneWorkers" | "listWorkers">
 
@@ -118,7 +123,7 @@ export const make = (dialect: Dialect): Workers => ({
     ).pipe(
       Effect.flatMap((goneAfterMs) =>
         dialect.listWorkers.pipe(
-          Effect.map((rows) => rows.map((row) => toWorkerInfo(row, goneAfterMs))),
+          Effect.map((rows) => rows.map((row) => toWorkerInfo(row, goneAfterMs)).sort(byNameThenId)),
           Effect.mapError(storage("listWorkers"))
         )
       )
