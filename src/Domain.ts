@@ -227,3 +227,57 @@ export interface DeadPageOptions {
   readonly after?: number | undefined
   readonly limit?: number | undefined
 }
+
+/**
+ * What a worker pool registers in the live-workers table (docket_workers):
+ * who it is and what it claims. Its heartbeat adds what runs now.
+ */
+export interface WorkerRegistration {
+  /** Unique per pool (its worker name and a random part): two pools of one name never share a row. */
+  readonly id: string
+  /** The pool's worker name, as recorded in `claimed_by` (two pools may share one). */
+  readonly name: string
+  readonly host: string
+  readonly pid: number
+  /** The kinds it claims, or null when it claims every kind. */
+  readonly kinds: ReadonlyArray<string> | null
+  /** Handlers it runs at once. */
+  readonly concurrency: number
+  /** Docket's version in that process. */
+  readonly version: string
+}
+
+/** One heartbeat of a pool: its registration and what it runs now. */
+export interface WorkerHeartbeat extends WorkerRegistration {
+  /** Items running in the pool now. */
+  readonly running: number
+  /**
+   * The start time an earlier heartbeat returned (database clock), kept if
+   * the row has to be inserted again (it was removed meanwhile); none at the
+   * first heartbeat, which takes the database's now.
+   */
+  readonly startedAt?: number | undefined
+}
+
+/**
+ * A pool that heartbeats ("live"), or one silent for longer than the gone age
+ * ("gone": killed, cut off from the database, or stalled).
+ */
+export type WorkerStatus = "live" | "gone"
+
+/** A worker pool as the live-workers table shows it. Times are epoch ms on the database's clock. */
+export interface WorkerInfo extends WorkerRegistration {
+  /** Items running in it at its last heartbeat. */
+  readonly running: number
+  readonly startedAt: number
+  readonly heartbeatAt: number
+  /** Milliseconds from its last heartbeat to the database's now. */
+  readonly heartbeatAgeMs: number
+  readonly status: WorkerStatus
+}
+
+/** Options of `listWorkers`. */
+export interface WorkerListOptions {
+  /** A pool silent for longer than this is gone (default 15 s: three heartbeats at the longest interval). */
+  readonly goneAfter?: Duration.DurationInput | undefined
+}

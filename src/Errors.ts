@@ -26,6 +26,10 @@ export type InvalidField =
   | "concurrency"
   | "rate"
   | "page"
+  /** A worker pool's registration or heartbeat (the reason names the property). */
+  | "pool"
+  /** A heartbeat age: the age after which a pool is gone, or removed. */
+  | "age"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

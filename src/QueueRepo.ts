@@ -28,6 +28,7 @@ import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
+import * as Workers from "./internal/store/workers.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
 
@@ -104,7 +105,8 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
       ),
     ...Dead.make(dialect),
     ...Kinds.make(dialect, wakeups),
-    nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn")))
+    nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
+    ...Workers.make(dialect)
   }
 }
 

@@ -24,7 +24,8 @@
  *
  * The parts live in src/internal/worker/ (docs/architecture.md): the state
  * (state.ts), prefetch sizing (prefetch.ts), the claimer, the slots, the
- * executor (one item's run), the recorder (outcome writes) and the renewer.
+ * executor (one item's run), the recorder (outcome writes), the renewer and
+ * the registry (the pool's row in the live-workers table).
  * This module holds the options, the tag, the wiring and the shutdown order.
  */
 import { Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
@@ -39,6 +40,7 @@ import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
 import { Recorder } from "./internal/worker/recorder.js"
+import * as Registry from "./internal/worker/registry.js"
 import * as Renewer from "./internal/worker/renewer.js"
 import { Slots } from "./internal/worker/slots.js"
 import { IdleWaiters, PoolState, type Running } from "./internal/worker/state.js"
@@ -66,6 +68,8 @@ export interface Options<H extends Handler.Any = Handler.Any> extends Config.Poo
 export interface Service {
   /** This worker's name, as recorded in `claimed_by`. */
   readonly id: string
+  /** This pool's id in the live-workers table (`docket workers`): its name and a random part, unique per pool. */
+  readonly poolId: string
   /** A subscription to the pool's events, for the subscription's scope. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<Event>, never, Scope.Scope>
   /** Counters since the pool started. */
@@ -101,6 +105,7 @@ interface Pool {
   readonly slots: Slots
   readonly claimer: Claimer
   readonly renewer: Effect.Effect<never>
+  readonly registry: Registry.Registry
   readonly idle: IdleWaiters
 }
 
@@ -168,7 +173,14 @@ const build = (options: Options<Handler.Any>) =>
       publisher,
       onLost: (entry) => slots.replace(entry)
     })
-    return { config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
+    const registry = new Registry.Registry({
+      repo,
+      registration: Registry.registration(id, config.handledOnly ? [...handlers.byKind.keys()] : null, concurrency),
+      intervalMs: config.heartbeatMs,
+      running: () => state.running.size,
+      publisher
+    })
+    return { config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, registry, idle } satisfies Pool
   })
 
 /**
@@ -176,7 +188,7 @@ const build = (options: Options<Handler.Any>) =>
  * off mid-statement could lease items nobody holds), stop listening, give the
  * buffer back, let running items finish for up to the grace, then interrupt
  * them (their interruption releases their leases, attempt not counted), write
- * the outcomes not yet written, stop renewing.
+ * the outcomes not yet written, leave the live-workers table, stop renewing.
  */
 const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.RuntimeFiber<never>) =>
   Effect.gen(function*() {
@@ -202,6 +214,8 @@ const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.
         `docket: ${unrecorded} outcomes not recorded at shutdown; their items run again once their leases run out`
       )
     }
+    // Only now: until its outcomes are written the pool still holds work.
+    yield* pool.registry.stop
     yield* Fiber.interrupt(renewer)
     yield* pool.publisher.publish({ _tag: "Stopped", counters: state.counters() })
   }).pipe(Effect.annotateLogs({ worker: pool.config.id }))
@@ -218,6 +232,7 @@ export const make = <H extends Handler.Any>(
     const { concurrency, id } = pool.config
     const scope = yield* Effect.scope
     yield* GlobalLimits.declare(pool.repo, pool.handlers.globalLimits)
+    yield* pool.registry.start(scope)
     const renewer = yield* Effect.forkIn(pool.renewer, scope)
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start
@@ -227,6 +242,7 @@ export const make = <H extends Handler.Any>(
     const wake = Effect.sync(pool.wakeup.notify)
     return {
       id,
+      poolId: pool.registry.id,
       subscribe: pool.publisher.subscribe,
       counters: Effect.sync(() => pool.state.counters()),
       whenIdle: pool.idle.wait(wake),

@@ -2,11 +2,14 @@
  * The `docket` command end to end, as a child process, on a real SQLite file
  * and on a fresh PostgreSQL database: migrate, enqueue (one and bulk), stats,
  * a worker over plain-JavaScript and TypeScript task files, dead list / retry
- * / delete, and SIGTERM during work.
+ * / delete, SIGTERM during work, and the live workers (`docket workers`, a
+ * SIGKILLed worker shown as gone, the kinds `docket stats` says no live worker
+ * handles).
  */
+import { SqlClient } from "@effect/sql"
 import { Effect, ManagedRuntime } from "effect"
 import { existsSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { hostname, tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
@@ -18,6 +21,8 @@ interface Db {
   readonly url: string
   /** Runs a QueueRepo operation in this process, on the same database. */
   readonly repo: <A, E>(f: (repo: QueueRepo.Service) => Effect.Effect<A, E>) => Promise<A>
+  /** Runs a statement in this process, on the same database (tests move time by editing rows). */
+  readonly sql: (text: string) => Promise<ReadonlyArray<Record<string, unknown>>>
 }
 
 const cleanups: Array<() => Promise<void>> = []
@@ -51,7 +56,8 @@ const openDb = (url: string): Db => {
   cleanups.push(() => runtime.dispose())
   return {
     url,
-    repo: (f) => runtime.runPromise(Effect.flatMap(QueueRepoTag, f))
+    repo: (f) => runtime.runPromise(Effect.flatMap(QueueRepoTag, f)),
+    sql: (text) => runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)))
   }
 }
 
@@ -100,6 +106,8 @@ const taskFolder = () => {
 
 const json = <A = any>(text: string): A => JSON.parse(text) as A
 
+const VERSION = String(json(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version)
+
 describe.each(backends)("docket command on $name", (backend) => {
   describe.skipIf(backend.skip).concurrent("", () => {
     // A dozen command starts, some at once: on a loaded two-core machine up to a minute.
@@ -141,7 +149,9 @@ describe.each(backends)("docket command on $name", (backend) => {
           "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0 },
           "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0 },
           "report.build": { due: 0, scheduled: 2, running: 0, dead: 0 }
-        }
+        },
+        // No worker runs: every waiting kind.
+        unhandledKinds: ["cleanup", "mail.send", "report.build"]
       })
       const db = openDb(url)
       const item = await db.repo((repo) => repo.get(id))
@@ -302,7 +312,8 @@ describe.each(backends)("docket command on $name", (backend) => {
         scheduled: 0,
         running: 0,
         dead: 0,
-        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0 } }
+        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0 } },
+        unhandledKinds: ["perm"]
       })
       const again = await db.repo((repo) => repo.get(ids[8]))
       expect(again._tag === "Some" && again.value).toMatchObject({ state: "waiting", attempts: 0 })
@@ -333,6 +344,67 @@ describe.each(backends)("docket command on $name", (backend) => {
       expect(exit.stdout).not.toContain("theirs")
       const item = await db.repo((repo) => repo.get(theirs.id))
       expect(item._tag === "Some" && item.value).toMatchObject({ state: "waiting", attempts: 0, claimedBy: null })
+      // Stopped gracefully: its row in the live-workers table is gone.
+      expect(await db.repo((repo) => repo.listWorkers())).toEqual([])
+    })
+
+    it("docket workers: a running worker is live; SIGKILLed and silent, it is gone, and stats names the kinds no live worker handles", async () => {
+      const url = await backend.fresh()
+      const db = openDb(url)
+      const tasks = tempDir("docket-tasks-")
+      cleanups.push(async () => tasks.remove())
+      tasks.write("mine.mjs", "export default async () => {}\n")
+      await db.repo((repo) => repo.enqueue("theirs", 1))
+      const worker = start(["worker", "--tasks", tasks.dir, "--database", url])
+      cleanups.push(async () => {
+        worker.child.kill("SIGKILL")
+      })
+      const startLine = /docket worker (\S+) started/
+      await worker.waitFor(startLine)
+      const name = startLine.exec(worker.stdout)![1]
+      const list = (...extra: Array<string>) => ["workers", ...extra, "--database", url]
+      const [listed, table, stats, statsText] = await docketAll([
+        list("--json"),
+        list(),
+        ["stats", "--json", "--database", url],
+        ["stats", "--database", url]
+      ])
+      for (const r of [listed, table, stats, statsText]) expect(r.code, r.stderr).toBe(0)
+      const [info, ...others] = json<Array<QueueRepo.WorkerInfo>>(listed.stdout)
+      expect(others).toEqual([])
+      expect(info).toMatchObject({
+        name,
+        host: hostname(),
+        pid: worker.child.pid,
+        kinds: ["mine"],
+        concurrency: 10,
+        running: 0,
+        version: VERSION,
+        status: "live"
+      })
+      expect(info.id.startsWith(`${name}#`)).toBe(true)
+      const rows = lines(table.stdout)
+      expect(rows[0]).toMatch(/^id\s+name\s+host\s+pid\s+kinds\s+concurrency\s+running\s+version\s+started\s+heartbeat\s+status$/)
+      expect(rows[1].split(/\s+/)).toEqual([
+        info.id, name, hostname(), String(info.pid), "mine", "10", "0", VERSION,
+        new Date(info.startedAt).toISOString().replace(/\.\d+Z$/, "Z"), expect.stringMatching(/^[\d.]+m?s$/), "ago", "live"
+      ])
+      expect(rows[2]).toBe("1 live, 0 gone")
+      expect(json(stats.stdout).unhandledKinds).toEqual(["theirs"])
+      expect(statsText.stdout).toMatch(/^no live worker handles: theirs \(1 waiting\)$/m)
+
+      worker.child.kill("SIGKILL")
+      expect((await worker.exited).signal).toBe("SIGKILL")
+      // Killed: nothing removed its row. Its last heartbeat made 20 s old
+      // (three heartbeats missed), instead of waiting for that.
+      await db.sql("UPDATE docket_workers SET heartbeat_at = heartbeat_at - 20000")
+      await db.repo((repo) => repo.enqueue("mine", 2))
+      const [gone, goneTable, goneStats] = await docketAll([list("--json"), list(), ["stats", "--database", url]])
+      expect(json<Array<QueueRepo.WorkerInfo>>(gone.stdout)).toMatchObject([{ id: info.id, status: "gone" }])
+      expect(json<Array<QueueRepo.WorkerInfo>>(gone.stdout)[0].heartbeatAgeMs).toBeGreaterThanOrEqual(20_000)
+      expect(lines(goneTable.stdout)[1]).toMatch(/ \d+[sm] ago +gone$/)
+      expect(lines(goneTable.stdout)[2]).toBe("0 live, 1 gone")
+      expect(goneStats.stdout).toMatch(/^no live worker handles: mine \(1 waiting\), theirs \(1 waiting\)$/m)
     })
 
     it("SIGTERM during work: running items get the grace, the rest are given back, the worker exits in time", async () => {

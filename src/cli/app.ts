@@ -15,6 +15,7 @@ import { kind, kindCommands, kindGroup } from "./commands/kind.js"
 import { migrate } from "./commands/migrate.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
+import { workers } from "./commands/workers.js"
 
 /** A command and, for a group (`docket`, `docket dead`), its subcommands. */
 export interface CommandNode {
@@ -43,10 +44,11 @@ export const tree: CommandNode = node(docketGroup, [
   node(enqueue),
   node(worker),
   node(stats),
+  node(workers),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
-export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, dead, kind, demoCommand]))
+export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, workers, dead, kind, demoCommand]))

@@ -8,7 +8,7 @@ import { BuiltInOptions, CliConfig, Command, CommandDescriptor } from "@effect/c
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Either, Exit, Logger, LogLevel, Option } from "effect"
-import { readFileSync } from "node:fs"
+import { docketVersion } from "../internal/version.js"
 import { root, tree } from "./app.js"
 import { argumentProblem, commandOf, takeLogLevel } from "./argv.js"
 import { reportCause } from "./errors.js"
@@ -16,14 +16,7 @@ import { errorLine } from "./format.js"
 import * as Help from "./help.js"
 import { loggerLayer, printError } from "./status.js"
 
-// The package's root is two folders up from src/cli/main.ts and from dist/cli/main.js alike.
-const version = (() => {
-  try {
-    return String(JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version)
-  } catch {
-    return "0.0.0"
-  }
-})()
+const version = docketVersion()
 
 const ANSI = /\x1b\[[0-9;]*m/g
 

@@ -7,7 +7,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
 
 /** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
 export interface InsertRow {
@@ -55,6 +55,21 @@ export interface LimitsRow {
   /** A person's setting only: leave the concurrency, or the rate, as stored. */
   readonly keepConcurrency?: boolean | undefined
   readonly keepRate?: boolean | undefined
+}
+
+/** One checked heartbeat of a worker pool (internal/store/workers.ts makes it). */
+export interface HeartbeatRow {
+  readonly id: string
+  readonly name: string
+  readonly host: string
+  readonly pid: number
+  /** A JSON array of kinds, or null for every kind. */
+  readonly kinds: string | null
+  readonly concurrency: number
+  readonly running: number
+  readonly version: string
+  /** An earlier heartbeat's start time, or null to take the database's now if the row is inserted. */
+  readonly startedAt: number | null
 }
 
 /** One dialect's statements, bound to a `SqlClient`. */
@@ -110,6 +125,13 @@ export interface Dialect {
    * set them); "reset" none, handed back to the code. True when it changed.
    */
   readonly setLimits: (kind: string, limits: LimitsRow, by: "person" | "code" | "reset") => Effect.Effect<boolean, SqlError>
+  /** Upserts a pool's row in docket_workers; returns its started_at. */
+  readonly heartbeatWorker: (row: HeartbeatRow) => Effect.Effect<ReadonlyArray<{ readonly started_at: number | string }>, SqlError>
+  /** Deletes a pool's row; returns its id if it was there. */
+  readonly removeWorker: (id: string) => Effect.Effect<ReadonlyArray<{ readonly id: string }>, SqlError>
+  /** Deletes the rows whose heartbeat is older than `silentMs`; returns their ids. */
+  readonly pruneWorkers: (silentMs: number) => Effect.Effect<ReadonlyArray<{ readonly id: string }>, SqlError>
+  readonly listWorkers: Effect.Effect<ReadonlyArray<WorkerRow>, SqlError>
   readonly isUniqueViolation: (error: SqlError) => boolean
   /**
    * Runs an enqueue's insert and dedupe look-up as one unit where the dialect

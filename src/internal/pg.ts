@@ -11,7 +11,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Scope } from "effect"
 import * as DirectPool from "./directPool.js"
 import type { Dialect, InsertRow } from "./dialect.js"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
+import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
 import * as Claim from "./sql/claim.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -27,6 +27,7 @@ import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
 import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
+import * as Workers from "./sql/workers.js"
 
 /**
  * The PostgreSQL dialect. Given a scope, claims run on one connection reserved
@@ -94,6 +95,13 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
         yield* run(Kinds.pgAddSlots, [kind])
         return true
       })),
+    heartbeatWorker: (r) =>
+      run<{ started_at: number | string }>(Workers.pgHeartbeat, [
+        r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt
+      ]),
+    removeWorker: (id) => run<{ id: string }>(Workers.pgRemove, [id]),
+    pruneWorkers: (silentMs) => run<{ id: string }>(Workers.pgPrune, [silentMs]),
+    listWorkers: run<WorkerRow>(Workers.pgList, []),
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }

@@ -83,6 +83,23 @@ export interface KindRow {
   readonly cancelled: number | string | null
 }
 
+/** A worker pool's row of the live-workers table (sql/workers.ts), with its heartbeat's age. */
+export interface WorkerRow {
+  readonly id: string
+  readonly name: string
+  readonly host: string
+  readonly pid: number | string
+  /** A JSON array of kinds, or NULL for every kind. */
+  readonly kinds: string | null
+  readonly concurrency: number | string
+  readonly running: number | string
+  readonly version: string
+  readonly started_at: number | string
+  readonly heartbeat_at: number | string
+  /** The database's now less heartbeat_at. */
+  readonly age_ms: number | string
+}
+
 /** A driver's number (a bigint column arrives as a string from pg), null as 0. */
 export const num = (value: number | string | null | undefined): number =>
   typeof value === "number" ? value : value === null || value === undefined ? 0 : Number(value)

@@ -14,7 +14,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
-import type { FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
+import type { FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
 import * as Extend from "./sql/extend.js"
@@ -29,6 +29,7 @@ import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
 import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
+import * as Workers from "./sql/workers.js"
 
 const fencesJson = (fences: ReadonlyArray<{ readonly id: number; readonly token: number }>) =>
   JSON.stringify(fences.map((f) => [f.id, f.token]))
@@ -116,6 +117,13 @@ export const make = (sql: SqlClient): Dialect => {
         yield* run(Kinds.sqliteAddSlots, [kind])
         return true
       })),
+    heartbeatWorker: (r) =>
+      run<{ started_at: number | string }>(Workers.sqliteHeartbeat, [
+        r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt
+      ]),
+    removeWorker: (id) => run<{ id: string }>(Workers.sqliteRemove, [id]),
+    pruneWorkers: (silentMs) => run<{ id: string }>(Workers.sqlitePrune, [silentMs]),
+    listWorkers: run<WorkerRow>(Workers.sqliteList, []),
     isUniqueViolation: (error: SqlError) => {
       const cause = error.cause
       return typeof cause === "object" && cause !== null && "code" in cause &&

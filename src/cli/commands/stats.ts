@@ -1,4 +1,8 @@
-/** `docket stats`: the queue's counts, in total and by kind, as a table or JSON. */
+/**
+ * `docket stats`: the queue's counts, in total and by kind, as a table or
+ * JSON, and the waiting kinds no live worker pool claims (their items wait
+ * until one starts).
+ */
 import { Command } from "@effect/cli"
 import { Console, Effect } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
@@ -22,19 +26,48 @@ export const statsTable = (stats: QueueRepo.Stats): string => {
   return [head, ...lines].join("\n")
 }
 
+/**
+ * The kinds with waiting items (due or scheduled) that no live pool claims,
+ * in order. A live pool registered with every kind (kinds null) claims them
+ * all; a gone pool claims nothing (it stopped heartbeating).
+ */
+export const unhandledKinds = (stats: QueueRepo.Stats, workers: ReadonlyArray<QueueRepo.WorkerInfo>): Array<string> => {
+  const live = workers.filter((w) => w.status === "live")
+  if (live.some((w) => w.kinds === null)) return []
+  const handled = new Set(live.flatMap((w) => w.kinds ?? []))
+  return Object.entries(stats.byKind)
+    .filter(([kind, c]) => c.due + c.scheduled > 0 && !handled.has(kind))
+    .map(([kind]) => kind)
+    .sort(compareText)
+}
+
+/** The line under the table naming each unhandled kind and its waiting items; none when every waiting kind is claimed. */
+const unhandledLine = (stats: QueueRepo.Stats, kinds: ReadonlyArray<string>): string | undefined =>
+  kinds.length === 0 ? undefined : `no live worker handles: ${
+    kinds.map((k) => `${k} (${stats.byKind[k].due + stats.byKind[k].scheduled} waiting)`).join(", ")
+  }`
+
 /** The `stats` command (a SQLite file that does not exist is refused, not made). */
 export const stats = Command.make("stats", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.stats).pipe(
-    Effect.flatMap((s) =>
-      Console.log(
-        json
-          ? JSON.stringify({ due: s.due, scheduled: s.scheduled, running: s.running, dead: s.dead, byKind: s.byKind })
-          : statsTable(s)
-      )
-    )
+  withExistingRepo(databaseUrl(database), (repo) => Effect.all([repo.stats, repo.listWorkers()])).pipe(
+    Effect.flatMap(([s, workers]) => {
+      const unhandled = unhandledKinds(s, workers)
+      if (json) {
+        return Console.log(JSON.stringify({
+          due: s.due,
+          scheduled: s.scheduled,
+          running: s.running,
+          dead: s.dead,
+          byKind: s.byKind,
+          unhandledKinds: unhandled
+        }))
+      }
+      const line = unhandledLine(s, unhandled)
+      return Console.log(line === undefined ? statsTable(s) : `${statsTable(s)}\n${line}`)
+    })
   )).pipe(
     Command.withDescription(
       "Counts items: due (waiting, due now), scheduled (waiting, due later), running (leased) and dead, " +
-        "in total and by kind."
+        "in total and by kind; and names the waiting kinds no live worker handles."
     )
   )

@@ -7,7 +7,8 @@ import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest, EnqueueResult,
-  FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, SnoozeOutcome, SnoozeRequest, Stats
+  FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, SnoozeOutcome, SnoozeRequest, Stats,
+  WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 
 type E = StorageError
@@ -80,4 +81,17 @@ export interface Service {
   readonly declareKindLimits: (kind: string, limits: GlobalLimits) => Effect.Effect<boolean, EI>
   /** Hands the kind's limits back to its code: none until a worker declaring some starts. */
   readonly resetKindLimits: (kind: string) => Effect.Effect<void, EI>
+  /**
+   * A worker pool's heartbeat in the live-workers table: the first one
+   * registers it; each later one renews its running count and heartbeat time
+   * (database clock), and inserts the row again if it was removed meanwhile.
+   * Returns the row's start time (database clock), for the next heartbeats.
+   */
+  readonly heartbeatWorker: (heartbeat: WorkerHeartbeat) => Effect.Effect<number, EI>
+  /** Removes a pool's row (its graceful stop). False when there was none. */
+  readonly removeWorker: (id: string) => Effect.Effect<boolean, EI>
+  /** Removes the rows of pools whose last heartbeat is older than `silentFor`; returns their ids. */
+  readonly pruneWorkers: (silentFor: Duration.DurationInput) => Effect.Effect<ReadonlyArray<string>, EI>
+  /** Every registered pool, live and gone, by name then id; its status from its heartbeat's age on the database's clock. */
+  readonly listWorkers: (options?: WorkerListOptions) => Effect.Effect<ReadonlyArray<WorkerInfo>, EI>
 }

@@ -3,6 +3,7 @@
  */
 import { Duration } from "effect"
 import { hostname } from "node:os"
+import { HEARTBEAT_DEFAULT_MS, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS } from "../liveness.js"
 
 /** A worker name: host:pid plus a short random part (two processes never share one). */
 export const defaultName = (): string => `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
@@ -18,6 +19,8 @@ export interface Config {
   /** How long a prefetched item may wait for a slot (at most a third of the lease). */
   readonly holdMs: number
   readonly handledOnly: boolean
+  /** How often the pool heartbeats in the live-workers table. */
+  readonly heartbeatMs: number
 }
 
 /**
@@ -58,6 +61,12 @@ export interface PoolOptions {
    * reference's behaviour, for a single application that owns the queue).
    */
   readonly claimKinds?: "all" | "handled" | undefined
+  /**
+   * How often the pool heartbeats in the live-workers table (`docket
+   * workers`): from 50 ms to 5 s, default 5 s. Not longer: a pool silent for
+   * 15 s is shown as gone, whatever its interval.
+   */
+  readonly heartbeat?: Duration.DurationInput | undefined
 }
 
 const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
@@ -70,7 +79,12 @@ const checkInt = (name: string, value: number, min: number) => {
   return value
 }
 
-/** The options with their defaults; a bad concurrency or prefetch throws. */
+const checkMillisIn = (name: string, ms: number, min: number, max: number) => {
+  if (!(ms >= min && ms <= max)) throw new Error(`Docket worker: ${name} must be from ${min} to ${max} ms (got ${ms})`)
+  return ms
+}
+
+/** The options with their defaults; a bad concurrency, prefetch or heartbeat throws. */
 export const resolve = (options: PoolOptions): Config => {
   const leaseMs = millis(options.lease ?? "30 seconds")
   return {
@@ -81,6 +95,12 @@ export const resolve = (options: PoolOptions): Config => {
     pollMs: millis(options.poll ?? "2 seconds"),
     graceMs: millis(options.grace ?? "10 seconds"),
     holdMs: Math.min(millis(options.prefetchHold ?? "1 second"), leaseMs / 3),
-    handledOnly: options.claimKinds !== "all"
+    handledOnly: options.claimKinds !== "all",
+    heartbeatMs: checkMillisIn(
+      "heartbeat",
+      millis(options.heartbeat ?? HEARTBEAT_DEFAULT_MS),
+      HEARTBEAT_MIN_MS,
+      HEARTBEAT_MAX_MS
+    )
   }
 }
