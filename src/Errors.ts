@@ -23,6 +23,7 @@ export type InvalidField =
   | "error"
   | "ids"
   | "page"
+  | "reason"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

@@ -13,7 +13,8 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import type { CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, StatsRow } from "./rows.js"
+import * as Cancel from "./sql/cancel.js"
 import * as Claim from "./sql/claim.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -129,7 +130,7 @@ export const make = (sql: SqlClient): Dialect => {
     },
     complete: (fences) => run<FencedRow>(Complete.sqlite, [fencesJson(fences)]),
     fail: (rows) => {
-      const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs]))
+      const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs, r.cancel ? 1 : 0]))
       return both(run<FencedStateRow>(Fail.sqliteAbsorb, [json]), run<FencedStateRow>(Fail.sqliteUpdate, [json]))
     },
     release: (fences) => {
@@ -137,6 +138,18 @@ export const make = (sql: SqlClient): Dialect => {
       return both(run<FencedStateRow>(Release.sqliteAbsorb, [json]), run<FencedStateRow>(Release.sqliteUpdate, [json]))
     },
     extend: (fences, leaseMs) => run<FencedRow>(Extend.sqlite, [fencesJson(fences), leaseMs]),
+    cancel: (ids, error) => {
+      const json = JSON.stringify(ids)
+      return sql.withTransaction(Effect.gen(function*() {
+        const changed = [
+          ...yield* run<CancelRow>(Cancel.sqliteRunning, [json, error]),
+          ...yield* run<CancelRow>(Cancel.sqliteWaiting, [json, error])
+        ]
+        const existing = yield* run<IdRow>(Cancel.sqliteExisting, [json])
+        const byId = new Map(changed.map((r) => [Number(r.id), r.outcome]))
+        return existing.map((r): CancelRow => ({ id: r.id, outcome: byId.get(Number(r.id)) ?? "finished" }))
+      }))
+    },
     stats: run<StatsRow>(Stats.sqlite, []),
     get: (id) => run<ItemRow>(Get.sqlite, [id]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.sqlite, [kind, afterId, limit]),
