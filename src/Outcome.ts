@@ -5,7 +5,12 @@
  * - `Retry`: try again after the kind's backoff, or after `delay` if given.
  *   Any other typed failure is treated the same way.
  * - `Permanent`: dead at once, whatever attempts remain (the input can never work).
- * - `Cancel`: dead at once; the work is no longer wanted.
+ * - `Cancel`: cancelled at once, whatever attempts remain: the work is no
+ *   longer wanted (the order was withdrawn, the user left). The item is kept
+ *   with state `cancelled`, final like dead, but counted apart from failures
+ *   (`stats().cancelled`, the `Cancelled` event): Oban's and River's
+ *   vocabulary (earlier releases kept it as dead). A person cancels an item with
+ *   `QueueRepo.cancel` or `docket cancel`.
  *
  * The runtime adds its own: `Timeout` (the kind's timeout passed: retried),
  * `DecodeError` (the payload does not match the kind's schema: dead at once),
@@ -32,7 +37,7 @@ export class Permanent extends Data.TaggedError("Permanent")<{ readonly reason: 
   }
 }
 
-/** Dead at once: the work is no longer wanted. */
+/** Cancelled at once (final, state `cancelled`, not retried): the work is no longer wanted. */
 export class Cancel extends Data.TaggedError("Cancel")<{ readonly reason: string }> {
   override get message(): string {
     return this.reason

@@ -9,8 +9,12 @@
  *   is released (waiting again, attempt not counted) for other workers.
  * - Leases: one renewal fiber extends the leases of every running item in one
  *   fenced statement every third of the lease. A renewal that finds a lease
- *   taken by another worker (or that cannot reach the database until the
- *   lease surely ran out) interrupts that run and records nothing.
+ *   taken by another worker, or the item cancelled (or that cannot reach the
+ *   database until the lease surely ran out) interrupts that run and records
+ *   nothing.
+ * - Cancels (`QueueRepo.cancel`): a run of a cancelled item is interrupted
+ *   when the pool hears of the cancel (a cancel in this process, and on
+ *   PostgreSQL a notification from any process), else at its next renewal.
  * - Outcomes: recorded in batches (one statement for all completions and one
  *   for all failures ready at that moment), each fenced by its claim token.
  * - Wake-ups (`Wakeups`): PostgreSQL NOTIFY from enqueues in any process,
@@ -30,6 +34,7 @@
 import { Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
 import type { Counters, Event } from "./Events.js"
 import type * as Handler from "./Handler.js"
+import { Cancels } from "./internal/worker/cancels.js"
 import { Claimer } from "./internal/worker/claimer.js"
 import * as Config from "./internal/worker/config.js"
 import { Publisher } from "./internal/worker/events.js"
@@ -98,6 +103,7 @@ interface Pool {
   readonly slots: Slots
   readonly claimer: Claimer
   readonly renewer: Effect.Effect<never>
+  readonly cancels: Cancels
   readonly idle: IdleWaiters
 }
 
@@ -116,7 +122,16 @@ const build = (options: Options<Handler.Any>) =>
     const state = new PoolState(handlers.kindLimits)
     const publisher = yield* Publisher.make
     const wakeupScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const wakeup = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen }).pipe(Scope.extend(wakeupScope))
+    const cancels = yield* Cancels.make({
+      repo,
+      state,
+      stop: (entry): Effect.Effect<void> => slots.replace(entry),
+      dropped: (claim, error): Effect.Effect<void> =>
+        Effect.zipRight(executor.cancelled(claim, error, "dropped before it started"), Effect.sync(() => idle.check()))
+    })
+    const wakeup = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen, onCancel: cancels.notice }).pipe(
+      Scope.extend(wakeupScope)
+    )
     const recorder = yield* Recorder.make({
       repo,
       counts: state.counts,
@@ -161,7 +176,7 @@ const build = (options: Options<Handler.Any>) =>
       publisher,
       onLost: (entry) => slots.replace(entry)
     })
-    return { config, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, idle } satisfies Pool
+    return { config, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, cancels, idle } satisfies Pool
   })
 
 /**
@@ -211,6 +226,9 @@ export const make = <H extends Handler.Any>(
     const { concurrency, id } = pool.config
     const scope = yield* Effect.scope
     const renewer = yield* Effect.forkIn(pool.renewer, scope)
+    // Interrupted when the scope closes, after shutdown (a cancel heard during
+    // the grace still stops its run).
+    yield* Effect.forkIn(pool.cancels.run, scope)
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start
     const claimer = yield* Effect.forkIn(pool.claimer.run, scope)

@@ -1,7 +1,8 @@
 /**
  * Deciding an item's fate from its handler's exit: done, retried (after the
- * kind's backoff or the delay a `Retry` asked for) or dead, with the error
- * text recorded as `<Tag>: <message>` (see Outcome.ts for the vocabulary).
+ * kind's backoff or the delay a `Retry` asked for), dead or cancelled, with
+ * the error text recorded as `<Tag>: <message>` (see Outcome.ts for the
+ * vocabulary).
  */
 import { Cause, Duration, Option } from "effect"
 import { Cancel, Permanent, Retry } from "../Outcome.js"
@@ -11,6 +12,8 @@ export type Decision =
   | { readonly _tag: "Done" }
   | { readonly _tag: "Retry"; readonly error: string; readonly delay: Option.Option<Duration.Duration> }
   | { readonly _tag: "Dead"; readonly error: string }
+  /** The handler's `Cancel`: final (state cancelled), whatever attempts remain. */
+  | { readonly _tag: "Cancel"; readonly error: string }
 
 const describeError = (error: unknown): string => {
   if (error instanceof Error) {
@@ -30,7 +33,8 @@ export const decide = (cause: Cause.Cause<unknown>): Decision => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (error instanceof Permanent || error instanceof Cancel) return { _tag: "Dead", error: describeError(error) }
+    if (error instanceof Permanent) return { _tag: "Dead", error: describeError(error) }
+    if (error instanceof Cancel) return { _tag: "Cancel", error: describeError(error) }
     if (error instanceof Retry) {
       return {
         _tag: "Retry",
