@@ -137,10 +137,11 @@ describe.each(backends)("docket command on $name", (backend) => {
         scheduled: 2,
         running: 0,
         dead: 0,
+        cancelled: 0,
         byKind: {
-          "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0 },
-          "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0 },
-          "report.build": { due: 0, scheduled: 2, running: 0, dead: 0 }
+          "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 },
+          "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 },
+          "report.build": { due: 0, scheduled: 2, running: 0, dead: 0, cancelled: 0 }
         }
       })
       const db = openDb(url)
@@ -164,8 +165,8 @@ describe.each(backends)("docket command on $name", (backend) => {
         // The text form (the same on every database).
         const text = await docket(["stats", "--database", url])
         expect(text.code).toBe(0)
-        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead$/)
-        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0$/m)
+        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead\s+cancelled$/)
+        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0\s+0$/m)
       }
     })
 
@@ -302,7 +303,8 @@ describe.each(backends)("docket command on $name", (backend) => {
         scheduled: 0,
         running: 0,
         dead: 0,
-        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0 } }
+        cancelled: 0,
+        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 } }
       })
       const again = await db.repo((repo) => repo.get(ids[8]))
       expect(again._tag === "Some" && again.value).toMatchObject({ state: "waiting", attempts: 0 })
