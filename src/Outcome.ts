@@ -8,7 +8,7 @@
  * - `Cancel`: cancelled at once, whatever attempts remain: the work is no
  *   longer wanted (the order was withdrawn, the user left). The item is kept
  *   with state `cancelled`, final like dead, but counted apart from failures
- *   (`stats().cancelled`, the `Cancelled` event): Oban's and River's
+ *   (the `cancelled` count of `QueueRepo.stats`, the `Cancelled` event): Oban's and River's
  *   vocabulary (earlier releases kept it as dead). A person cancels an item with
  *   `QueueRepo.cancel` or `docket cancel`.
  *

@@ -62,7 +62,11 @@ export interface Options<H extends Handler.Any = Handler.Any> extends Config.Poo
    * a tracer other than Effect's built-in one, e.g. @effect/opentelemetry).
    */
   readonly spans?: boolean | undefined
-  /** Listen for PostgreSQL notifications (default true; off behind a transaction-pooling PgBouncer). */
+  /**
+   * Listen for PostgreSQL notifications (default true; off behind a
+   * transaction-pooling PgBouncer): enqueues wake the pool, and cancels stop
+   * its runs at once. Without it a cancelled run stops at its next renewal.
+   */
   readonly listen?: boolean | undefined
 }
 

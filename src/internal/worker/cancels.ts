@@ -59,6 +59,7 @@ export const markCancelled = (repo: QueueRepo.Service, entries: ReadonlyArray<Ru
 export class Cancels {
   private constructor(private readonly deps: CancelsDeps, private readonly notices: Queue.Queue<ReadonlyArray<number>>) {}
 
+  /** The part, with an empty queue of notices (`run` acts on them). */
   static make(deps: CancelsDeps): Effect.Effect<Cancels> {
     return Effect.map(Queue.unbounded<ReadonlyArray<number>>(), (notices) => new Cancels(deps, notices))
   }
