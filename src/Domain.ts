@@ -4,8 +4,12 @@
  */
 import type { Duration } from "effect"
 
-/** Where an item is: waiting (due now or scheduled), running (leased) or dead. */
-export type State = "waiting" | "running" | "dead"
+/**
+ * Where an item is: waiting (due now or scheduled), running (leased), dead
+ * (failed for good) or cancelled (stopped by a person or its handler). Dead
+ * and cancelled are final: nothing claims them again.
+ */
+export type State = "waiting" | "running" | "dead" | "cancelled"
 
 /** Options of one enqueue. `delay` and `runAt` are exclusive. */
 export interface EnqueueOptions {
@@ -105,17 +109,22 @@ export interface Item {
   readonly snoozes: number
 }
 
-/** What to do with a failed item: retry after a delay (if attempts remain), or dead at once. */
+/**
+ * What to do with a failed item: retry after a delay (if attempts remain),
+ * dead at once, or cancelled (final, like dead, but the work is no longer
+ * wanted rather than broken: the handler's `Cancel` outcome).
+ */
 export type FailNext =
   | { readonly _tag: "Retry"; readonly delay: Duration.DurationInput }
   | { readonly _tag: "Dead" }
+  | { readonly _tag: "Cancel" }
 
 /**
- * What a fail did: "retried" (waiting again), "dead", "absorbed" (a waiting twin with
- * the same key stands for it, so it was removed) or "stale" (the claim was no longer
- * held: nothing changed).
+ * What a fail did: "retried" (waiting again), "dead", "cancelled", "absorbed" (a
+ * waiting twin with the same key stands for it, so it was removed) or "stale"
+ * (the claim was no longer held: nothing changed).
  */
-export type FailOutcome = "retried" | "dead" | "absorbed" | "stale"
+export type FailOutcome = "retried" | "dead" | "cancelled" | "absorbed" | "stale"
 
 /** What a release did: "released" (waiting, attempt not counted), "absorbed" or "stale". */
 export type ReleaseOutcome = "released" | "absorbed" | "stale"
@@ -141,11 +150,28 @@ export interface Counts {
   readonly scheduled: number
   readonly running: number
   readonly dead: number
+  readonly cancelled: number
 }
 
 /** Counts in total and by kind. */
 export interface Stats extends Counts {
   readonly byKind: Readonly<Record<string, Counts>>
+}
+
+/**
+ * What a cancel did to one id:
+ * - "cancelled": it was waiting (due or scheduled); it never runs.
+ * - "cancelledRunning": it was running; its holder is told to stop (at once on
+ *   PostgreSQL, at its next lease renewal on SQLite) and can record nothing.
+ * - "finished": it was dead or cancelled already (final): nothing changed.
+ * - "unknown": no item has this id (never enqueued, or done and deleted).
+ */
+export type CancelOutcome = "cancelled" | "cancelledRunning" | "finished" | "unknown"
+
+/** Options of a cancel. */
+export interface CancelOptions {
+  /** Kept with the item: its last error reads `Cancelled: <reason>` (else `Cancelled`). */
+  readonly reason?: string | undefined
 }
 
 /** Which dead items a retry or delete applies to. */

@@ -30,6 +30,7 @@ export type InvalidField =
   | "pool"
   /** A heartbeat age: the age after which a pool is gone, or removed. */
   | "age"
+  | "reason"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

@@ -14,6 +14,8 @@ export interface Counters {
   /** Put back by their handler (the Snooze outcome), attempt not counted. */
   readonly snoozed: number
   readonly dead: number
+  /** Cancelled: by a cancel while this pool held them (their runs interrupted), or by their handler's `Cancel` outcome. */
+  readonly cancelled: number
   readonly absorbed: number
   readonly released: number
   readonly leaseLost: number
@@ -36,6 +38,14 @@ export type Event =
   | { readonly _tag: "Snoozed"; readonly claim: Claim; readonly reason: string; readonly delayMs: number }
   /** Failed for good; kept as dead. */
   | { readonly _tag: "Dead"; readonly claim: Claim; readonly error: string }
+  /**
+   * Cancelled, final: `source` "cancel" when a cancel (`QueueRepo.cancel`,
+   * `docket cancel`) stopped it while this pool held it (its run interrupted,
+   * or before it started; nothing recorded), "handler" when its handler
+   * returned the `Cancel` outcome. `error` is its last error
+   * (`Cancelled: <reason>`, `Cancel: <reason>`).
+   */
+  | { readonly _tag: "Cancelled"; readonly claim: Claim; readonly error: string; readonly source: "cancel" | "handler" }
   /** Failed, snoozed or released while a twin with its key waited: the twin stands for it. */
   | { readonly _tag: "Absorbed"; readonly claim: Claim }
   /** Given back unrun (shutdown, or a prefetched item that could not start soon). */

@@ -50,7 +50,8 @@ export interface Job {
   readonly worker: string
   /**
    * Aborted when the run is interrupted (shutdown past its grace, lease lost,
-   * timeout), for promise-based code; Effect code is interrupted directly.
+   * timeout, the item cancelled), for promise-based code; Effect code is
+   * interrupted directly.
    */
   readonly signal: AbortSignal
 }

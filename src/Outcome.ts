@@ -5,7 +5,12 @@
  * - `Retry`: try again after the kind's backoff, or after `delay` if given.
  *   Any other typed failure is treated the same way.
  * - `Permanent`: dead at once, whatever attempts remain (the input can never work).
- * - `Cancel`: dead at once; the work is no longer wanted.
+ * - `Cancel`: cancelled at once, whatever attempts remain: the work is no
+ *   longer wanted (the order was withdrawn, the user left). The item is kept
+ *   with state `cancelled`, final like dead, but counted apart from failures
+ *   (the `cancelled` count of `QueueRepo.stats`, the `Cancelled` event): Oban's and River's
+ *   vocabulary (earlier releases kept it as dead). A person cancels an item with
+ *   `QueueRepo.cancel` or `docket cancel`.
  * - `Snooze`: not now, and not a failure: waiting again for `delay`, this
  *   attempt not counted (the item's `snoozes` counts instead), up to the
  *   kind's `maxSnoozes` (default 100); past it the item is dead
@@ -36,7 +41,7 @@ export class Permanent extends Data.TaggedError("Permanent")<{ readonly reason: 
   }
 }
 
-/** Dead at once: the work is no longer wanted. */
+/** Cancelled at once (final, state `cancelled`, not retried): the work is no longer wanted. */
 export class Cancel extends Data.TaggedError("Cancel")<{ readonly reason: string }> {
   override get message(): string {
     return this.reason

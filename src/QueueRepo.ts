@@ -22,6 +22,7 @@ import type { Dialect } from "./internal/dialect.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as Pg from "./internal/pg.js"
 import * as Sqlite from "./internal/sqlite.js"
+import * as Cancel from "./internal/store/cancel.js"
 import * as Claims from "./internal/store/claims.js"
 import * as Dead from "./internal/store/dead.js"
 import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
@@ -105,6 +106,7 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
       ),
     ...Dead.make(dialect),
     ...Kinds.make(dialect, wakeups),
+    ...Cancel.make(dialect, wakeups),
     nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
     ...Workers.make(dialect)
   }

@@ -13,6 +13,12 @@
  *   sent while not listening are gone);
  * - the pool's own nudges (`notify`: a slot freed, a retry came due).
  *
+ * A pool that passes `onCancel` also hears of running items a cancel stopped
+ * (`QueueRepo.cancel`), to interrupt its runs of them: cancels through a
+ * `QueueRepo` of this process (`cancelled`), and on PostgreSQL cancels in any
+ * process (the same LISTEN connection, on the cancel channel). A notice is
+ * only a hint: the pool reads the item's state before it stops anything.
+ *
  * `QueueRepo.layer` provides it beside the repository: the local one on
  * SQLite, the listening one on PostgreSQL. A repository and the pools that
  * claim from it share one instance (each `QueueRepo.layer` builds its own,
@@ -23,7 +29,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import { listen } from "./internal/listen.js"
 import { Signal as WakeSignal } from "./internal/signal.js"
-import { NOTIFY_CHANNEL } from "./internal/sql/notify.js"
+import { CANCEL_CHANNEL, NOTIFY_CHANNEL, parseCancelIds } from "./internal/sql/notify.js"
 
 /** One pool's wake-up: `notify` from anywhere, `wait` by the pool's claimer (one waiter at a time). */
 export interface Signal {
@@ -37,6 +43,11 @@ export interface Signal {
 export interface SignalOptions {
   /** Also wake on notifications from the database (PostgreSQL LISTEN; default true). */
   readonly listen?: boolean | undefined
+  /**
+   * Called with the ids of running items a cancel stopped (see the module
+   * doc); from any callback, so it must not block.
+   */
+  readonly onCancel?: ((ids: ReadonlyArray<number>) => void) | undefined
 }
 
 /** The service. */
@@ -49,6 +60,12 @@ export interface Service {
    * Costs nothing while no pool has a signal.
    */
   readonly enqueued: Effect.Effect<void>
+  /**
+   * Running items were cancelled in this process: their ids go to this
+   * process's pools that do not hear of cancels from the database (inside the
+   * caller's transaction, again after its likely commit, as for `enqueued`).
+   */
+  readonly cancelled: (ids: ReadonlyArray<number>) => Effect.Effect<void>
 }
 
 /** The `Wakeups` service tag. */
@@ -57,33 +74,46 @@ export class Wakeups extends Context.Tag("docket/Wakeups")<Wakeups, Service>() {
 // After an enqueue inside the caller's transaction: when to look again.
 const TRANSACTION_RETRIES_MS = [5, 25, 100, 400]
 
+/** What a listening signal runs (in its scope): LISTEN, waking `notify`, and `onCancel` when given. */
+type Remote = (notify: () => void, onCancel: ((ids: ReadonlyArray<number>) => void) | undefined) => Effect.Effect<never>
+
 /**
  * Wake-ups within this process only; `remote`, when given, is run for each
  * signal that asks to listen (in the signal's scope) with the signal's notify.
  */
-const make = (
-  remote?: (notify: () => void) => Effect.Effect<never>
-): Service => {
+const make = (remote?: Remote): Service => {
   const signals = new Set<() => void>()
+  // The cancel callbacks of the pools that do not hear of cancels from the database.
+  const localCancels = new Set<(ids: ReadonlyArray<number>) => void>()
+  const register = <A>(set: Set<A>, value: A) =>
+    Effect.acquireRelease(Effect.sync(() => set.add(value)), () => Effect.sync(() => set.delete(value)))
+  // Runs `f` now and, inside the caller's transaction, again after its likely commit.
+  const afterCommit = (f: () => void) =>
+    Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
+      f()
+      if (Option.isSome(tx)) for (const ms of TRANSACTION_RETRIES_MS) setTimeout(f, ms).unref()
+    })
   return {
     signal: (options = {}) =>
       Effect.gen(function*() {
         const signal = new WakeSignal()
-        yield* Effect.acquireRelease(
-          Effect.sync(() => signals.add(signal.notify)),
-          () => Effect.sync(() => signals.delete(signal.notify))
-        )
-        if (remote !== undefined && options.listen !== false) yield* Effect.forkScoped(remote(signal.notify))
+        yield* register(signals, signal.notify)
+        const listens = remote !== undefined && options.listen !== false
+        if (options.onCancel !== undefined && !listens) yield* register(localCancels, options.onCancel)
+        if (listens) yield* Effect.forkScoped(remote(signal.notify, options.onCancel))
         return { notify: signal.notify, wait: (ms: number) => signal.wait(ms) }
       }),
     enqueued: Effect.suspend(() =>
-      signals.size === 0 ? Effect.void : Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
-        for (const notify of signals) {
-          notify()
-          if (Option.isSome(tx)) for (const ms of TRANSACTION_RETRIES_MS) setTimeout(notify, ms).unref()
-        }
+      signals.size === 0 ? Effect.void : afterCommit(() => {
+        for (const notify of signals) notify()
       })
-    )
+    ),
+    cancelled: (ids) =>
+      Effect.suspend(() =>
+        localCancels.size === 0 || ids.length === 0 ? Effect.void : afterCommit(() => {
+          for (const onCancel of localCancels) onCancel(ids)
+        })
+      )
   }
 }
 
@@ -92,8 +122,14 @@ const make = (
 const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
 // LISTEN until the connection is lost, then again after a second, for ever.
-const listening = (config: PgClient.PgClientConfig) => (notify: () => void): Effect.Effect<never> =>
-  listen(config, NOTIFY_CHANNEL, notify, notify).pipe(
+// A pool with a cancel callback listens on the cancel channel too.
+const listening = (config: PgClient.PgClientConfig): Remote => (notify, onCancel) =>
+  listen(
+    config,
+    onCancel === undefined ? [NOTIFY_CHANNEL] : [NOTIFY_CHANNEL, CANCEL_CHANNEL],
+    notify,
+    (channel, payload) => (channel === CANCEL_CHANNEL ? onCancel?.(parseCancelIds(payload)) : notify())
+  ).pipe(
     Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
     Effect.zipRight(Effect.sleep("1 second")),
     Effect.forever

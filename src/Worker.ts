@@ -9,8 +9,12 @@
  *   is released (waiting again, attempt not counted) for other workers.
  * - Leases: one renewal fiber extends the leases of every running item in one
  *   fenced statement every third of the lease. A renewal that finds a lease
- *   taken by another worker (or that cannot reach the database until the
- *   lease surely ran out) interrupts that run and records nothing.
+ *   taken by another worker, or the item cancelled (or that cannot reach the
+ *   database until the lease surely ran out) interrupts that run and records
+ *   nothing.
+ * - Cancels (`QueueRepo.cancel`): a run of a cancelled item is interrupted
+ *   when the pool hears of the cancel (a cancel in this process, and on
+ *   PostgreSQL a notification from any process), else at its next renewal.
  * - Outcomes: recorded in batches (one statement for all completions and one
  *   for all failures ready at that moment), each fenced by its claim token.
  * - Wake-ups (`Wakeups`): PostgreSQL NOTIFY from enqueues in any process,
@@ -31,6 +35,7 @@
 import { Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
 import type { Counters, Event } from "./Events.js"
 import type * as Handler from "./Handler.js"
+import { Cancels } from "./internal/worker/cancels.js"
 import { Claimer } from "./internal/worker/claimer.js"
 import * as Config from "./internal/worker/config.js"
 import { Publisher } from "./internal/worker/events.js"
@@ -60,7 +65,11 @@ export interface Options<H extends Handler.Any = Handler.Any> extends Config.Poo
    * a tracer other than Effect's built-in one, e.g. @effect/opentelemetry).
    */
   readonly spans?: boolean | undefined
-  /** Listen for PostgreSQL notifications (default true; off behind a transaction-pooling PgBouncer). */
+  /**
+   * Listen for PostgreSQL notifications (default true; off behind a
+   * transaction-pooling PgBouncer): enqueues wake the pool, and cancels stop
+   * its runs at once. Without it a cancelled run stops at its next renewal.
+   */
   readonly listen?: boolean | undefined
 }
 
@@ -106,6 +115,7 @@ interface Pool {
   readonly claimer: Claimer
   readonly renewer: Effect.Effect<never>
   readonly registry: Registry.Registry
+  readonly cancels: Cancels
   readonly idle: IdleWaiters
 }
 
@@ -124,7 +134,16 @@ const build = (options: Options<Handler.Any>) =>
     const state = new PoolState(handlers.kindLimits)
     const publisher = yield* Publisher.make
     const wakeupScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const wakeup = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen }).pipe(Scope.extend(wakeupScope))
+    const cancels = yield* Cancels.make({
+      repo,
+      state,
+      stop: (entry): Effect.Effect<void> => slots.replace(entry),
+      dropped: (claim, error): Effect.Effect<void> =>
+        Effect.zipRight(executor.cancelled(claim, error, "dropped before it started"), Effect.sync(() => idle.check()))
+    })
+    const wakeup = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen, onCancel: cancels.notice }).pipe(
+      Scope.extend(wakeupScope)
+    )
     const recorder = yield* Recorder.make({
       repo,
       counts: state.counts,
@@ -180,7 +199,7 @@ const build = (options: Options<Handler.Any>) =>
       running: () => state.running.size,
       publisher
     })
-    return { config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, registry, idle } satisfies Pool
+    return { config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, registry, cancels, idle } satisfies Pool
   })
 
 /**
@@ -234,6 +253,9 @@ export const make = <H extends Handler.Any>(
     yield* GlobalLimits.declare(pool.repo, pool.handlers.globalLimits)
     yield* pool.registry.start(scope)
     const renewer = yield* Effect.forkIn(pool.renewer, scope)
+    // Interrupted when the scope closes, after shutdown (a cancel heard during
+    // the grace still stops its run).
+    yield* Effect.forkIn(pool.cancels.run, scope)
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start
     const claimer = yield* Effect.forkIn(pool.claimer.run, scope)

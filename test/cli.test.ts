@@ -145,10 +145,11 @@ describe.each(backends)("docket command on $name", (backend) => {
         scheduled: 2,
         running: 0,
         dead: 0,
+        cancelled: 0,
         byKind: {
-          "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0 },
-          "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0 },
-          "report.build": { due: 0, scheduled: 2, running: 0, dead: 0 }
+          "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 },
+          "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 },
+          "report.build": { due: 0, scheduled: 2, running: 0, dead: 0, cancelled: 0 }
         },
         // No worker runs: every waiting kind.
         unhandledKinds: ["cleanup", "mail.send", "report.build"]
@@ -174,8 +175,8 @@ describe.each(backends)("docket command on $name", (backend) => {
         // The text form (the same on every database).
         const text = await docket(["stats", "--database", url])
         expect(text.code).toBe(0)
-        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead$/)
-        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0$/m)
+        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead\s+cancelled$/)
+        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0\s+0$/m)
       }
     })
 
@@ -312,7 +313,8 @@ describe.each(backends)("docket command on $name", (backend) => {
         scheduled: 0,
         running: 0,
         dead: 0,
-        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0 } },
+        cancelled: 0,
+        byKind: { perm: { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 } },
         unhandledKinds: ["perm"]
       })
       const again = await db.repo((repo) => repo.get(ids[8]))

@@ -54,7 +54,7 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a bad max attempts", ["enqueue", "a", "{}", "--max-attempts", "0"], /^docket: --max-attempts must be from 1 to 10000 \(got 0\)$/],
     ["no kind", ["enqueue"], /^docket: give the kind of the item/],
     ["a missing bulk file", ["enqueue", "--from", scratch.path("nope.ndjson")], /^docket: --from: file .* does not exist$/],
-    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, enqueue, worker, stats, workers, dead, kind, demo\)$/],
+    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, enqueue, worker, stats, workers, dead, kind, cancel, demo\)$/],
     ["a mistyped command", ["wrker", "--tasks", tasks.dir], /^docket: unknown command wrker \(did you mean worker\?\)$/],
     ["a mistyped subcommand", ["dead", "lst"], /^docket: unknown command dead lst \(did you mean dead list\?\)$/],
     ["a bad log level (before the command)", ["--log-level", "loud", "stats"], /^docket: --log-level: 'loud' is not one of all, trace, debug, info, warning, error, fatal, none$/],
@@ -79,7 +79,11 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["stats of a queue that does not exist", ["stats"], /^docket: no queue at .*never-created\.db \(docket migrate, enqueue or worker makes one\)$/],
     ["workers of a queue that does not exist", ["workers"], /^docket: no queue at .*never-created\.db \(docket migrate, enqueue or worker makes one\)$/],
     ["an unknown flag for workers", ["workers", "--all"], /^docket: unknown option --all for docket workers$/],
-    ["an argument workers does not take", ["workers", "w1"], /^docket: /]
+    ["an argument workers does not take", ["workers", "w1"], /^docket: /],
+    ["cancel without ids", ["cancel"], /^docket: give the ids of the items to cancel$/],
+    ["cancel of a bad id", ["cancel", "12", "1.5"], /^docket: '1\.5' is not an item id$/],
+    ["cancel with an empty reason", ["cancel", "12", "--reason", ""], /^docket: --reason must not be empty/],
+    ["cancel on a queue that does not exist", ["cancel", "12"], /^docket: no queue at .*never-created\.db \(docket migrate, enqueue or worker makes one\)$/]
   ]
 
   it("refuses each, saying what is wrong on one line", async () => {
@@ -138,7 +142,7 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 })
 
 describe("--help", () => {
-  const commands = ["migrate", "enqueue", "worker", "stats", "workers", "dead", "dead list", "dead retry", "dead delete", "demo"]
+  const commands = ["migrate", "enqueue", "worker", "stats", "workers", "dead", "dead list", "dead retry", "dead delete", "cancel", "demo"]
 
   it("is generated for the command and its subcommands, within 100 columns", { timeout: 120_000 }, async () => {
     const results = await docketAll([["--help"], ...commands.map((c) => [...c.split(" "), "--help"])])

@@ -1,7 +1,7 @@
 import { SqlClient, Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Redacted, Schedule, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Queue, Redacted, Schedule, Scope } from "effect"
 import pg from "pg"
 import * as Database from "../src/Database.js"
 import { DirectPool } from "../src/internal/directPool.js"
@@ -317,5 +317,45 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         const f1 = yield* dbNow
         expectAround((yield* getItem(early.id)).runAt, f0 + 180_000, f1 + 180_000, 50)
       })))
+
+    it.live("a cancel of running items notifies at commit, the ids in notices of at most 300; a rolled-back cancel sends none", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const ctx = yield* Layer.build(repoLayer(url))
+        const repo = Context.get(ctx, QueueRepo.QueueRepo)
+        const sql = Context.get(ctx, SqlClient.SqlClient)
+        const notices = yield* Queue.unbounded<string>()
+        const listener = new pg.Client({ connectionString: url })
+        yield* Effect.promise(() => listener.connect())
+        yield* Effect.addFinalizer(() => Effect.promise(() => listener.end()))
+        listener.on("notification", (m) => {
+          if (m.channel === "docket_cancel") Queue.unsafeOffer(notices, m.payload ?? "")
+        })
+        yield* Effect.promise(() => listener.query("LISTEN docket_cancel"))
+        const take = Queue.take(notices).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "no notice" }))
+        yield* repo.enqueueMany(Array.from({ length: 650 }, (_, i) => ({ kind: "job", payload: i })))
+        const claims = yield* repo.claim({ worker: "w", limit: 650, lease: 30_000 })
+        const ids = claims.map((c) => c.id)
+        const waiting = yield* repo.enqueue("job", "waiting")
+        // Rolled back: nothing is sent (the next notice is the committed cancel's).
+        yield* Effect.either(sql.withTransaction(Effect.zipRight(repo.cancel([ids[0]]), Effect.fail("undo"))))
+        expect(yield* repo.cancel([ids[1], waiting.id])).toEqual(["cancelledRunning", "cancelled"])
+        expect(yield* take).toBe(String(ids[1]))
+        // Many at once: notices of at most 300 ids (a payload stays under 8000 bytes).
+        const rest = ids.filter((id) => id !== ids[1])
+        const outcomes = yield* repo.cancel(rest)
+        expect(new Set(outcomes)).toEqual(new Set(["cancelledRunning"]))
+        const got: Array<string> = [yield* take, yield* take, yield* take]
+        const sizes = got.map((p) => p.split(",").length).sort((a, b) => b - a)
+        expect(sizes).toEqual([300, 300, 49])
+        expect(got.flatMap((p) => p.split(",").map(Number)).sort((a, b) => a - b)).toEqual(rest)
+        // Only running items are announced: cancelling waiting ones sends nothing.
+        const more = yield* repo.enqueue("job", "more")
+        expect(yield* repo.cancel([more.id])).toEqual(["cancelled"])
+        yield* repo.enqueue("job", "last")
+        const [last] = yield* repo.claim({ worker: "w", limit: 1, lease: 30_000 })
+        expect(yield* repo.cancel([last.id])).toEqual(["cancelledRunning"])
+        expect(yield* take).toBe(String(last.id))
+      }).pipe(Effect.scoped, Effect.timeout("30 seconds")))
   })
 })

@@ -43,7 +43,7 @@ describe("a task file's Snooze through the command", () => {
     worker.child.kill("SIGTERM")
     const exit = await worker.exited
     expect(exit.code, exit.stderr).toBe(0)
-    expect(exit.stdout).toMatch(/docket worker stopped: done 1, retried 0, dead 1, given back 0, snoozed 3/)
+    expect(exit.stdout).toMatch(/docket worker stopped: done 1, retried 0, dead 1, given back 0, cancelled 0, snoozed 3/)
     const list = await docket(["dead", "list", "--json", "--database", url])
     expect(list.code, list.stderr).toBe(0)
     expect(JSON.parse(list.stdout)).toMatchObject([{ id: 2, attempts: 1, snoozes: 2 }])

@@ -8,6 +8,7 @@
  * line on stderr saying what is wrong; nothing written).
  */
 import { Command, CommandDescriptor } from "@effect/cli"
+import { cancel } from "./commands/cancel.js"
 import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
@@ -47,8 +48,9 @@ export const tree: CommandNode = node(docketGroup, [
   node(workers),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
+  node(cancel),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
-export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, workers, dead, kind, demoCommand]))
+export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, workers, dead, kind, cancel, demoCommand]))

@@ -94,6 +94,10 @@ export const describeEvent = (event: Event): string | null => {
       }: ${oneLine(event.reason)}`
     case "Dead":
       return `${time} dead ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt}): ${oneLine(event.error)}`
+    case "Cancelled":
+      return event.source === "cancel"
+        ? `${time} cancelled ${event.claim.kind} #${event.claim.id} (stopped here, nothing recorded): ${oneLine(event.error)}`
+        : `${time} cancelled ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt}): ${oneLine(event.error)}`
     case "Absorbed":
       return `${time} absorbed ${event.claim.kind} #${event.claim.id} (a waiting item with its key stands for it)`
     case "Released":

@@ -66,6 +66,30 @@ export class ClaimBuffer {
     return taken
   }
 
+  /** Takes the buffered claims of these items (cancelled ones: they must not start). */
+  takeItems(ids: ReadonlySet<number>): Array<Claim> {
+    const taken: Array<Claim> = []
+    for (let i = this.head; i < this.items.length; i++) {
+      const entry = this.items[i]
+      if (entry === undefined || !ids.has(entry.claim.id)) continue
+      taken.push(entry.claim)
+      this.items[i] = undefined
+      this.count--
+    }
+    this.compact()
+    return taken
+  }
+
+  /** The items among `ids` of which a claim is buffered. */
+  heldAmong(ids: ReadonlySet<number>): Array<number> {
+    const held: Array<number> = []
+    for (let i = this.head; i < this.items.length; i++) {
+      const entry = this.items[i]
+      if (entry !== undefined && ids.has(entry.claim.id)) held.push(entry.claim.id)
+    }
+    return held
+  }
+
   takeAll(): Array<Claim> {
     const all = this.items.slice(this.head).flatMap((e) => (e === undefined ? [] : [e.claim]))
     this.items = []

@@ -1,7 +1,7 @@
 /**
  * Deciding an item's fate from its handler's exit: done, retried (after the
  * kind's backoff or the delay a `Retry` asked for), snoozed (after the delay
- * a `Snooze` asked for) or dead, with the error text recorded as
+ * a `Snooze` asked for), dead or cancelled, with the error text recorded as
  * `<Tag>: <message>` (see Outcome.ts for the vocabulary).
  */
 import { Cause, Duration, Either, Option } from "effect"
@@ -15,6 +15,8 @@ export type Decision =
   | { readonly _tag: "Dead"; readonly error: string }
   /** `error`: the Snooze as text (for logs, and the SnoozeLimit error once the cap is reached). */
   | { readonly _tag: "Snooze"; readonly error: string; readonly delayMs: number }
+  /** The handler's `Cancel`: final (state cancelled), whatever attempts remain. */
+  | { readonly _tag: "Cancel"; readonly error: string }
 
 const describeError = (error: unknown): string => {
   if (error instanceof Error) {
@@ -57,7 +59,8 @@ export const decide = (cause: Cause.Cause<unknown>): Decision => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (error instanceof Permanent || error instanceof Cancel) return { _tag: "Dead", error: describeError(error) }
+    if (error instanceof Permanent) return { _tag: "Dead", error: describeError(error) }
+    if (error instanceof Cancel) return { _tag: "Cancel", error: describeError(error) }
     if (error instanceof Snooze) return snoozeOf(error)
     if (error instanceof Retry) return retryOf(error)
     return { _tag: "Retry", error: describeError(error), delay: Option.none() }

@@ -7,7 +7,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import type { CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
 
 /** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
 export interface InsertRow {
@@ -31,8 +31,10 @@ export interface Fence {
 /** One failure to record. */
 export interface FailRow extends Fence {
   readonly error: string
-  /** Delay before the retry, or null for dead at once. */
+  /** Delay before the retry, or null for final at once (dead, or cancelled when `cancel`). */
   readonly delayMs: number | null
+  /** Cancelled (the handler's Cancel outcome) rather than retried or dead. */
+  readonly cancel: boolean
 }
 
 /** One snooze to record. */
@@ -97,13 +99,19 @@ export interface Dialect {
     limitedMax: number
   ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
   readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
-  /** outcome: "waiting" | "dead" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
+  /** outcome: "waiting" | "dead" | "cancelled" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
   readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   /** outcome: "waiting" | "absorbed". */
   readonly release: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   /** outcome: "waiting" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
   readonly snooze: (rows: ReadonlyArray<SnoozeRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   readonly extend: (fences: ReadonlyArray<Fence>, leaseMs: number) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
+  /**
+   * Cancels the waiting and running items of these ids in one transaction,
+   * `error` their last error; one row per id that names an item. On
+   * PostgreSQL the holders of the running ones are notified at commit.
+   */
+  readonly cancel: (ids: ReadonlyArray<number>, error: string) => Effect.Effect<ReadonlyArray<CancelRow>, SqlError>
   readonly stats: Effect.Effect<ReadonlyArray<StatsRow>, SqlError>
   readonly get: (id: number) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
   readonly listDead: (

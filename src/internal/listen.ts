@@ -25,15 +25,16 @@ const clientConfig = (config: PgClient.PgClientConfig): pg.ClientConfig => ({
 })
 
 /**
- * Listens on `channel`, calling `onNotification` for each notification and
- * `onListening` once LISTEN is active. Runs until the connection is lost (then
- * fails) or it is interrupted (then it closes the connection).
+ * Listens on `channels`, calling `onNotification` with the channel and the
+ * payload of each notification, and `onListening` once LISTEN is active on
+ * all of them. Runs until the connection is lost (then fails) or it is
+ * interrupted (then it closes the connection).
  */
 export const listen = (
   config: PgClient.PgClientConfig,
-  channel: string,
+  channels: ReadonlyArray<string>,
   onListening: () => void,
-  onNotification: () => void
+  onNotification: (channel: string, payload: string) => void
 ): Effect.Effect<never, Error> =>
   Effect.scoped(
     Effect.gen(function*() {
@@ -52,10 +53,10 @@ export const listen = (
         (client) => Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption(1000))
       )
       client.on("notification", (message) => {
-        if (message.channel === channel) onNotification()
+        if (channels.includes(message.channel)) onNotification(message.channel, message.payload ?? "")
       })
       yield* Effect.tryPromise({
-        try: () => client.query(`LISTEN ${client.escapeIdentifier(channel)}`),
+        try: () => client.query(channels.map((channel) => `LISTEN ${client.escapeIdentifier(channel)};`).join(" ")),
         catch: (cause) => new Error(`cannot LISTEN: ${String(cause)}`)
       })
       onListening()

@@ -11,7 +11,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Scope } from "effect"
 import * as DirectPool from "./directPool.js"
 import type { Dialect, InsertRow } from "./dialect.js"
-import type { ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import type { CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import * as Cancel from "./sql/cancel.js"
 import * as Claim from "./sql/claim.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -62,7 +63,8 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
         intArray(rows.map((r) => r.id)),
         intArray(rows.map((r) => r.token)),
         rows.map((r) => r.error),
-        intArray(rows.map((r) => r.delayMs))
+        intArray(rows.map((r) => r.delayMs)),
+        `{${rows.map((r) => (r.cancel ? "t" : "f")).join(",")}}`
       ]),
     release: (fences) => run<FencedStateRow>(Release.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
     snooze: (rows) =>
@@ -73,6 +75,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       ]),
     extend: (fences, leaseMs) =>
       run<FencedRow>(Extend.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token)), leaseMs]),
+    cancel: (ids, error) => run<CancelRow>(Cancel.pg, [intArray(ids), error]),
     stats: run<StatsRow>(Stats.pg, []),
     get: (id) => run<ItemRow>(Get.pg, [id]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.pg, [kind, afterId, limit]),

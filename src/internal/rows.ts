@@ -11,7 +11,7 @@ export interface ItemRow {
   readonly payload: string
   readonly dedupe_key: string | null
   readonly priority: number | string
-  readonly state: "waiting" | "running" | "dead"
+  readonly state: "waiting" | "running" | "dead" | "cancelled"
   readonly run_at: number | string
   readonly attempts: number | string
   /** NULL when the enqueue gave none (sql/columns.ts). */
@@ -51,10 +51,16 @@ export interface FencedRow {
 
 /**
  * A row a fenced change of state applied to, and the state it went to
- * (fail: "waiting", "dead" or "absorbed"; release and snooze: "waiting" or
- * "absorbed").
+ * (fail: "waiting", "dead", "cancelled" or "absorbed"; release and snooze:
+ * "waiting" or "absorbed").
  */
 export interface FencedStateRow extends FencedRow {
+  readonly outcome: string
+}
+
+/** What a cancel did to an item that exists (sql/cancel.ts): "cancelled", "cancelledRunning" or "finished". */
+export interface CancelRow {
+  readonly id: number | string
   readonly outcome: string
 }
 
@@ -65,6 +71,7 @@ export interface StatsRow {
   readonly scheduled: number | string | null
   readonly running: number | string | null
   readonly dead: number | string | null
+  readonly cancelled: number | string | null
 }
 
 /** One kind's controls and counts (sql/kinds.ts). SQLite's booleans are 0 and 1. */

@@ -14,7 +14,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
-import type { FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import * as Cancel from "./sql/cancel.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
 import * as Extend from "./sql/extend.js"
@@ -80,7 +81,7 @@ export const make = (sql: SqlClient): Dialect => {
     },
     complete: (fences) => run<FencedRow>(Complete.sqlite, [fencesJson(fences)]),
     fail: (rows) => {
-      const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs]))
+      const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs, r.cancel ? 1 : 0]))
       return both(run<FencedStateRow>(Fail.sqliteAbsorb, [json]), run<FencedStateRow>(Fail.sqliteUpdate, [json]))
     },
     release: (fences) => {
@@ -92,6 +93,18 @@ export const make = (sql: SqlClient): Dialect => {
       return both(run<FencedStateRow>(Snooze.sqliteAbsorb, [json]), run<FencedStateRow>(Snooze.sqliteUpdate, [json]))
     },
     extend: (fences, leaseMs) => run<FencedRow>(Extend.sqlite, [fencesJson(fences), leaseMs]),
+    cancel: (ids, error) => {
+      const json = JSON.stringify(ids)
+      return sql.withTransaction(Effect.gen(function*() {
+        const changed = [
+          ...yield* run<CancelRow>(Cancel.sqliteRunning, [json, error]),
+          ...yield* run<CancelRow>(Cancel.sqliteWaiting, [json, error])
+        ]
+        const existing = yield* run<IdRow>(Cancel.sqliteExisting, [json])
+        const byId = new Map(changed.map((r) => [Number(r.id), r.outcome]))
+        return existing.map((r): CancelRow => ({ id: r.id, outcome: byId.get(Number(r.id)) ?? "finished" }))
+      }))
+    },
     stats: run<StatsRow>(Stats.sqlite, []),
     get: (id) => run<ItemRow>(Get.sqlite, [id]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.sqlite, [kind, afterId, limit]),

@@ -13,6 +13,10 @@ export const KEY_MAX_LENGTH = 512
 export const WORKER_MAX_LENGTH = 255
 /** Longest error text kept (longer ones are cut). */
 export const ERROR_MAX_LENGTH = 16_384
+/** Longest cancel reason, in characters. */
+export const REASON_MAX_LENGTH = 1000
+/** The most ids one cancel may name. */
+export const MAX_CANCEL_IDS = 10_000
 /** The most items one claim may ask for. */
 export const MAX_CLAIM_LIMIT = 10_000
 /** The largest attempt budget. */
@@ -158,6 +162,17 @@ export const checkWorker = (worker: unknown): Either.Either<string, InvalidInput
   typeof worker === "string" && worker.length > 0 && worker.length <= WORKER_MAX_LENGTH && !worker.includes("\u0000") && worker.isWellFormed()
     ? Either.right(worker)
     : invalid("worker", `must be a non-empty name of at most ${WORKER_MAX_LENGTH} characters`)
+
+/** A cancel's reason, or none: a non-empty well-formed string without NUL, at most REASON_MAX_LENGTH long. */
+export const checkReason = (reason: unknown): Either.Either<string | null, InvalidInput> => {
+  if (reason === undefined) return Either.right(null)
+  if (typeof reason !== "string") return invalid("reason", "must be a string")
+  if (reason.trim().length === 0) return invalid("reason", "must not be empty (leave it out for none)")
+  if (reason.length > REASON_MAX_LENGTH) return invalid("reason", `must be at most ${REASON_MAX_LENGTH} characters`)
+  if (reason.includes("\u0000")) return invalid("reason", "must not contain NUL characters")
+  if (!reason.isWellFormed()) return invalid("reason", "must be well-formed Unicode (no lone surrogates)")
+  return Either.right(reason)
+}
 
 /** Error text kept on the item: bounded, and without NUL (PostgreSQL text cannot hold it). */
 export const normaliseError = (error: string): string => {

@@ -17,6 +17,7 @@ import * as Migrations from "../../src/Migrations.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, countState, expireLease, makeDue, repoLayer, setRow } from "../support/db.js"
 import { attemptsConformance } from "./attempts.js"
+import { cancelConformance } from "./cancel.js"
 import { kindsConformance } from "./kinds.js"
 import { dbNow, expectAround, withRepo } from "./harness.js"
 import { snoozeConformance } from "./snooze.js"
@@ -747,10 +748,10 @@ export const queueRepoConformance = (backend: Backend) => {
   })
 
   describe("stats, get, nextDueIn", () => {
-    it.live("stats count due, scheduled, running and dead, by kind; an expired lease is due", () =>
+    it.live("stats count due, scheduled, running, dead and cancelled, by kind; an expired lease is due", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
-        expect(yield* repo.stats).toEqual({ due: 0, scheduled: 0, running: 0, dead: 0, byKind: {} })
+        expect(yield* repo.stats).toEqual({ due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0, byKind: {} })
         yield* deadItem("b")
         yield* repo.enqueue("a", "running")
         yield* repo.enqueue("a", "expired")
@@ -765,9 +766,10 @@ export const queueRepoConformance = (backend: Backend) => {
           scheduled: 1,
           running: 1,
           dead: 1,
+          cancelled: 0,
           byKind: {
-            a: { due: 2, scheduled: 1, running: 1, dead: 0 },
-            b: { due: 1, scheduled: 0, running: 0, dead: 1 }
+            a: { due: 2, scheduled: 1, running: 1, dead: 0, cancelled: 0 },
+            b: { due: 1, scheduled: 0, running: 0, dead: 1, cancelled: 0 }
           }
         })
       })))
@@ -1272,6 +1274,7 @@ export const queueRepoConformance = (backend: Backend) => {
   attemptsConformance(backend)
   kindsConformance(backend)
   snoozeConformance(backend)
+  cancelConformance(backend)
   upgradeConformance(backend)
 }
 

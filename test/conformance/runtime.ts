@@ -18,6 +18,7 @@ import { waitForCount, waitForEvent } from "../support/events.js"
 import { recordingTracer } from "../support/tracing.js"
 import { withPool } from "./harness.js"
 import { snoozeRuntimeConformance } from "./snoozeRuntime.js"
+import { cancelRuntimeConformance } from "./cancelRuntime.js"
 
 const fast = Backoff.constant("20 millis")
 
@@ -114,7 +115,7 @@ export const runtimeConformance = (backend: Backend) => {
         expect(Exit.isFailure(exit) && String(Exit.isFailure(exit) ? exit.cause : "")).toMatch(/the handler of bad: maxAttempts must be an integer from 1 to 10000/)
       }))
 
-    it.live("Permanent and Cancel: dead at once, whatever attempts remain", () => {
+    it.live("Permanent: dead at once, whatever attempts remain; Cancel: cancelled at once (final, not dead)", () => {
       const Gone = Handler.make("gone", { payload: Schema.Unknown, run: () => Effect.fail(new Permanent({ reason: "410 Gone" })) })
       const Unwanted = Handler.make("unwanted", { payload: Schema.Unknown, run: () => Effect.fail(new Cancel({ reason: "user left" })) })
       return withPool(backend, { handlers: [Gone, Unwanted] }, () =>
@@ -122,9 +123,9 @@ export const runtimeConformance = (backend: Backend) => {
           const events = yield* (yield* Worker.Worker).subscribe
           const a = yield* Docket.client(Gone).enqueue(1)
           const b = yield* Docket.client(Unwanted).enqueue(2)
-          yield* waitForCount(events, (e) => e._tag === "Dead", 2)
+          yield* waitForCount(events, (e) => e._tag === "Dead" || e._tag === "Cancelled", 2)
           expect(yield* item(a.id)).toMatchObject({ state: "dead", attempts: 1, lastError: "Permanent: 410 Gone" })
-          expect(yield* item(b.id)).toMatchObject({ state: "dead", attempts: 1, lastError: "Cancel: user left" })
+          expect(yield* item(b.id)).toMatchObject({ state: "cancelled", attempts: 1, lastError: "Cancel: user left" })
         }))
     })
 
@@ -805,6 +806,8 @@ export const runtimeConformance = (backend: Backend) => {
     })
   })
   snoozeRuntimeConformance(backend)
+
+  cancelRuntimeConformance(backend)
 }
 
 /** Pure backoff: tested with a fixed random source. */

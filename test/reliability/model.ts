@@ -1,11 +1,11 @@
 /**
  * Model-based test (fast-check): random sequences of enqueue (with keys),
- * claim, complete, fail, release, snooze, extend (one at a time and in
- * batches of two), pausing and resuming kinds and setting their global
- * concurrency and rate limits (claims then take `limitedMax`), and time
- * moving forward, run against the real `QueueRepo`
- * on SQLite and PostgreSQL and against an in-memory model of the same state
- * machine.
+ * claim, complete, fail (retry, dead or the handler's cancel), release,
+ * snooze, extend (one at a time and in batches of two), a person's cancel
+ * (of existing and unknown ids), pausing and resuming kinds and setting their
+ * global concurrency and rate limits (claims then take `limitedMax`), and
+ * time moving forward, run against the real `QueueRepo` on SQLite and
+ * PostgreSQL and against an in-memory model of the same state machine.
  * After every step the operation's result, every stored row (the kinds' rate
  * slots too), `stats`, `listKinds` and `nextDueIn` agree with the model.
  *
@@ -30,7 +30,7 @@ const KINDS = ["a", "b", "c"] as const
 
 // --- the model ---
 
-type State = "waiting" | "running" | "dead"
+type State = "waiting" | "running" | "dead" | "cancelled"
 
 interface MItem {
   readonly id: number
@@ -207,9 +207,16 @@ class Model {
 
   // A retry needs an attempt left under the claim's budget (checked against
   // `budget` when it was claimed).
-  fail(claim: QueueRepo.Claim, error: string, delay: number | null): QueueRepo.FailOutcome {
+  fail(claim: QueueRepo.Claim, error: string, delay: number | null | "cancel"): QueueRepo.FailOutcome {
     const item = this.held(claim)
     if (item === undefined) return "stale"
+    if (delay === "cancel") {
+      item.state = "cancelled"
+      item.lastError = normalise(error)
+      item.claimedBy = null
+      item.leaseUntil = null
+      return "cancelled"
+    }
     const retry = delay !== null && item.attempts < claim.maxAttempts
     if (retry && this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
       this.items.delete(item.id)
@@ -254,6 +261,26 @@ class Model {
     return "snoozed"
   }
 
+  // A person's cancel: waiting and running items (a live lease or not) end
+  // cancelled, their token bumped; dead and cancelled ones are left as they are.
+  cancel(ids: ReadonlyArray<number>, reason: string | null): Array<QueueRepo.CancelOutcome> {
+    const outcomes = new Map<number, QueueRepo.CancelOutcome>()
+    for (const id of new Set(ids)) {
+      const item = this.items.get(id)
+      if (item === undefined) outcomes.set(id, "unknown")
+      else if (item.state === "dead" || item.state === "cancelled") outcomes.set(id, "finished")
+      else {
+        outcomes.set(id, item.state === "running" ? "cancelledRunning" : "cancelled")
+        item.state = "cancelled"
+        item.lastError = reason === null ? "Cancelled" : `Cancelled: ${reason}`
+        item.seq++
+        item.claimedBy = null
+        item.leaseUntil = null
+      }
+    }
+    return ids.map((id) => outcomes.get(id)!)
+  }
+
   extend(claim: QueueRepo.Claim, lease: number) {
     const item = this.held(claim)
     if (item === undefined) return false
@@ -264,11 +291,11 @@ class Model {
   stats(): QueueRepo.Stats {
     type Mutable = { -readonly [K in keyof QueueRepo.Counts]: number }
     const byKind: Record<string, Mutable> = {}
-    const total: Mutable = { due: 0, scheduled: 0, running: 0, dead: 0 }
+    const total: Mutable = { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0 }
     for (const i of [...this.items.values()].sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0))) {
-      const c = (byKind[i.kind] ??= { due: 0, scheduled: 0, running: 0, dead: 0 })
-      const bucket: keyof QueueRepo.Counts = i.state === "dead"
-        ? "dead"
+      const c = (byKind[i.kind] ??= { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0 })
+      const bucket: keyof QueueRepo.Counts = i.state === "dead" || i.state === "cancelled"
+        ? i.state
         : i.state === "waiting"
         ? (i.runAt <= this.now ? "due" : "scheduled")
         : (i.leaseUntil! <= this.now ? "due" : "running")
@@ -297,7 +324,7 @@ class Model {
           running: count((i) => i.state === "running" && i.leaseUntil! > this.now),
           expired: count((i) => i.state === "running" && i.leaseUntil! <= this.now),
           dead: count((i) => i.state === "dead"),
-          cancelled: 0
+          cancelled: count((i) => i.state === "cancelled")
         }
       }
     })
@@ -336,7 +363,7 @@ type Op =
     limitedMax: number | undefined
   }
   | { op: "complete"; pick: number }
-  | { op: "fail"; pick: number; delay: number | null; error: string }
+  | { op: "fail"; pick: number; delay: number | null | "cancel"; error: string }
   | { op: "release"; pick: number }
   | { op: "snooze"; pick: number; delay: number }
   | { op: "extend"; pick: number; lease: number }
@@ -345,6 +372,7 @@ type Op =
   | { op: "snoozeMany"; picks: [number, number]; delay: number }
   | { op: "completeMany"; picks: [number, number] }
   | { op: "extendMany"; picks: [number, number]; lease: number }
+  | { op: "cancel"; picks: [number, number]; reason: string | null }
   | { op: "advance"; by: number }
   | { op: "pause"; kind: string }
   | { op: "resume"; kind: string }
@@ -392,7 +420,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({
       op: fc.constant("fail" as const),
       pick,
-      delay: fc.option(fc.oneof(fc.constant(0), minutes(1, 3)), { nil: null }),
+      // null: dead; "cancel": the handler's Cancel outcome.
+      delay: fc.oneof(fc.constant(null), fc.constant("cancel" as const), fc.constant(0), minutes(1, 3)),
       error: errorText
     })
   },
@@ -424,6 +453,14 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc.record({ op: fc.constant("extendMany" as const), picks: fc.tuple(pick, pick), lease: minutes(1, 3) })
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant("cancel" as const),
+      picks: fc.tuple(pick, pick),
+      reason: fc.constantFrom(null, "not wanted", `it's "quoted"`)
+    })
   },
   { weight: 3, arbitrary: fc.record({ op: fc.constant("advance" as const), by: minutes(1, 4) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("pause" as const), kind: fc.constantFrom(...KINDS) }) },
@@ -639,7 +676,11 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals
       case "fail": {
         if (claims.length === 0) continue
         const claim = claimAt(op.pick)
-        const next: QueueRepo.FailNext = op.delay === null ? { _tag: "Dead" } : { _tag: "Retry", delay: op.delay }
+        const next: QueueRepo.FailNext = op.delay === null
+          ? { _tag: "Dead" }
+          : op.delay === "cancel"
+          ? { _tag: "Cancel" }
+          : { _tag: "Retry", delay: op.delay }
         expect(await repo((r) => r.fail(claim, op.error, next)), step).toBe(model.fail(claim, op.error, op.delay))
         break
       }
@@ -688,6 +729,15 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals
           const got = await repo((r) => r.extendMany(batch, op.lease))
           expect(got, step).toEqual(batch.map((claim) => model.extend(claim, op.lease)))
         }
+        break
+      }
+      case "cancel": {
+        // Ids of items stored (any state, or gone) and one no item ever had.
+        const known = [...new Set([...model.items.keys(), ...claims.map((c) => c.id)])]
+        const unknown = Math.max(0, ...known) + 1000
+        const ids = op.picks.map((p) => (known.length === 0 || p % 5 === 0 ? unknown : known[p % known.length]))
+        const got = await repo((r) => r.cancel(ids, op.reason === null ? {} : { reason: op.reason }))
+        expect(got, step).toEqual(model.cancel(ids, op.reason))
         break
       }
       case "advance": {

@@ -65,6 +65,22 @@ describe("the renewer", () => {
       expect(Number(stored.lease_seq)).toBe(taken.token)
     })))
 
+  it.live("a refused renewal of a cancelled item: the run is lost and marked cancelled; a lease another worker took is only lost", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo, sql } = yield* freshRepo
+      const [a, b, c] = yield* claimed(repo, 3)
+      expect(yield* repo.cancel([a.id], { reason: "stop" })).toEqual(["cancelledRunning"])
+      yield* sql.unsafe("UPDATE docket_items SET lease_until = 0 WHERE id = ?", [b.id])
+      const [taken] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute" })
+      expect(taken.id).toBe(b.id)
+      const [runA, runB, runC] = [a, b, c].map((claim) => runOf(claim, 5))
+      const lost = yield* renew(repo, [runA, runB, runC], [], 1_000)
+      expect(lost).toEqual([runA, runB])
+      expect([runA.lost, runA.cancelled]).toEqual([true, "Cancelled: stop"])
+      expect([runB.lost, runB.cancelled]).toEqual([true, undefined])
+      expect([runC.lost, runC.cancelled, runC.deadline]).toEqual([false, undefined, 1_000 + LEASE_MS])
+    })))
+
   it.live("when the database refuses the renewal, only the runs whose lease surely ran out are lost", () =>
     Effect.scoped(Effect.gen(function*() {
       const { repo, sql } = yield* freshRepo

@@ -35,7 +35,7 @@ export const claimed = (repo: QueueRepo.Service, n: number, worker = "w1", lease
 /** A run of `claim` in a slot of its own, as the pool tracks it. */
 export const runOf = (claim: Claim, deadline: number): Running => {
   const slot: Slot = { fiber: undefined, current: undefined, controller: undefined }
-  const entry: Running = { claim, slot, deadline, lost: false }
+  const entry: Running = { claim, slot, deadline, lost: false, cancelled: undefined }
   slot.current = entry
   return entry
 }

@@ -122,7 +122,7 @@ export const runWorker = (options: RunOptions) =>
         service === undefined ? Effect.void : Effect.flatMap(service.counters, (c) =>
           printLine(
             `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
-              `given back ${c.released}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}`
+              `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}`
           ))
       )
     )

@@ -1,29 +1,33 @@
 /**
  * Fail: a failed item goes back to waiting unless it has no attempts left or
- * the caller asked for dead (delay_ms null). Attempts left are checked here
+ * the caller asked for dead (delay_ms null), or for cancelled (cancel: the
+ * handler's Cancel outcome, final like dead). Attempts left are checked here
  * only against a budget the enqueue gave (max_attempts_given); a default
  * budget is the claimer's to apply (its handler's maxAttempts: the claim
  * carries it, and internal/store/claims.ts asks for dead once it is spent).
  * A keyed item going back to waiting while a twin waits is absorbed by it
  * instead (./absorb.ts). Fenced by the claim's token; one row per applied
- * failure, with its outcome ("waiting", "dead" or "absorbed").
+ * failure, with its outcome ("waiting", "dead", "cancelled" or "absorbed").
  */
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 
-/** PostgreSQL: $1 ids, $2 tokens, $3 errors, $4 retry delays in ms (NULL: dead), pairwise. */
+/**
+ * PostgreSQL: $1 ids, $2 tokens, $3 errors, $4 retry delays in ms (NULL: not
+ * retried), $5 whether an item not retried is cancelled rather than dead, pairwise.
+ */
 export const pg = `
 WITH input AS (
-  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS c(id, seq, error, delay_ms)
+  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[]) AS c(id, seq, error, delay_ms, cancel)
 ), target AS (
-  SELECT i.id, i.kind, i.dedupe_key, c.error, c.delay_ms,
-         (c.delay_ms IS NOT NULL AND (NOT i.max_attempts_given OR i.attempts < i.max_attempts)) AS retry
+  SELECT i.id, i.kind, i.dedupe_key, c.error, c.delay_ms, c.cancel,
+         (NOT c.cancel AND c.delay_ms IS NOT NULL AND (NOT i.max_attempts_given OR i.attempts < i.max_attempts)) AS retry
   FROM docket_items i JOIN input c ON i.id = c.id AND i.lease_seq = c.seq
   WHERE i.state = 'running'
   FOR UPDATE OF i
 ), ${Absorb.pg({
   absorbIf: "t.retry",
-  set: `SET state = CASE WHEN t.retry THEN 'waiting' ELSE 'dead' END,
+  set: `SET state = CASE WHEN t.retry THEN 'waiting' WHEN t.cancel THEN 'cancelled' ELSE 'dead' END,
       run_at = CASE WHEN t.retry THEN ${Now.pg} + t.delay_ms ELSE u.run_at END,
       last_error = t.error, claimed_by = NULL, lease_until = NULL, updated_at = ${Now.pg}`,
   outcome: "u.state"
@@ -34,19 +38,25 @@ const attemptsLeft = (of: string) => `(${of}.max_attempts_given = 0 OR ${of}.att
 
 /**
  * SQLite, first (in one transaction with `sqliteUpdate`): absorbs the
- * retrying keyed items. ?1 a JSON array of [id, token, error, delayMs] rows.
+ * retrying keyed items. ?1 a JSON array of [id, token, error, delayMs,
+ * cancel (1 or 0)] rows.
  */
 export const sqliteAbsorb = Absorb.sqlite(`${attemptsLeft("d")}
   AND EXISTS (SELECT 1 FROM json_each(?1) j
-              WHERE j.value ->> 0 = d.id AND j.value ->> 1 = d.lease_seq AND j.value ->> 3 IS NOT NULL)`)
+              WHERE j.value ->> 0 = d.id AND j.value ->> 1 = d.lease_seq AND j.value ->> 3 IS NOT NULL
+                AND j.value ->> 4 = 0)`)
 
-/** SQLite, second: the rest retry or die. The same ?1 as `sqliteAbsorb`. */
+// SQLite: the row `u` with its input `c` goes back to waiting.
+const retries = `c.cancel = 0 AND c.delay_ms IS NOT NULL AND ${attemptsLeft("u")}`
+
+/** SQLite, second: the rest retry, die or are cancelled. The same ?1 as `sqliteAbsorb`. */
 export const sqliteUpdate = `
 UPDATE docket_items AS u
-SET state = CASE WHEN c.delay_ms IS NOT NULL AND ${attemptsLeft("u")} THEN 'waiting' ELSE 'dead' END,
-    run_at = CASE WHEN c.delay_ms IS NOT NULL AND ${attemptsLeft("u")} THEN ${Now.sqlite} + c.delay_ms ELSE u.run_at END,
+SET state = CASE WHEN ${retries} THEN 'waiting' WHEN c.cancel = 1 THEN 'cancelled' ELSE 'dead' END,
+    run_at = CASE WHEN ${retries} THEN ${Now.sqlite} + c.delay_ms ELSE u.run_at END,
     last_error = c.error, claimed_by = NULL, lease_until = NULL, updated_at = ${Now.sqlite}
-FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS seq, j.value ->> 2 AS error, j.value ->> 3 AS delay_ms
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS seq, j.value ->> 2 AS error, j.value ->> 3 AS delay_ms,
+             j.value ->> 4 AS cancel
       FROM json_each(?1) j) AS c
 WHERE u.id = c.id AND u.lease_seq = c.seq AND u.state = 'running'
 RETURNING id, lease_seq, state AS outcome`

@@ -71,11 +71,12 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
         if (failures.length === 0) return []
         const rows: Array<FailRow> = []
         for (const { claim, error, next } of failures) {
-          const delay = next._tag === "Dead" ? null : yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS))
+          const delay = next._tag === "Retry" ? yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS)) : null
           // The claim's budget is spent: dead. (The statement checks only a
           // budget the enqueue gave; a default one is the claim's: sql/fail.ts.)
           const delayMs = claim.attempt >= claim.maxAttempts ? null : delay
-          rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs })
+          const cancel = next._tag === "Cancel"
+          rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs, cancel })
         }
         const outcomes = yield* withTwinFallback(dialect, rows, dialect.fail).pipe(Effect.mapError(storage("fail")))
         return failures.map(({ claim }): FailOutcome => toFailOutcome(outcomes.get(fenceKey(claim.id, claim.token))))

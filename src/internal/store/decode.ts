@@ -74,8 +74,19 @@ export const toItem = (row: ItemRow): Item => ({
 export const claimOrder = (a: Claim, b: Claim) => b.priority - a.priority || a.runAt - b.runAt || a.id - b.id
 
 /** A failure's outcome from the state its fenced row went to (undefined: no row, the claim was stale). */
-export const toFailOutcome = (state: string | undefined): FailOutcome =>
-  state === undefined ? "stale" : state === "waiting" ? "retried" : state === "dead" ? "dead" : "absorbed"
+export const toFailOutcome = (state: string | undefined): FailOutcome => {
+  switch (state) {
+    case undefined:
+      return "stale"
+    case "waiting":
+      return "retried"
+    case "dead":
+    case "cancelled":
+      return state
+    default:
+      return "absorbed"
+  }
+}
 
 /** A release's outcome from the state its fenced row went to (undefined: no row, the claim was stale). */
 export const toReleaseOutcome = (state: string | undefined): ReleaseOutcome =>
@@ -88,14 +99,21 @@ export const toSnoozeOutcome = (state: string | undefined): SnoozeOutcome =>
 /** Per-kind counts and their totals. */
 export const toStats = (rows: ReadonlyArray<StatsRow>): Stats => {
   const byKind: Record<string, Counts> = {}
-  const total = { due: 0, scheduled: 0, running: 0, dead: 0 }
+  const total = { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0 }
   for (const row of rows) {
-    const counts = { due: num(row.due), scheduled: num(row.scheduled), running: num(row.running), dead: num(row.dead) }
+    const counts = {
+      due: num(row.due),
+      scheduled: num(row.scheduled),
+      running: num(row.running),
+      dead: num(row.dead),
+      cancelled: num(row.cancelled)
+    }
     byKind[row.kind] = counts
     total.due += counts.due
     total.scheduled += counts.scheduled
     total.running += counts.running
     total.dead += counts.dead
+    total.cancelled += counts.cancelled
   }
   return { ...total, byKind }
 }

@@ -6,9 +6,9 @@
 import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
-  Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest, EnqueueResult,
-  FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, SnoozeOutcome, SnoozeRequest, Stats,
-  WorkerHeartbeat, WorkerInfo, WorkerListOptions
+  CancelOptions, CancelOutcome, Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest,
+  EnqueueResult, FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, SnoozeOutcome, SnoozeRequest,
+  Stats, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 
 type E = StorageError
@@ -56,6 +56,18 @@ export interface Service {
   /** Dead items back to waiting with a fresh attempt budget (and no snoozes counted); returns their ids. */
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
+  /**
+   * Stops items by id, atomically (one statement): a waiting or scheduled
+   * item is cancelled at once and never runs; a running one is cancelled and
+   * its holder interrupts its run (within about a second on PostgreSQL, at
+   * its next lease renewal on SQLite, at once for a pool of this process) and
+   * can record nothing after it. A cancelled item is final: kept with state
+   * `cancelled` and last error `Cancelled` (`Cancelled: <reason>`), never
+   * claimed again. Dead and cancelled items are left as they are ("finished").
+   * One outcome per id, in input order (a repeated id has its one outcome
+   * each time). Joins the caller's transaction when there is one.
+   */
+  readonly cancel: (ids: ReadonlyArray<number>, options?: CancelOptions) => Effect.Effect<ReadonlyArray<CancelOutcome>, EI>
   /**
    * Time until the pool has something new to claim: the next waiting item that
    * is not yet due (enqueued with a delay or run-after time, or retried after a

@@ -14,6 +14,9 @@ export const metrics = {
   retried: Metric.counter("docket_items_retried", { description: "Items failed and scheduled again" }),
   snoozed: Metric.counter("docket_items_snoozed", { description: "Items snoozed by their handler (attempt not counted)" }),
   dead: Metric.counter("docket_items_dead", { description: "Items kept as dead" }),
+  cancelled: Metric.counter("docket_items_cancelled", {
+    description: "Items cancelled while this worker held them, or by their handler's Cancel outcome"
+  }),
   released: Metric.counter("docket_items_released", { description: "Items given back unrun" }),
   leaseLost: Metric.counter("docket_items_lease_lost", { description: "Runs interrupted because the lease was lost" }),
   duration: Metric.histogram(

@@ -100,21 +100,39 @@ export class Executor {
   }
 
   /**
-   * A run cut off by an interruption of its slot: a lost lease (nothing
-   * recorded), or shutdown past its grace (the item is given back, this
-   * attempt not counted).
+   * A run cut off by an interruption of its slot: a lost lease or a cancel
+   * (nothing recorded), or shutdown past its grace (the item is given back,
+   * this attempt not counted). A promise-based handler sees its
+   * `job.signal` abort in every case.
    */
   interrupted(entry: Running): Effect.Effect<void> {
     const { counts, finished, publisher, recorder } = this.deps
     entry.slot.controller?.abort()
     finished(entry)
     if (!entry.lost) return recorder.release([entry.claim])
+    if (entry.cancelled !== undefined) return this.cancelled(entry.claim, entry.cancelled, "the run was interrupted")
     counts.leaseLost++
     return Effect.zipRight(
       Effect.logWarning("docket: lease lost; the run was interrupted and nothing recorded").pipe(
         Effect.annotateLogs({ kind: entry.claim.kind, id: entry.claim.id, attempt: entry.claim.attempt })
       ),
       Effect.zipRight(publisher.publish({ _tag: "LeaseLost", claim: entry.claim }), Metric.increment(metrics.leaseLost))
+    )
+  }
+
+  /**
+   * A claim of an item a cancel stopped while this pool held it (its run
+   * interrupted, or dropped from the buffer before it started): the cancel
+   * wrote the item's end, so nothing is recorded here.
+   */
+  cancelled(claim: Claim, error: string, what: string): Effect.Effect<void> {
+    const { counts, publisher } = this.deps
+    counts.cancelled++
+    return Effect.zipRight(
+      Effect.logInfo(`docket: cancelled; ${what} and nothing recorded: ${error}`).pipe(
+        Effect.annotateLogs({ kind: claim.kind, id: claim.id, attempt: claim.attempt })
+      ),
+      Effect.zipRight(publisher.publish({ _tag: "Cancelled", claim, error, source: "cancel" }), Metric.increment(metrics.cancelled))
     )
   }
 
@@ -166,6 +184,11 @@ export class Executor {
     const { claim } = entry
     if (decision._tag === "Done") {
       this.queue(entry, { _tag: "Done", claim, durationMs })
+      return Effect.void
+    }
+    // The handler's Cancel: final whatever attempts remain, and not dead.
+    if (decision._tag === "Cancel") {
+      this.queue(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Cancel" }, delayMs: 0 })
       return Effect.void
     }
     // Before the attempts check: a snooze is not a failure, so the last

@@ -212,7 +212,7 @@ export class Recorder {
         counts.stale += stale.length
         metrics.completed.unsafeUpdate(n, [])
         const warn = Effect.forEach(stale, (claim) =>
-          Effect.logWarning("docket: completion refused: the lease was lost before it was recorded").pipe(
+          Effect.logWarning("docket: completion refused: the lease was lost (or the item cancelled) before it was recorded").pipe(
             Effect.annotateLogs({ kind: claim.kind, id: claim.id })
           ), { discard: true })
         const notify = !publisher.active ? Effect.void : Effect.forEach(done, (o, i) =>
@@ -249,12 +249,21 @@ export class Recorder {
                 publisher.publish({ _tag: "Dead", claim: o.claim, error: o.error }),
                 Effect.zipRight(Metric.increment(metrics.dead), annotate(Effect.logWarning(`docket: dead: ${o.error}`)))
               )
+            case "cancelled":
+              counts.cancelled++
+              return Effect.zipRight(
+                publisher.publish({ _tag: "Cancelled", claim: o.claim, error: o.error, source: "handler" }),
+                Effect.zipRight(
+                  Metric.increment(metrics.cancelled),
+                  annotate(Effect.logInfo(`docket: cancelled by its handler: ${o.error}`))
+                )
+              )
             case "absorbed":
               counts.absorbed++
               return publisher.publish({ _tag: "Absorbed", claim: o.claim })
             default:
               counts.stale++
-              return annotate(Effect.logWarning("docket: failure refused: the lease was lost before it was recorded"))
+              return annotate(Effect.logWarning("docket: failure refused: the lease was lost (or the item cancelled) before it was recorded"))
           }
         }, { discard: true })
       )

@@ -4,13 +4,17 @@
  * whose outcome is not written yet (the database is slow or down): otherwise
  * another worker would run them again.
  *
- * A renewal that finds a lease taken by another worker (or that cannot reach
- * the database until the lease surely ran out) calls `onLost` for that run:
- * the pool interrupts it and records nothing.
+ * A renewal that finds a lease taken by another worker, or an item cancelled
+ * (the cancel changed its token), or that cannot reach the database until the
+ * lease surely ran out, calls `onLost` for that run: the pool interrupts it
+ * and records nothing. The items of refused renewals are read first, so a
+ * cancelled one is marked as such (`cancelled`): it is logged and published
+ * as a cancel, not as a lost lease.
  */
 import { Duration, Effect, Schedule } from "effect"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
+import { markCancelled } from "./cancels.js"
 import type { Publisher } from "./events.js"
 import type { Running } from "./state.js"
 
@@ -23,7 +27,7 @@ export interface RenewerDeps {
   /** The claims whose outcomes are not written yet. */
   readonly unrecorded: () => ReadonlyArray<Claim>
   readonly publisher: Publisher
-  /** A run whose lease is lost: marked `lost` already; the pool stops it. */
+  /** A run whose lease is lost or whose item was cancelled: marked `lost` (and `cancelled`) already; the pool stops it. */
   readonly onLost: (entry: Running) => Effect.Effect<void>
   /** Time source (ms, monotonic): performance.now by default. */
   readonly now?: (() => number) | undefined
@@ -43,15 +47,19 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
       return onLost(entry)
     }
     return repo.extendMany([...entries.map((e) => e.claim), ...unrecorded], Duration.millis(leaseMs)).pipe(
-      Effect.flatMap((applied) =>
-        Effect.forEach(entries, (entry, i) => {
-          if (applied[i]) {
-            entry.deadline = sent + leaseMs
-            return Effect.void
-          }
-          return running.has(entry) ? lose(entry) : Effect.void
-        }, { discard: true })
-      ),
+      Effect.flatMap((applied) => {
+        const refused = entries.filter((entry, i) => {
+          if (applied[i]) entry.deadline = sent + leaseMs
+          return !applied[i]
+        })
+        return refused.length === 0 ? Effect.void : Effect.zipRight(
+          markCancelled(repo, refused),
+          // Still running, and not stopped meanwhile (by a cancel notice).
+          Effect.forEach(refused, (entry) => (running.has(entry) && !entry.lost ? lose(entry) : Effect.void), {
+            discard: true
+          })
+        )
+      }),
       Effect.catchAll((error) =>
         Effect.zipRight(
           publisher.storageFailed("extend lease")(error),

@@ -28,8 +28,10 @@ export interface Running {
   readonly slot: Slot
   /** Local monotonic estimate of the lease's end (ms, performance.now based). */
   deadline: number
-  /** Set by the renewer when another worker holds the item now. */
+  /** Set when the run must stop and record nothing: another worker holds the item now, or it was cancelled. */
   lost: boolean
+  /** Set with `lost` when the item was cancelled: its last error (`Cancelled: <reason>`). */
+  cancelled: string | undefined
 }
 
 /** Tallies since the pool started (the running and buffered figures are read live). */
@@ -45,6 +47,7 @@ export class PoolState {
     retried: 0,
     snoozed: 0,
     dead: 0,
+    cancelled: 0,
     absorbed: 0,
     released: 0,
     leaseLost: 0,
@@ -111,7 +114,7 @@ export class PoolState {
 
   /** A run begins in `slot`. */
   begin(claim: Claim, slot: Slot, deadline: number): Running {
-    const entry: Running = { claim, slot, deadline, lost: false }
+    const entry: Running = { claim, slot, deadline, lost: false, cancelled: undefined }
     slot.current = entry
     this.running.add(entry)
     this.kindRunning.set(claim.kind, this.kindCount(claim.kind) + 1)

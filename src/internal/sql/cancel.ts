@@ -1,0 +1,66 @@
+/**
+ * Cancel: items a person stops, by id. A waiting or running item becomes
+ * 'cancelled' (final: nothing claims it again), its last error the given
+ * text, its lease cleared, and its claim token (lease_seq) bumped, so every
+ * later change its holder presents (complete, fail, release, extend) is
+ * refused as stale. A dead or cancelled item is left as it is. One row per
+ * existing id, with its outcome: 'cancelled' (it was waiting),
+ * 'cancelledRunning' (it was running) or 'finished' (left as it was); an id
+ * with no row names no item.
+ */
+import * as Now from "./clock.js"
+import { CANCEL_CHANNEL, CANCEL_IDS_PER_NOTICE } from "./notify.js"
+
+const SET = (now: string, error: string) =>
+  `SET state = 'cancelled', last_error = ${error}, lease_seq = u.lease_seq + 1, claimed_by = NULL,
+      lease_until = NULL, updated_at = ${now}`
+
+/**
+ * PostgreSQL, one statement: $1 the ids, $2 the error text. The rows are
+ * locked first (a claim or a holder's write in flight is waited for, and the
+ * state read after it; in id order, so two cancels of the same items cannot
+ * deadlock). The running items cancelled are announced on the
+ * cancel channel, their ids in notices of at most CANCEL_IDS_PER_NOTICE,
+ * delivered at commit: the pools holding them stop their runs.
+ */
+export const pg = `
+WITH target AS (
+  SELECT i.id, i.state FROM docket_items i
+  WHERE i.id = ANY($1::bigint[])
+  ORDER BY i.id
+  FOR UPDATE OF i
+), cancelled AS (
+  UPDATE docket_items u
+  ${SET(Now.pg, "$2::text")}
+  FROM target t
+  WHERE u.id = t.id AND t.state IN ('waiting', 'running')
+  RETURNING u.id, t.state AS was
+), notices AS MATERIALIZED (
+  SELECT pg_notify('${CANCEL_CHANNEL}', string_agg(r.id::text, ',' ORDER BY r.id)) AS sent
+  FROM (SELECT c.id, (row_number() OVER (ORDER BY c.id) - 1) / ${CANCEL_IDS_PER_NOTICE} AS chunk
+        FROM cancelled c WHERE c.was = 'running') r
+  GROUP BY r.chunk
+)
+SELECT t.id,
+  CASE WHEN c.id IS NULL THEN 'finished' WHEN c.was = 'running' THEN 'cancelledRunning' ELSE 'cancelled' END AS outcome,
+  (SELECT count(*) FROM notices) AS notices
+FROM target t LEFT JOIN cancelled c ON c.id = t.id`
+
+// SQLite runs three statements in one transaction (the dialect's), the first
+// a write, so the transaction holds the write lock from its start: RETURNING
+// gives only the new row, so which state an item was in is told by which
+// update changed it. ?1 a JSON array of ids, ?2 the error text.
+const sqliteCancel = (from: string, outcome: string) => `
+UPDATE docket_items AS u
+${SET(Now.sqlite, "?2")}
+WHERE u.state = '${from}' AND u.id IN (SELECT value FROM json_each(?1))
+RETURNING id, '${outcome}' AS outcome`
+
+/** SQLite, first: the running items. */
+export const sqliteRunning = sqliteCancel("running", "cancelledRunning")
+
+/** SQLite, second: the waiting items. */
+export const sqliteWaiting = sqliteCancel("waiting", "cancelled")
+
+/** SQLite, third: every id that names an item (those the updates did not change are finished). */
+export const sqliteExisting = `SELECT id FROM docket_items WHERE id IN (SELECT value FROM json_each(?1))`
