@@ -21,6 +21,7 @@ import * as Fail from "./sql/fail.js"
 import * as FindWaiting from "./sql/findWaiting.js"
 import * as Get from "./sql/get.js"
 import * as Insert from "./sql/insert.js"
+import * as KindLimits from "./kindLimits.js"
 import * as Kinds from "./sql/kinds.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
@@ -84,20 +85,13 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.pg, []),
     listKinds: run<KindRow>(Kinds.pgList, []),
     setPaused: (kind, paused) => run<{ kind: string }>(Kinds.pgSetPaused, [kind, paused]),
-    setLimits: (kind, limits, by) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const params = [kind, limits.concurrency, limits.rateLimit, limits.ratePeriodMs]
-        const flag = (b: boolean | undefined) => b === true
-        const changed = yield* (by === "reset"
-          ? run<{ kind: string }>(Kinds.pgReset, [kind])
-          : by === "person"
-          ? run<{ kind: string }>(Kinds.pgSetLimits, [...params, flag(limits.keepConcurrency), flag(limits.keepRate)])
-          : run<{ kind: string }>(Kinds.pgDeclare, params))
-        if (changed.length === 0) return false
-        yield* run(Kinds.pgDropSlots, [kind])
-        yield* run(Kinds.pgAddSlots, [kind])
-        return true
-      })),
+    setLimits: KindLimits.setter({
+      reset: Kinds.pgReset,
+      setByPerson: Kinds.pgSetLimits,
+      declare: Kinds.pgDeclare,
+      dropSlots: Kinds.pgDropSlots,
+      addSlots: Kinds.pgAddSlots
+    }, (b) => b, run, sql.withTransaction),
     heartbeatWorker: (r) =>
       run<{ started_at: number | string }>(Workers.pgHeartbeat, [
         r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt

@@ -23,6 +23,7 @@ import * as Fail from "./sql/fail.js"
 import * as FindWaiting from "./sql/findWaiting.js"
 import * as Get from "./sql/get.js"
 import * as Insert from "./sql/insert.js"
+import * as KindLimits from "./kindLimits.js"
 import * as Kinds from "./sql/kinds.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
@@ -37,9 +38,9 @@ const fencesJson = (fences: ReadonlyArray<{ readonly id: number; readonly token:
 
 // better-sqlite3 binds numbered parameters (?1) by name, not by position: each
 // statement is rewritten once to plain ? marks with the matching parameter list.
-const compiled = new Map<string, { readonly text: string; readonly order: ReadonlyArray<number> }>()
+const cache = new Map<string, { readonly text: string; readonly order: ReadonlyArray<number> }>()
 const compile = (text: string) => {
-  let entry = compiled.get(text)
+  let entry = cache.get(text)
   if (entry === undefined) {
     const order: Array<number> = []
     const rewritten = text.replace(/\?(\d+)/g, (_, n: string) => {
@@ -47,17 +48,19 @@ const compile = (text: string) => {
       return "?"
     })
     entry = { text: rewritten, order }
-    compiled.set(text, entry)
+    cache.set(text, entry)
   }
   return entry
 }
 
+// A statement's text and parameters as the driver takes them.
+const compiled = (text: string, params: ReadonlyArray<unknown>) => {
+  const { order, text: rewritten } = compile(text)
+  return { text: rewritten, params: order.map((i) => params[i]) }
+}
+
 /** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
-  const compiled = (text: string, params: ReadonlyArray<unknown>) => {
-    const { order, text: rewritten } = compile(text)
-    return { text: rewritten, params: order.map((i) => params[i]) }
-  }
   const claimUnsynced = SqliteClaim.unsynced(sql, compiled)
   const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => {
     const c = compiled(text, params)
@@ -115,21 +118,13 @@ export const make = (sql: SqlClient): Dialect => {
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.sqlite, []),
     listKinds: run<KindRow>(Kinds.sqliteList, []),
     setPaused: (kind, paused) => run<{ kind: string }>(Kinds.sqliteSetPaused, [kind, paused ? 1 : 0]),
-    // The first statement writes, so the transaction holds the write lock from it.
-    setLimits: (kind, limits, by) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const params = [kind, limits.concurrency, limits.rateLimit, limits.ratePeriodMs]
-        const flag = (b: boolean | undefined) => (b === true ? 1 : 0)
-        const changed = yield* (by === "reset"
-          ? run<{ kind: string }>(Kinds.sqliteReset, [kind])
-          : by === "person"
-          ? run<{ kind: string }>(Kinds.sqliteSetLimits, [...params, flag(limits.keepConcurrency), flag(limits.keepRate)])
-          : run<{ kind: string }>(Kinds.sqliteDeclare, params))
-        if (changed.length === 0) return false
-        yield* run(Kinds.sqliteDropSlots, [kind])
-        yield* run(Kinds.sqliteAddSlots, [kind])
-        return true
-      })),
+    setLimits: KindLimits.setter({
+      reset: Kinds.sqliteReset,
+      setByPerson: Kinds.sqliteSetLimits,
+      declare: Kinds.sqliteDeclare,
+      dropSlots: Kinds.sqliteDropSlots,
+      addSlots: Kinds.sqliteAddSlots
+    }, (b) => (b ? 1 : 0), run, sql.withTransaction),
     heartbeatWorker: (r) =>
       run<{ started_at: number | string }>(Workers.sqliteHeartbeat, [
         r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt
