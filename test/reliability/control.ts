@@ -36,8 +36,8 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 import { docket } from "../cli.support.js"
 import { freshDir, freshPgDatabase, pgAvailable, repoLayer } from "../support/db.js"
 import { finishedItems, firstAbove, maxInWindow, maxRunning, profile, type Run, readRuns, type Span } from "./controlRuns.js"
-import { expectKillRules, judgeKills, runKillDrive } from "./kill.js"
-import { fixture, killWorker, report, scaled, startWorker, waitFor, type WorkerProcess } from "./support.js"
+import { killScenarioLimited } from "./controlKill.js"
+import { fixture, killWorker, report, startWorker, waitFor, type WorkerProcess } from "./support.js"
 
 type DialectName = "pg" | "sqlite"
 
@@ -378,47 +378,6 @@ const resume = async (q: Queue, pausedSince: number) => {
   expect(othersRunMeanwhile).toBeGreaterThan(0)
   expect(claimLatency).toBeGreaterThanOrEqual(0)
   expect(startLatency).toBeLessThan(boundMs)
-}
-
-// --- the kill scenario under a global limit ---
-
-const killScenarioLimited = async () => {
-  const limit = 5
-  const run = await runKillDrive({
-    jobs: scaled(500, 100),
-    prepare: async (url) => {
-      const runtime = ManagedRuntime.make(repoLayer(url))
-      try {
-        await runtime.runPromise(Effect.flatMap(QueueRepo.QueueRepo, (r) => r.setKindLimits("rel.record", { concurrency: limit })))
-      } finally {
-        await runtime.dispose()
-      }
-    }
-  })
-  const verdict = judgeKills(run)
-  const goneAt = new Map(run.kills.map((k) => [k.name, k.exitedAt]))
-  const executions = [...run.byJob.values()].flat()
-  // A run that never finished ends when its process was seen gone (one of a worker never killed: never);
-  // counted the claim's way, when its lease ran out.
-  const most = maxRunning(profile(executions.map((e) => ({
-    start: e.startedAt,
-    end: e.finishedAt ?? goneAt.get(e.worker) ?? Infinity
-  }))))
-  const mostLeased = maxRunning(profile(executions.map((e) => ({
-    start: e.startedAt,
-    end: e.finishedAt ?? run.leaseEnds.get(`${e.worker} ${e.itemId}`) ?? goneAt.get(e.worker) ?? Infinity
-  }))))
-  report("control kill (pg)", {
-    ...verdict.figures,
-    limit,
-    maxConcurrent: most,
-    overshoot: Math.max(0, most - limit),
-    maxConcurrentCountingDeadLeases: mostLeased,
-    overshootCountingDeadLeases: Math.max(0, mostLeased - limit)
-  })
-  expectKillRules(run, verdict)
-  expect(most).toBeLessThanOrEqual(limit)
-  expect(mostLeased).toBeLessThanOrEqual(limit)
 }
 
 const DIALECTS: ReadonlyArray<{ readonly name: DialectName; readonly skip: boolean }> = [
