@@ -19,6 +19,7 @@ import {
   killWorker,
   pgCount,
   pgPool,
+  type Figures,
   report,
   scaled,
   startWorker,
@@ -88,154 +89,216 @@ export const enqueueJobs = async (url: string, kind: string, n: number, ms: () =
   }
 }
 
+/** A SIGKILL of the drive: the worker's name, when it was sent, and when the process was seen gone. */
+export interface Kill {
+  readonly name: string
+  readonly at: number
+  readonly exitedAt: number
+}
+
+/** What one kill drive leaves to judge: every execution, the kills, and the drive's own figures. */
+export interface KillRun {
+  readonly jobs: number
+  readonly byJob: Map<number, Array<Execution>>
+  readonly kills: ReadonlyArray<Kill>
+  /** The lease end of each item a killed worker held ("<worker> <item id>"). */
+  readonly leaseEnds: ReadonlyMap<string, number>
+  readonly workers: number
+  readonly skippedTicks: number
+  readonly drainedMs: number
+}
+
+export const KILL_LEASE_MS = 2000
+export const KILL_POLL_MS = 500
+
+/**
+ * The kill drive: `jobs` jobs of rel.record, three workers (lease 2 s, poll
+ * 500 ms, concurrency 10), a random one SIGKILLed and replaced every second
+ * until the queue is empty; then every survivor stops gracefully (exit 0) and
+ * nothing is left in the queue. `prepare` runs on the fresh database before
+ * the first worker starts (e.g. to limit the kind).
+ */
+export const runKillDrive = async (options: {
+  readonly jobs: number
+  readonly prepare?: (url: string) => Promise<void>
+}): Promise<KillRun> => {
+  const { jobs } = options
+  const killEveryMs = 1000
+  const started = performance.now()
+  const db = await freshPgDatabase()
+  const pool = pgPool(db.url)
+  const everyWorker: Array<WorkerProcess> = []
+  try {
+    await enqueueJobs(db.url, "rel.record", jobs, () => 5 + Math.floor(Math.random() * 45))
+    await pool.query(EXECUTIONS_TABLE)
+    await options.prepare?.(db.url)
+
+    const live = new Set<WorkerProcess>()
+    const spawnOne = () => {
+      const worker = startWorker({
+        database: db.url,
+        tasks: fixture("record"),
+        args: ["--lease", `${KILL_LEASE_MS}ms`, "--poll", `${KILL_POLL_MS}ms`, "--concurrency", "10"],
+        env: { RELIABILITY_EXEC_URL: db.url }
+      })
+      live.add(worker)
+      everyWorker.push(worker)
+      void worker.exited.then(() => live.delete(worker))
+      return worker
+    }
+    const first = [spawnOne(), spawnOne(), spawnOne()]
+    await Promise.all(first.map((w) => w.ready(60_000)))
+
+    // The driver: a kill every second until the queue is empty (bounded).
+    const kills: Array<Kill> = []
+    const leaseEnds = new Map<string, number>()
+    const { skippedTicks } = await driveUntilDrained({
+      pool,
+      live,
+      everyMs: killEveryMs,
+      act: async (victim) => {
+        const at = Date.now()
+        await killWorker(victim)
+        kills.push({ name: victim.name!, at, exitedAt: Date.now() })
+        // The leases it held now run out by themselves (nobody renews them).
+        const { rows } = await pool.query<{ id: string; lease_until: string }>(
+          "SELECT id, lease_until FROM docket_items WHERE state = 'running' AND claimed_by = $1",
+          [victim.name]
+        )
+        for (const r of rows) leaseEnds.set(`${victim.name} ${r.id}`, Number(r.lease_until))
+        spawnOne()
+      }
+    })
+    const drainedMs = performance.now() - started
+
+    // Every survivor stops gracefully (exit 0): it was still working, not wedged.
+    // (One still starting has no signal handler yet: it is let start first.)
+    const survivors = [...live]
+    await Promise.all(survivors.map((w) => w.ready(60_000)))
+    const exits = await Promise.all(survivors.map((w) => stopWorker(w)))
+    for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
+
+    // Nothing left waiting, running or dead.
+    expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_items")).toBe(0)
+    const byJob = await readExecutions(pool)
+    return { jobs, byJob, kills, leaseEnds, workers: everyWorker.length, skippedTicks, drainedMs }
+  } finally {
+    await Promise.all(everyWorker.map((w) => killWorker(w)))
+    await pool.end()
+    await db.drop()
+  }
+}
+
+/** The kill scenario's verdict over a drive: its figures, and what broke the rules (empty when none did). */
+export interface KillVerdict {
+  readonly figures: Figures
+  readonly lost: number
+  readonly unexplained: ReadonlyArray<string>
+  readonly late: ReadonlyArray<string>
+}
+
+/**
+ * Judges a drive: a job is lost if no run of it finished; a job ran again only
+ * if its earlier run was in a worker that was killed, and the next run
+ * started after that kill and within lease + poll of it (plus lease + poll
+ * for each claim in between lost to another kill).
+ */
+export const judgeKills = (run: KillRun): KillVerdict => {
+  const { byJob, jobs, kills, leaseEnds } = run
+  const killedAt = new Map(kills.map((k) => [k.name, k.at]))
+  let lost = 0
+  let duplicates = 0
+  let jobsRunTwice = 0
+  let finishedButUnrecorded = 0
+  let maxRecovery = 0
+  let sumRecovery = 0
+  const unexplained: Array<string> = []
+  const recoveries: Array<number> = []
+  const leaseLeft: Array<number> = []
+  const late: Array<string> = []
+  let viaAnotherKill = 0
+  let maxDirect = 0
+  const pickups: Array<number> = []
+  for (let job = 1; job <= jobs; job++) {
+    const runs = byJob.get(job) ?? []
+    // Done: the run that completed the item finished its handler.
+    if (!runs.some((r) => r.finishedAt !== null)) lost++
+    if (runs.length < 2) continue
+    jobsRunTwice++
+    duplicates += runs.length - 1
+    for (let i = 0; i < runs.length - 1; i++) {
+      const at = killedAt.get(runs[i].worker)
+      if (at === undefined) {
+        unexplained.push(`job ${job}: run ${i + 1} by ${runs[i].worker} (not killed) was followed by another run`)
+        continue
+      }
+      if (runs[i].finishedAt !== null) finishedButUnrecorded++
+      const recovery = runs[i + 1].startedAt - at
+      if (recovery <= 0) {
+        unexplained.push(`job ${job}: run ${i + 2} started ${-recovery} ms before ${runs[i].worker} was killed`)
+        continue
+      }
+      // An attempt number that jumps by more than one means claims in between that never
+      // ran: the item was prefetched by a worker that was killed too before starting it
+      // (a release gives the attempt back). Each such claim costs another lease + poll.
+      const lostClaims = runs[i + 1].attempt - runs[i].attempt - 1
+      if (lostClaims > 0) viaAnotherKill++
+      if (recovery > (1 + Math.max(0, lostClaims)) * (KILL_LEASE_MS + KILL_POLL_MS)) {
+        late.push(`job ${job}: run ${i + 2} started ${recovery} ms after the kill (${lostClaims} lost claims between)`)
+      }
+      if (lostClaims <= 0) maxDirect = Math.max(maxDirect, recovery)
+      recoveries.push(recovery)
+      const leaseEnd = leaseEnds.get(`${runs[i].worker} ${runs[i].itemId}`)
+      if (leaseEnd !== undefined) {
+        leaseLeft.push(leaseEnd - at)
+        pickups.push(runs[i + 1].startedAt - leaseEnd)
+      }
+      sumRecovery += recovery
+      maxRecovery = Math.max(maxRecovery, recovery)
+    }
+  }
+  const executions = [...byJob.values()].reduce((n, runs) => n + runs.length, 0)
+  const figures: Figures = {
+    jobs,
+    executions,
+    workers: run.workers,
+    kills: kills.length,
+    skippedTicks: run.skippedTicks,
+    duplicates,
+    jobsRunTwice,
+    finishedButUnrecorded,
+    maxRecoveryMs: maxRecovery,
+    maxDirectRecoveryMs: maxDirect,
+    recoveredViaAnotherKill: viaAnotherKill,
+    meanRecoveryMs: recoveries.length === 0 ? 0 : Math.round(sumRecovery / recoveries.length),
+    boundMs: KILL_LEASE_MS + KILL_POLL_MS,
+    maxLeaseLeftAtKillMs: Math.max(0, ...leaseLeft),
+    maxPickupAfterLeaseMs: Math.max(0, ...pickups),
+    meanPickupAfterLeaseMs: pickups.length === 0 ? 0 : Math.round(pickups.reduce((a, b) => a + b, 0) / pickups.length),
+    lost,
+    drainS: Math.round(run.drainedMs / 100) / 10
+  }
+  return { figures, lost, unexplained, late }
+}
+
+/** The kill scenario's assertions over a drive and its verdict. */
+export const expectKillRules = (run: KillRun, verdict: KillVerdict) => {
+  expect(run.byJob.size).toBe(run.jobs)
+  expect(verdict.lost).toBe(0)
+  expect(verdict.unexplained).toEqual([])
+  expect(run.kills.length).toBeGreaterThan(0)
+  // Picked up again within lease + poll of the kill (the lease was renewed at most
+  // a third of a lease before the kill, so it ran out at most a lease after it),
+  // plus lease + poll for each claim in between lost to another kill.
+  expect(verdict.late).toEqual([])
+}
+
 export const killScenario = () =>
   describe.skipIf(!pgAvailable)("kill: SIGKILL a random worker every second (PostgreSQL)", () => {
     it("runs every job at least once; a duplicate only after a kill, and within lease + poll of it", async () => {
-      const jobs = scaled(5000, 100)
-      const leaseMs = 2000
-      const pollMs = 500
-      const killEveryMs = 1000
-      const started = performance.now()
-      const db = await freshPgDatabase()
-      const pool = pgPool(db.url)
-      const everyWorker: Array<WorkerProcess> = []
-      try {
-        await enqueueJobs(db.url, "rel.record", jobs, () => 5 + Math.floor(Math.random() * 45))
-        await pool.query(EXECUTIONS_TABLE)
-
-        const live = new Set<WorkerProcess>()
-        const spawnOne = () => {
-          const worker = startWorker({
-            database: db.url,
-            tasks: fixture("record"),
-            args: ["--lease", `${leaseMs}ms`, "--poll", `${pollMs}ms`, "--concurrency", "10"],
-            env: { RELIABILITY_EXEC_URL: db.url }
-          })
-          live.add(worker)
-          everyWorker.push(worker)
-          void worker.exited.then(() => live.delete(worker))
-          return worker
-        }
-        const first = [spawnOne(), spawnOne(), spawnOne()]
-        await Promise.all(first.map((w) => w.ready(60_000)))
-
-        // The driver: a kill every second until the queue is empty (bounded).
-        const kills: Array<{ readonly name: string; readonly at: number }> = []
-        const leaseEnds = new Map<string, number>()
-        const { skippedTicks } = await driveUntilDrained({
-          pool,
-          live,
-          everyMs: killEveryMs,
-          act: async (victim) => {
-            kills.push({ name: victim.name!, at: Date.now() })
-            await killWorker(victim)
-            // The leases it held now run out by themselves (nobody renews them).
-            const { rows } = await pool.query<{ id: string; lease_until: string }>(
-              "SELECT id, lease_until FROM docket_items WHERE state = 'running' AND claimed_by = $1",
-              [victim.name]
-            )
-            for (const r of rows) leaseEnds.set(`${victim.name} ${r.id}`, Number(r.lease_until))
-            spawnOne()
-          }
-        })
-        const drainedMs = performance.now() - started
-
-        // Every survivor stops gracefully (exit 0): it was still working, not wedged.
-        // (One still starting has no signal handler yet: it is let start first.)
-        const survivors = [...live]
-        await Promise.all(survivors.map((w) => w.ready(60_000)))
-        const exits = await Promise.all(survivors.map((w) => stopWorker(w)))
-        for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
-
-        // Nothing left waiting, running or dead.
-        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_items")).toBe(0)
-
-        const byJob = await readExecutions(pool)
-        const killedAt = new Map(kills.map((k) => [k.name, k.at]))
-        let lost = 0
-        let duplicates = 0
-        let jobsRunTwice = 0
-        let finishedButUnrecorded = 0
-        let maxRecovery = 0
-        let sumRecovery = 0
-        const unexplained: Array<string> = []
-        const recoveries: Array<number> = []
-        const leaseLeft: Array<number> = []
-        const late: Array<string> = []
-        let viaAnotherKill = 0
-        let maxDirect = 0
-        const pickups: Array<number> = []
-        for (let job = 1; job <= jobs; job++) {
-          const runs = byJob.get(job) ?? []
-          // Done: the run that completed the item finished its handler.
-          if (!runs.some((r) => r.finishedAt !== null)) lost++
-          if (runs.length < 2) continue
-          jobsRunTwice++
-          duplicates += runs.length - 1
-          for (let i = 0; i < runs.length - 1; i++) {
-            const at = killedAt.get(runs[i].worker)
-            if (at === undefined) {
-              unexplained.push(`job ${job}: run ${i + 1} by ${runs[i].worker} (not killed) was followed by another run`)
-              continue
-            }
-            if (runs[i].finishedAt !== null) finishedButUnrecorded++
-            const recovery = runs[i + 1].startedAt - at
-            if (recovery <= 0) {
-              unexplained.push(`job ${job}: run ${i + 2} started ${-recovery} ms before ${runs[i].worker} was killed`)
-              continue
-            }
-            // An attempt number that jumps by more than one means claims in between that never
-            // ran: the item was prefetched by a worker that was killed too before starting it
-            // (a release gives the attempt back). Each such claim costs another lease + poll.
-            const lostClaims = runs[i + 1].attempt - runs[i].attempt - 1
-            if (lostClaims > 0) viaAnotherKill++
-            if (recovery > (1 + Math.max(0, lostClaims)) * (leaseMs + pollMs)) {
-              late.push(`job ${job}: run ${i + 2} started ${recovery} ms after the kill (${lostClaims} lost claims between)`)
-            }
-            if (lostClaims <= 0) maxDirect = Math.max(maxDirect, recovery)
-            recoveries.push(recovery)
-            const leaseEnd = leaseEnds.get(`${runs[i].worker} ${runs[i].itemId}`)
-            if (leaseEnd !== undefined) {
-              leaseLeft.push(leaseEnd - at)
-              pickups.push(runs[i + 1].startedAt - leaseEnd)
-            }
-            sumRecovery += recovery
-            maxRecovery = Math.max(maxRecovery, recovery)
-          }
-        }
-        const executions = [...byJob.values()].reduce((n, runs) => n + runs.length, 0)
-        report("kill", {
-          jobs,
-          executions,
-          workers: everyWorker.length,
-          kills: kills.length,
-          skippedTicks,
-          duplicates,
-          jobsRunTwice,
-          finishedButUnrecorded,
-          maxRecoveryMs: maxRecovery,
-          maxDirectRecoveryMs: maxDirect,
-          recoveredViaAnotherKill: viaAnotherKill,
-          meanRecoveryMs: recoveries.length === 0 ? 0 : Math.round(sumRecovery / recoveries.length),
-          boundMs: leaseMs + pollMs,
-          maxLeaseLeftAtKillMs: Math.max(0, ...leaseLeft),
-          maxPickupAfterLeaseMs: Math.max(0, ...pickups),
-          meanPickupAfterLeaseMs: pickups.length === 0 ? 0 : Math.round(pickups.reduce((a, b) => a + b, 0) / pickups.length),
-          lost,
-          drainS: Math.round(drainedMs / 100) / 10
-        })
-        expect(byJob.size).toBe(jobs)
-        expect(lost).toBe(0)
-        expect(unexplained).toEqual([])
-        expect(kills.length).toBeGreaterThan(0)
-        // Picked up again within lease + poll of the kill (the lease was renewed at most
-        // a third of a lease before the kill, so it ran out at most a lease after it),
-        // plus lease + poll for each claim in between lost to another kill.
-        expect(late).toEqual([])
-      } finally {
-        await Promise.all(everyWorker.map((w) => killWorker(w)))
-        await pool.end()
-        await db.drop()
-      }
+      const run = await runKillDrive({ jobs: scaled(5000, 100) })
+      const verdict = judgeKills(run)
+      report("kill", verdict.figures)
+      expectKillRules(run, verdict)
     }, 360_000)
   })

@@ -7,6 +7,7 @@
  */
 import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
+import { controlScenario } from "./control.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -27,4 +28,5 @@ clockSkewScenario()
 longJobsScenario()
 modelScenario()
 hostileScenario()
+controlScenario()
 soakScenario()
