@@ -71,21 +71,30 @@ CREATE TABLE docket_workers (
   heartbeat_at bigint  NOT NULL
 );
 
--- The claim of 0002, over a set of kinds and less an excluded set: the one
--- statement every claim runs (read 0002 for the plan and the two sources).
--- Arguments: worker, batch size, lease in ms, kinds (NULL for all), kinds to
--- leave out (NULL for none).
-CREATE FUNCTION docket_claim_from(text, integer, bigint, text[], text[]) RETURNS SETOF docket_items
+-- The claim of 0002 over a set of kinds: the one statement every claim runs
+-- (read 0002 for the plan and the two sources). With $5 it leaves out every
+-- controlled kind (paused or limited), read by this statement itself: a kind
+-- paused or limited after docket_claim looked (below) and before this
+-- statement's snapshot is left out all the same, so no claim ever takes a
+-- controlled kind unlimited. Without $5 it claims one limited kind, under the
+-- lock of its row.
+-- Arguments: worker, batch size, lease in ms, kinds (NULL for all), leave out
+-- the controlled kinds.
+CREATE FUNCTION docket_claim_from(text, integer, bigint, text[], boolean) RETURNS SETOF docket_items
   LANGUAGE plpgsql
   SET enable_bitmapscan = off
   AS $$
 BEGIN
   RETURN QUERY
   WITH now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
+  controlled AS MATERIALIZED (
+    SELECT coalesce(array_agg(c.kind), '{}') AS kinds FROM docket_kinds c
+    WHERE $5 AND (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL)
+  ),
   expired AS (
     SELECT i.id, i.priority, i.run_at FROM docket_items i
     WHERE i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
-      AND ($4 IS NULL OR i.kind = ANY($4)) AND ($5 IS NULL OR i.kind <> ALL($5))
+      AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
     ORDER BY i.priority DESC, i.run_at, i.id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -93,7 +102,7 @@ BEGIN
   waiting AS (
     SELECT i.id, i.priority, i.run_at FROM docket_items i
     WHERE i.state = 'waiting' AND i.run_at <= (SELECT ms FROM now)
-      AND ($4 IS NULL OR i.kind = ANY($4)) AND ($5 IS NULL OR i.kind <> ALL($5))
+      AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
       AND (i.dedupe_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM docket_items r
         WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
@@ -148,7 +157,7 @@ BEGIN
   SELECT array_agg(c.kind) INTO controlled FROM docket_kinds c
   WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL) AND ($4 IS NULL OR c.kind = ANY($4));
   IF controlled IS NULL THEN
-    RETURN QUERY SELECT * FROM docket_claim_from($1, $2, $3, $4, NULL);
+    RETURN QUERY SELECT * FROM docket_claim_from($1, $2, $3, $4, true);
     RETURN;
   END IF;
   FOR k IN
@@ -170,7 +179,7 @@ BEGIN
       allowed := least(allowed, n);
     END IF;
     IF allowed > 0 THEN
-      RETURN QUERY SELECT * FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], NULL);
+      RETURN QUERY SELECT * FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false);
       GET DIAGNOSTICS n = ROW_COUNT;
       remaining := remaining - n;
       limited_left := limited_left - n;
@@ -182,7 +191,7 @@ BEGIN
     END IF;
   END LOOP;
   IF remaining > 0 THEN
-    RETURN QUERY SELECT * FROM docket_claim_from($1, remaining, $3, $4, controlled);
+    RETURN QUERY SELECT * FROM docket_claim_from($1, remaining, $3, $4, true);
   END IF;
 END
 $$;
