@@ -151,9 +151,11 @@ const build = (options: Options<Handler.Any>) =>
       wake: wakeup.notify,
       pollMs,
       checkIdle: () => idle.check(),
-      // Only while the claimer sleeps for want of items (else it claims anyway).
+      // Only while the claimer sleeps because its last claim found nothing:
+      // a claim that found some runs again as slots free anyway (and waking
+      // it after every write cost W2 a claim per batch written).
       wrote: () => {
-        if (state.lastClaimDrained) wakeup.notify()
+        if (state.lastClaimEmpty) wakeup.notify()
       }
     })
     const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)

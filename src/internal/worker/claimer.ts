@@ -118,6 +118,7 @@ export class Claimer {
         Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
       )
     )
+    state.lastClaimEmpty = claims.length === 0
     if (claims.length > 0) {
       for (const claim of claims) state.buffer.push(claim, sentAt)
       state.counts.claimed += claims.length

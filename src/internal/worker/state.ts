@@ -65,6 +65,8 @@ export class PoolState {
   prefetchPaused = false
   /** The last claim found fewer items than it asked for. */
   lastClaimDrained = false
+  /** The last claim found nothing at all (what a written outcome may change: see Worker.ts). */
+  lastClaimEmpty = false
   /**
    * Set when a finishing slot woke the claimer, until the claimer's next round
    * starts (one wake-up per round is enough); `yieldForClaimer` until one slot
