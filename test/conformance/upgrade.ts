@@ -1,7 +1,9 @@
 /**
  * Part of the QueueRepo conformance suite (run from ./queueRepo.ts on every
  * backend): a database made by the release before migration 0005 upgrades in
- * place, and processes of that release keep working beside migrated ones.
+ * place, and processes of that release keep working beside migrated ones; a
+ * database made by the last release (0005) upgrades to 0006 with every item
+ * as it was.
  *
  * The release's own statements are written out here as it sent them, so the
  * test keeps meaning what it says when the current statements change.
@@ -15,7 +17,7 @@ import * as Database from "../../src/Database.js"
 import * as Migrations from "../../src/Migrations.js"
 import { files } from "../../src/internal/migrationFiles.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import type { Backend } from "../support/db.js"
+import { type Backend, setRow } from "../support/db.js"
 
 /** Applies the migration files up to `last` only, as the release that shipped them did. */
 const migrateUpTo = (last: number) =>
@@ -116,6 +118,57 @@ export const upgradeConformance = (backend: Backend) => {
             [late, 3, { n: 3 }]
           ])
           expect(yield* repo.completeMany(claims)).toEqual([true, true, true])
+        }).pipe(Effect.scoped, Effect.provide(layer))
+      }), 60_000)
+  })
+
+  // 0006 rebuilds SQLite's table (a new CHECK) and replaces PostgreSQL's
+  // claim: every stored item must come through unchanged, a claim taken
+  // before the upgrade must still complete with its token, and no id may be
+  // given twice (the AUTOINCREMENT counter carried over past deleted items).
+  describe("upgrading in place from the last release's schema (0005) to 0006", () => {
+    it.live("every item keeps every field; a claim from before completes; ids are never reused", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const layer = QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { migrate: false })))
+        yield* Effect.gen(function*() {
+          expect((yield* migrateUpTo(5)).map(([id]) => id)).toEqual([1, 2, 3, 4, 5])
+          // Items in every state the release had, written with its own enqueue and then set
+          // as its workers left them: waiting (keyed), scheduled, running (a live claim:
+          // token 1), dead (with its error), and a done one, deleted (its id must not come back).
+          const waiting = yield* oldEnqueue("u.kind", { n: 1 }, "k1", 8)
+          const scheduled = yield* oldEnqueue("u.kind", { n: 2 }, null, 4)
+          const running = yield* oldEnqueue("u.run", { n: 3 }, null, 8)
+          const dying = yield* oldEnqueue("u.dead", { n: 4 }, null, 1)
+          const done = yield* oldEnqueue("u.done", { n: 5 }, null, 8)
+          const now = Date.now()
+          yield* setRow(scheduled, { run_at: now + 3_600_000 })
+          yield* setRow(running, { state: "running", attempts: 1, lease_seq: 1, claimed_by: "old", lease_until: now + 60_000 })
+          yield* setRow(dying, { state: "dead", attempts: 1, lease_seq: 1, last_error: `it's "broken"` })
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.unsafe(`DELETE FROM docket_items WHERE id = ${done}`)
+          const repo = yield* QueueRepo.QueueRepo
+          // Every column as stored, in the table as the release left it.
+          const stored = sql.unsafe<Record<string, unknown>>("SELECT * FROM docket_items ORDER BY id")
+          const before = yield* stored
+
+          expect(yield* Migrations.run).toEqual([6])
+          // The same rows, every column the same, and the new one at its default.
+          expect(yield* stored).toEqual(before.map((row) => ({ ...row, snoozes: 0 })))
+          expect(before.map((row) => Number(row.id))).toEqual([waiting, scheduled, running, dying])
+          const after = yield* Effect.forEach([waiting, scheduled, running, dying], (id) => repo.get(id))
+          expect(Option.getOrThrow(after[3])).toMatchObject({ state: "dead", lastError: `it's "broken"` })
+          // The claim taken before the upgrade is still the item's: its token completes it.
+          const held = Option.getOrThrow(after[2])
+          expect(held).toMatchObject({ state: "running", claimedBy: "old", attempts: 1 })
+          expect(yield* repo.complete({ id: running, token: 1 } as QueueRepo.Claim)).toBe(true)
+          // The next id is past every id ever given, the deleted one's too.
+          const next = (yield* repo.enqueue("u.kind", { n: 6 })).id
+          expect(next).toBeGreaterThan(done)
+          // The dedupe key still holds, and the waiting item is claimable.
+          expect(yield* repo.enqueue("u.kind", { n: 7 }, { key: "k1" })).toEqual({ _tag: "Deduplicated", id: waiting })
+          const claimed = yield* repo.claim({ worker: "new", limit: 10, lease: "1 minute", kinds: ["u.kind"] })
+          expect(claimed.map((c) => c.id)).toEqual([waiting, next])
         }).pipe(Effect.scoped, Effect.provide(layer))
       }), 60_000)
   })
