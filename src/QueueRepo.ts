@@ -104,6 +104,14 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toItem)),
         Effect.mapError(storage("get"))
       ),
+    // As `get`: ids that name no item are left out without a query.
+    getMany: (ids) => {
+      const valid = [...new Set(ids)].filter((id) => Number.isSafeInteger(id) && id >= 1)
+      return valid.length === 0 ? Effect.succeed([]) : dialect.getMany(valid).pipe(
+        Effect.map((rows) => rows.map(toItem)),
+        Effect.mapError(storage("getMany"))
+      )
+    },
     ...Dead.make(dialect),
     ...Kinds.make(dialect, wakeups),
     ...Cancel.make(dialect, wakeups),

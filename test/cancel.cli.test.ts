@@ -9,34 +9,15 @@ import { Effect, ManagedRuntime, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
 import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
-import { docket, docketAll, lines, start, tempDir } from "./cli.support.js"
-import { freshPgDatabase, pgAvailable, repoLayer } from "./support/db.js"
+import { cliBackends, docket, docketAll, lines, start, tempDir } from "./cli.support.js"
+import { repoLayer } from "./support/db.js"
 
-const cleanups: Array<() => Promise<void>> = []
+const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-const backends = [
-  {
-    name: "sqlite",
-    skip: false,
-    fresh: async (): Promise<string> => {
-      const d = tempDir()
-      cleanups.push(async () => d.remove())
-      return d.path("queue.db")
-    }
-  },
-  {
-    name: "pg",
-    skip: !pgAvailable,
-    fresh: async (): Promise<string> => {
-      const db = await freshPgDatabase()
-      cleanups.push(db.drop)
-      return db.url
-    }
-  }
-]
+const backends = cliBackends(cleanups)
 
 /** Runs QueueRepo operations in this process, on the same database. */
 const openRepo = (url: string) => {

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { freshPgDatabase, pgAvailable } from "./support/db.js"
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url))
 export const BIN = join(ROOT, "bin", "docket.mjs")
@@ -168,3 +169,34 @@ export const tempDir = (prefix = "docket-cli-") => {
 
 /** The lines a command wrote to stderr (empty lines dropped). */
 export const lines = (text: string) => text.split("\n").filter((l) => l.trim() !== "")
+
+/** A place for a command test's queue: a SQLite file in a temporary folder, or a fresh PostgreSQL database. */
+export interface CliBackend {
+  readonly name: "sqlite" | "pg"
+  /** True when PostgreSQL is not available (never with CI=true: support/db.ts fails then). */
+  readonly skip: boolean
+  /** A new, empty queue's URL; removing it is pushed onto `cleanups`. */
+  readonly fresh: () => Promise<string>
+}
+
+/** Both backends for `describe.each`, their removals pushed onto the test file's `cleanups`. */
+export const cliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> => [
+  {
+    name: "sqlite",
+    skip: false,
+    fresh: async () => {
+      const d = tempDir()
+      cleanups.push(d.remove)
+      return d.path("queue.db")
+    }
+  },
+  {
+    name: "pg",
+    skip: !pgAvailable,
+    fresh: async () => {
+      const db = await freshPgDatabase()
+      cleanups.push(db.drop)
+      return db.url
+    }
+  }
+]

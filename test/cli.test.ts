@@ -14,8 +14,8 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
 import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
-import { DOCKET_URL, docket, docketAll, EFFECT_URL, lines, start, tempDir, waitUntil } from "./cli.support.js"
-import { freshPgDatabase, pgAvailable, repoLayer } from "./support/db.js"
+import { cliBackends, DOCKET_URL, docket, docketAll, EFFECT_URL, lines, start, tempDir, waitUntil } from "./cli.support.js"
+import { repoLayer } from "./support/db.js"
 
 interface Db {
   readonly url: string
@@ -25,31 +25,12 @@ interface Db {
   readonly sql: (text: string) => Promise<ReadonlyArray<Record<string, unknown>>>
 }
 
-const cleanups: Array<() => Promise<void>> = []
+const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-const backends = [
-  {
-    name: "sqlite",
-    skip: false,
-    fresh: async (): Promise<string> => {
-      const d = tempDir()
-      cleanups.push(async () => d.remove())
-      return d.path("queue.db")
-    }
-  },
-  {
-    name: "pg",
-    skip: !pgAvailable,
-    fresh: async (): Promise<string> => {
-      const db = await freshPgDatabase()
-      cleanups.push(db.drop)
-      return db.url
-    }
-  }
-]
+const backends = cliBackends(cleanups)
 
 const openDb = (url: string): Db => {
   const runtime = ManagedRuntime.make(repoLayer(url))

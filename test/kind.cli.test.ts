@@ -5,34 +5,14 @@
  * limits written when its worker starts, unless a person set the kind's.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { docket, lines, start, tempDir } from "./cli.support.js"
-import { freshPgDatabase, pgAvailable } from "./support/db.js"
+import { cliBackends, docket, lines, start, tempDir } from "./cli.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c()
 })
 
-const backends = [
-  {
-    name: "sqlite",
-    skip: false,
-    fresh: async () => {
-      const d = tempDir("docket-kind-")
-      cleanups.push(d.remove)
-      return d.path("queue.db")
-    }
-  },
-  {
-    name: "pg",
-    skip: !pgAvailable,
-    fresh: async () => {
-      const db = await freshPgDatabase()
-      cleanups.push(db.drop)
-      return db.url
-    }
-  }
-]
+const backends = cliBackends(cleanups)
 
 interface KindJson {
   readonly kind: string

@@ -114,6 +114,8 @@ export interface Dialect {
   readonly cancel: (ids: ReadonlyArray<number>, error: string) => Effect.Effect<ReadonlyArray<CancelRow>, SqlError>
   readonly stats: Effect.Effect<ReadonlyArray<StatsRow>, SqlError>
   readonly get: (id: number) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
+  /** The items among these ids, in id order. */
+  readonly getMany: (ids: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
   readonly listDead: (
     kind: string | null,
     afterId: number,

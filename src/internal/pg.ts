@@ -79,6 +79,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     cancel: (ids, error) => run<CancelRow>(Cancel.pg, [intArray(ids), error]),
     stats: run<StatsRow>(Stats.pg, []),
     get: (id) => run<ItemRow>(Get.pg, [id]),
+    getMany: (ids) => run<ItemRow>(Get.pgMany, [intArray(ids)]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.pg, [kind, afterId, limit]),
     retryDead: (selection) => run<IdRow>(RetryDead.pg, [selection.ids, selection.kind]),
     deleteDead: (selection) => run<IdRow>(DeleteDead.pg, [selection.ids, selection.kind]),

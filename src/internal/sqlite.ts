@@ -110,6 +110,7 @@ export const make = (sql: SqlClient): Dialect => {
     },
     stats: run<StatsRow>(Stats.sqlite, []),
     get: (id) => run<ItemRow>(Get.sqlite, [id]),
+    getMany: (ids) => run<ItemRow>(Get.sqliteMany, [JSON.stringify(ids)]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.sqlite, [kind, afterId, limit]),
     retryDead: (selection) =>
       run<IdRow>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),

@@ -3,25 +3,13 @@
  * a worker pool and items a person cancels. The latency from a cancel's
  * commit to its handler's interruption is measured and printed.
  */
-import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { Context, Deferred, Effect, Layer, Option, Schema } from "effect"
 import { Cancel, Docket, type Events, Handler, QueueRepo, Worker } from "../../src/index.js"
 import type { Backend } from "../support/db.js"
 import { makeDue, repoLayer } from "../support/db.js"
 import { waitForEvent } from "../support/events.js"
-
-const withPool = <A, E>(
-  backend: Backend,
-  options: Worker.Options,
-  body: (url: string) => Effect.Effect<A, E, QueueRepo.QueueRepo | Worker.Worker | Scope.Scope | SqlClient.SqlClient>
-): Effect.Effect<A, unknown> =>
-  Effect.gen(function*() {
-    const url = yield* Effect.promise(() => backend.fresh())
-    return yield* Effect.scoped(
-      Effect.provide(body(url), Worker.layer(options).pipe(Layer.provideMerge(repoLayer(url))))
-    )
-  }).pipe(Effect.timeout("45 seconds"))
+import { withPool } from "./harness.js"
 
 const item = (id: number) =>
   Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.get(id)).pipe(Effect.map(Option.getOrUndefined))

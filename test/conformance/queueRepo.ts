@@ -774,6 +774,18 @@ export const queueRepoConformance = (backend: Backend) => {
         })
       })))
 
+    it.live("getMany: the items among the ids, in id order, in one read; unknown and invalid ids left out", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const a = (yield* repo.enqueue("a", { n: 1 })).id
+        const b = (yield* repo.enqueue("b", { n: 2 }, { key: "k" })).id
+        expect(yield* repo.getMany([])).toEqual([])
+        const got = yield* repo.getMany([b, 999_999, a, b, 0, -1, 1.5])
+        expect(got.map((i) => [i.id, i.kind, i.payload, i.key])).toEqual([[a, "a", { n: 1 }, null], [b, "b", { n: 2 }, "k"]])
+        // The same items as get reads them.
+        expect(got).toEqual([Option.getOrThrow(yield* repo.get(a)), Option.getOrThrow(yield* repo.get(b))])
+      })))
+
     it.live("get of a missing id is None; get returns the item as stored", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo

@@ -230,7 +230,10 @@ class Model {
     return retry ? "retried" : "dead"
   }
 
-  release(claim: QueueRepo.Claim): QueueRepo.ReleaseOutcome {
+  // Back to waiting unrun, the attempt given back (absorbed by a waiting twin):
+  // the shape release and snooze share; the snooze is due after its delay and
+  // counts one more snooze.
+  private giveBack(claim: QueueRepo.Claim, snoozeDelay: number | null): "given" | "absorbed" | "stale" {
     const item = this.held(claim)
     if (item === undefined) return "stale"
     if (this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
@@ -241,25 +244,23 @@ class Model {
     item.attempts = Math.max(item.attempts - 1, 0)
     item.claimedBy = null
     item.leaseUntil = null
-    return "released"
+    if (snoozeDelay !== null) {
+      item.runAt = this.now + snoozeDelay
+      item.snoozes++
+    }
+    return "given"
   }
 
-  // As a release, and due after the delay, one more snooze.
-  snooze(claim: QueueRepo.Claim, delay: number): QueueRepo.SnoozeOutcome {
-    const item = this.held(claim)
-    if (item === undefined) return "stale"
-    if (this.waitingTwin(item.kind, item.key, item.id) !== undefined) {
-      this.items.delete(item.id)
-      return "absorbed"
-    }
-    item.state = "waiting"
-    item.runAt = this.now + delay
-    item.attempts = Math.max(item.attempts - 1, 0)
-    item.snoozes++
-    item.claimedBy = null
-    item.leaseUntil = null
-    return "snoozed"
+  release(claim: QueueRepo.Claim): QueueRepo.ReleaseOutcome {
+    const outcome = this.giveBack(claim, null)
+    return outcome === "given" ? "released" : outcome
   }
+
+  snooze(claim: QueueRepo.Claim, delay: number): QueueRepo.SnoozeOutcome {
+    const outcome = this.giveBack(claim, delay)
+    return outcome === "given" ? "snoozed" : outcome
+  }
+
 
   // A person's cancel: waiting and running items (a live lease or not) end
   // cancelled, their token bumped; dead and cancelled ones are left as they are.

@@ -53,7 +53,12 @@ describe("the cancels part", () => {
     Effect.scoped(Effect.gen(function*() {
       const { repo } = yield* freshRepo
       let reads = 0
-      const counted = { ...repo, get: (id: number) => Effect.zipRight(Effect.sync(() => reads++), repo.get(id)) }
+      const read: Array<ReadonlyArray<number>> = []
+      const counted = {
+        ...repo,
+        get: (id: number) => Effect.zipRight(Effect.sync(() => reads++), repo.get(id)),
+        getMany: (ids: ReadonlyArray<number>) => Effect.zipRight(Effect.sync(() => (reads++, read.push(ids))), repo.getMany(ids))
+      }
       const [a] = yield* claimed(repo, 1)
       const state = new PoolState(new Map())
       const run = state.begin(a, slot(), performance.now() + 60_000)
@@ -72,6 +77,7 @@ describe("the cancels part", () => {
       yield* Fiber.interrupt(fiber)
       // One read: a's (the ids it does not hold were never read).
       expect(reads).toBe(1)
+      expect(read).toEqual([[a.id]])
       expect(run.cancelled).toBe("Cancelled")
     })))
 })

@@ -52,6 +52,8 @@ export interface Service {
   ) => Effect.Effect<ReadonlyArray<boolean>, EI>
   readonly stats: Effect.Effect<Stats, E>
   readonly get: (id: number) => Effect.Effect<Option.Option<Item>, E>
+  /** The items among these ids, in id order, in one statement (ids that name no item are left out). */
+  readonly getMany: (ids: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<Item>, E>
   readonly listDead: (options?: DeadPageOptions) => Effect.Effect<ReadonlyArray<Item>, EI>
   /** Dead items back to waiting with a fresh attempt budget (and no snoozes counted); returns their ids. */
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>

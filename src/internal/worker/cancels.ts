@@ -14,7 +14,7 @@
  * is refused, and `markCancelled` tells a cancel from a lease another worker
  * took, so the logs and events say which.
  */
-import { Effect, Option, Queue } from "effect"
+import { Effect, Queue } from "effect"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { PoolState, Running } from "./state.js"
@@ -29,24 +29,17 @@ export interface CancelsDeps {
   readonly dropped: (claim: Claim, error: string) => Effect.Effect<void>
 }
 
-// Reads of item states at once: a few per notice (a pool holds at most its
-// slots' and its buffer's items).
-const READS = 8
-
 /**
- * The last errors of the items among `ids` stored as cancelled. An item that
- * cannot be read (the database is down) counts as not cancelled: a refused
- * renewal is then a lost lease, as before cancels existed.
+ * The last errors of the items among `ids` stored as cancelled, read in one
+ * statement. Items that cannot be read (the database is down) count as not
+ * cancelled: a refused renewal is then a lost lease, as before cancels existed.
  */
 export const cancelledAmong = (repo: QueueRepo.Service, ids: Iterable<number>): Effect.Effect<Map<number, string>> =>
-  Effect.map(
-    Effect.forEach(new Set(ids), (id) =>
-      repo.get(id).pipe(
-        Effect.map(Option.filter((item) => item.state === "cancelled")),
-        Effect.map(Option.map((item) => [id, item.lastError ?? "Cancelled"] as const)),
-        Effect.orElseSucceed(() => Option.none())
-      ), { concurrency: READS }),
-    (found) => new Map(found.flatMap(Option.toArray))
+  repo.getMany([...ids]).pipe(
+    Effect.map((items) =>
+      new Map(items.flatMap((item) => (item.state === "cancelled" ? [[item.id, item.lastError ?? "Cancelled"] as const] : [])))
+    ),
+    Effect.orElseSucceed(() => new Map<number, string>())
   )
 
 /** Marks the runs among `entries` whose items are stored as cancelled (`cancelled`: their last error). */
