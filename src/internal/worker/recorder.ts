@@ -224,8 +224,26 @@ export class Recorder {
     )
   }
 
+  // This pool wakes itself when a retried or snoozed item is due, instead of
+  // waiting for the poll (the claimer may be sleeping).
+  private wakeWhenDue(delayMs: number): void {
+    if (delayMs < this.deps.pollMs) setTimeout(this.deps.wake, delayMs + 1).unref()
+  }
+
+  // A waiting twin with the item's key stands for it.
+  private absorbed(claim: Claim): Effect.Effect<void> {
+    this.deps.counts.absorbed++
+    return this.deps.publisher.publish({ _tag: "Absorbed", claim })
+  }
+
+  // A write refused by its fence: the lease was taken, or the item cancelled.
+  private refused(what: string, annotate: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) {
+    this.deps.counts.stale++
+    return annotate(Effect.logWarning(`docket: ${what} refused: the lease was lost (or the item cancelled) before it was recorded`))
+  }
+
   private fail(failed: ReadonlyArray<Fail>) {
-    const { counts, pollMs, publisher, repo, wake } = this.deps
+    const { counts, publisher, repo } = this.deps
     return repo.failMany(failed).pipe(
       Effect.flatMap((outcomes) =>
         Effect.forEach(failed, (o, i) => {
@@ -233,9 +251,7 @@ export class Recorder {
           switch (outcomes[i]) {
             case "retried":
               counts.retried++
-              // This pool wakes itself when its retry is due, instead of
-              // waiting for the poll (the claimer may be sleeping).
-              if (o.delayMs < pollMs) setTimeout(wake, o.delayMs + 1).unref()
+              this.wakeWhenDue(o.delayMs)
               return Effect.zipRight(
                 publisher.publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
                 Effect.zipRight(
@@ -259,11 +275,9 @@ export class Recorder {
                 )
               )
             case "absorbed":
-              counts.absorbed++
-              return publisher.publish({ _tag: "Absorbed", claim: o.claim })
+              return this.absorbed(o.claim)
             default:
-              counts.stale++
-              return annotate(Effect.logWarning("docket: failure refused: the lease was lost (or the item cancelled) before it was recorded"))
+              return this.refused("failure", annotate)
           }
         }, { discard: true })
       )
@@ -271,7 +285,7 @@ export class Recorder {
   }
 
   private snooze(snoozed: ReadonlyArray<Snoozed>) {
-    const { counts, pollMs, publisher, repo, wake } = this.deps
+    const { counts, publisher, repo } = this.deps
     return repo.snoozeMany(snoozed.map((o) => ({ claim: o.claim, delay: o.delayMs }))).pipe(
       Effect.flatMap((outcomes) =>
         Effect.forEach(snoozed, (o, i) => {
@@ -279,8 +293,7 @@ export class Recorder {
           switch (outcomes[i]) {
             case "snoozed":
               counts.snoozed++
-              // As for a retry: this pool wakes itself when the item is due.
-              if (o.delayMs < pollMs) setTimeout(wake, o.delayMs + 1).unref()
+              this.wakeWhenDue(o.delayMs)
               return Effect.zipRight(
                 publisher.publish({ _tag: "Snoozed", claim: o.claim, reason: o.reason, delayMs: o.delayMs }),
                 Effect.zipRight(
@@ -289,11 +302,9 @@ export class Recorder {
                 )
               )
             case "absorbed":
-              counts.absorbed++
-              return publisher.publish({ _tag: "Absorbed", claim: o.claim })
+              return this.absorbed(o.claim)
             default:
-              counts.stale++
-              return annotate(Effect.logWarning("docket: snooze refused: the lease was lost before it was recorded"))
+              return this.refused("snooze", annotate)
           }
         }, { discard: true })
       )
