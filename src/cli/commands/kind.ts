@@ -8,7 +8,7 @@ import { Console, Effect, Either, Option } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import * as V from "../../internal/validate.js"
 import { usage } from "../errors.js"
-import { pad, padLeft } from "../format.js"
+import { table } from "../format.js"
 import { parseRate, readPeriod } from "../input.js"
 import { databaseOption, databaseUrl, jsonOption, readInteger, refuse } from "../options.js"
 import { withExistingRepo } from "../queue.js"
@@ -41,15 +41,14 @@ const cell = (k: QueueRepo.KindInfo) => [
   String(k.counts.cancelled)
 ]
 
+// The counts' columns, aligned right.
+const COUNTS = new Set([5, 6, 7, 8, 9])
+
 const HEAD = ["kind", "paused", "concurrency", "rate", "set by", "waiting", "scheduled", "running", "dead", "cancelled"]
 
 /** The kinds as a text table (numbers right-aligned). */
-export const kindTable = (kinds: ReadonlyArray<QueueRepo.KindInfo>): string => {
-  const rows = [HEAD, ...kinds.map(cell)]
-  const widths = HEAD.map((_, i) => Math.max(...rows.map((r) => r[i].length)))
-  return rows.map((r) => r.map((c, i) => (i < 5 ? pad(c, widths[i]) : padLeft(c, widths[i]))).join("  ").trimEnd())
-    .join("\n")
-}
+export const kindTable = (kinds: ReadonlyArray<QueueRepo.KindInfo>): string =>
+  table([HEAD, ...kinds.map(cell)], COUNTS)
 
 const list = Command.make("list", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
   withExistingRepo(databaseUrl(database), (repo) => repo.listKinds).pipe(
