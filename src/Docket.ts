@@ -86,7 +86,7 @@ export interface Client<A> {
  * one: the worker that runs it applies its handler's (so a worker with a
  * newer handler applies the newer budget).
  */
-export const client = <A, I, E, R>(handler: Handler.Handler<A, I, E, R>): Client<A> => {
+export const client = <A, I, E, R, O, OI>(handler: Handler.Handler<A, I, E, R, O, OI>): Client<A> => {
   const encode = Schema.encodeEither(handler.payload)
   const encoded = (payload: A, index: number | null) =>
     Either.mapLeft(encode(payload), (error) =>
@@ -124,9 +124,9 @@ export type Attempted<A> =
  * handler's first backoff delay unless `options` say otherwise. Fails only if
  * the item could not be queued.
  */
-export const attemptOrEnqueue = <A, X, RX, P, I, E, R>(
+export const attemptOrEnqueue = <A, X, RX, P, I, E, R, O, OI>(
   effect: Effect.Effect<A, X, RX>,
-  handler: Handler.Handler<P, I, E, R>,
+  handler: Handler.Handler<P, I, E, R, O, OI>,
   payload: P,
   options?: QueueRepo.EnqueueOptions
 ): Effect.Effect<Attempted<A>, InvalidInput | StorageError, RX | QueueRepo.QueueRepo> =>
