@@ -106,9 +106,11 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
   const prepare = Prepare.make({ maxPayloadBytes: options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES })
   // A bad retention or result limit is the application's programming error,
   // thrown while the service is built (as a bad defaultMaxAttempts), typed.
-  const retention = Either.getOrThrow(History.resolveRetention(options.retention))
-  const maxResultBytes = Either.getOrThrow(
-    V.checkIntegerIn("result", options.maxResultBytes ?? V.DEFAULT_MAX_RESULT_BYTES, 2, 64 * 1024 * 1024)
+  const thrown = (error: unknown) => error
+  const retention = Either.getOrThrowWith(History.resolveRetention(options.retention), thrown)
+  const maxResultBytes = Either.getOrThrowWith(
+    V.checkIntegerIn("result", options.maxResultBytes ?? V.DEFAULT_MAX_RESULT_BYTES, 2, 64 * 1024 * 1024),
+    thrown
   )
   return {
     dialect: dialect.name,

@@ -18,6 +18,7 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, countState, expireLease, makeDue, repoLayer, setRow } from "../support/db.js"
 import { attemptsConformance } from "./attempts.js"
 import { cancelConformance } from "./cancel.js"
+import { historyConformance } from "./history.js"
 import { kindsConformance } from "./kinds.js"
 import { dbNow, expectAround, withRepo } from "./harness.js"
 import { snoozeConformance } from "./snooze.js"
@@ -1301,6 +1302,7 @@ export const queueRepoConformance = (backend: Backend) => {
   kindsConformance(backend)
   snoozeConformance(backend)
   cancelConformance(backend)
+  historyConformance(backend)
   upgradeConformance(backend)
 }
 
