@@ -19,6 +19,7 @@ import { recordingTracer } from "../support/tracing.js"
 import { withPool } from "./harness.js"
 import { snoozeRuntimeConformance } from "./snoozeRuntime.js"
 import { cancelRuntimeConformance } from "./cancelRuntime.js"
+import { historyRuntimeConformance } from "./historyRuntime.js"
 
 const fast = Backoff.constant("20 millis")
 
@@ -811,6 +812,7 @@ export const runtimeConformance = (backend: Backend) => {
   snoozeRuntimeConformance(backend)
 
   cancelRuntimeConformance(backend)
+  historyRuntimeConformance(backend)
 }
 
 /** Pure backoff: tested with a fixed random source. */
