@@ -125,12 +125,13 @@ describe.each(backends)("docket command on $name", (backend) => {
         due: 2,
         scheduled: 2,
         running: 0,
+        done: 0,
         dead: 0,
         cancelled: 0,
         byKind: {
-          "cleanup": { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 },
-          "mail.send": { due: 1, scheduled: 0, running: 0, dead: 0, cancelled: 0 },
-          "report.build": { due: 0, scheduled: 2, running: 0, dead: 0, cancelled: 0 }
+          "cleanup": { due: 1, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 0 },
+          "mail.send": { due: 1, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 0 },
+          "report.build": { due: 0, scheduled: 2, running: 0, done: 0, dead: 0, cancelled: 0 }
         },
         // No worker runs: every waiting kind.
         unhandledKinds: ["cleanup", "mail.send", "report.build"]
@@ -156,8 +157,8 @@ describe.each(backends)("docket command on $name", (backend) => {
         // The text form (the same on every database).
         const text = await docket(["stats", "--database", url])
         expect(text.code).toBe(0)
-        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead\s+cancelled$/)
-        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0\s+0$/m)
+        expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+done\s+dead\s+cancelled$/)
+        expect(text.stdout).toMatch(/^total\s+2\s+2\s+0\s+0\s+0\s+0$/m)
       }
     })
 
