@@ -42,6 +42,12 @@ export const parseRetention = (text: string): Either.Either<Retention, UsageErro
 export const describeRetention = (retention: Retention, read: (ms: number) => string): string =>
   STATES.map((state) => {
     const given = retention[state]
-    const shown = given === undefined ? (state === "dead" ? "forever" : "24h") : given === "forever" ? "forever" : read(Number(given))
+    const shown = given === undefined
+      ? (state === "dead" ? "forever" : "24h")
+      : given === "forever"
+      ? "forever"
+      : Number(given) === 0
+      ? "0 (deleted at once)"
+      : read(Number(given))
     return `${state} ${shown}`
   }).join(", ")
