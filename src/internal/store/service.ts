@@ -90,7 +90,7 @@ export interface Service {
    * its next lease renewal on SQLite, at once for a pool of this process) and
    * can record nothing after it. A cancelled item is final: kept with state
    * `cancelled` and last error `Cancelled` (`Cancelled: <reason>`), never
-   * claimed again. Dead and cancelled items are left as they are ("finished").
+   * claimed again. Done, dead and cancelled items are left as they are ("finished").
    * One outcome per id, in input order (a repeated id has its one outcome
    * each time). Joins the caller's transaction when there is one.
    */
