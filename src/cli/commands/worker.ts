@@ -140,7 +140,8 @@ export const runWorker = (options: RunOptions) =>
         service === undefined ? Effect.void : Effect.flatMap(service.counters, (c) =>
           printLine(
             `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
-              `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}`
+              `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}` +
+              `${c.pruned > 0 ? `, pruned ${c.pruned}` : ""}`
           ))
       )
     )
