@@ -31,6 +31,11 @@ export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
   readonly database?: string | Database.Target | undefined
   readonly databaseOptions?: Database.Options | undefined
   readonly repo?: QueueRepo.Options | undefined
+  /**
+   * How long finished items are kept, by state (`QueueRepo.Options.retention`;
+   * given here, it wins over `repo.retention`). This pool prunes by it.
+   */
+  readonly retention?: QueueRepo.Retention | undefined
 }
 
 /**
@@ -53,7 +58,8 @@ export const layer = <H extends Handler.Any>(
       )
     )
     : Database.layer(options.database, options.databaseOptions)
-  const store = QueueRepo.layer(options.repo).pipe(Layer.provideMerge(database))
+  const repoOptions = options.retention === undefined ? options.repo : { ...options.repo, retention: options.retention }
+  const store = QueueRepo.layer(repoOptions).pipe(Layer.provideMerge(database))
   return Worker.layer(options).pipe(Layer.provideMerge(store))
 }
 

@@ -100,6 +100,19 @@ export const historyRuntimeConformance = (backend: Backend) => {
       }))
     })
 
+    it.live("Docket.layer's retention reaches the repository: done 0 deletes at complete", () => {
+      const Ok = Handler.make("layer.retention", { payload: Schema.Number, run: () => Effect.void })
+      return Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        yield* Effect.gen(function*() {
+          const worker = yield* Worker.Worker
+          const added = yield* Docket.client(Ok).enqueue(1)
+          yield* until("completed", Effect.map(worker.counters, (c) => c.completed === 1))
+          expect(yield* Effect.flatMap(QueueRepo.QueueRepo, (r) => r.get(added.id))).toEqual(Option.none())
+        }).pipe(Effect.provide(Docket.layer({ database: url, handlers: [Ok], retention: { done: 0 } })), Effect.scoped)
+      }).pipe(Effect.timeout("30 seconds"))
+    })
+
     it.live("pruning under a running drain loses nothing: every item runs once, and enqueued = done + pruned", () => {
       const N = backend.name === "pg" ? 1500 : 3000
       const runs = new Map<number, number>()

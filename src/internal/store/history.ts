@@ -3,7 +3,7 @@
  * retention, checked once when the service is built), pruning what outlived
  * it, and listing items a page at a time, newest first, with an opaque cursor.
  */
-import { Duration, Effect, Either } from "effect"
+import { Effect, Either } from "effect"
 import type { FinishedState, Item, ListOptions, ListState, PruneResult, Retention } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { Dialect, ListQuery } from "../dialect.js"
@@ -128,7 +128,3 @@ export const make = (dialect: Dialect, retention: ResolvedRetention): Pick<Servi
     return result satisfies PruneResult
   })
 })
-
-/** A retention for people: `24h`, `forever`, `0 (deleted at once)`. */
-export const describeRetention = (ms: number | null): string =>
-  ms === null ? "forever" : ms === 0 ? "0 (deleted at once)" : Duration.format(Duration.millis(ms))
