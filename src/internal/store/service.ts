@@ -28,7 +28,8 @@ export interface Service {
    * undefined) and finish time, who ran it kept in `claimedBy`, until the
    * retention of done items passes; with a retention of 0 it is deleted at
    * once. False when the claim was stale. A result that is not JSON or is
-   * larger than `maxResultBytes` is an InvalidInput and changes nothing.
+   * larger than `maxResultBytes` is an InvalidInput and changes nothing
+   * (with a retention of 0 a result has nowhere to go: it is dropped unchecked).
    */
   readonly complete: (claim: Claim, result?: unknown) => Effect.Effect<boolean, EI>
   /** As `complete`, in one statement; a claim alone completes without a result. One bad result refuses the batch. */

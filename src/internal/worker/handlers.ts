@@ -47,7 +47,8 @@ export type Encoder = (value: unknown) => Either.Either<unknown, string>
 
 // The handler's `result` Schema, then the JSON check the storage applies (so
 // a result the storage would refuse is known here, per item, and never
-// refuses a whole batch of completions).
+// refuses a whole batch of completions). Checked whatever the retention: an
+// item's outcome must not depend on how long a deployment keeps done items.
 const encoderOf = (handler: Handler.Any, maxBytes: number): Encoder | undefined => {
   if (handler.result === undefined) return undefined
   const encode = Schema.encodeUnknownEither(handler.result as Schema.Schema<unknown, unknown, never>)
