@@ -263,8 +263,9 @@ describe("npm start (docket demo)", () => {
     expect(out).toMatch(/^ {2}#26 greet \{"name":42\}: DecodeError: /m)
     expect(out).toContain(`npx docket dead list --database ${db}`)
     expect(out).toContain(`npx docket dead retry --all --database ${db}`)
+    expect(out).toContain(`npx docket list --state done --database ${db}`)
     const stats = await docket(["stats", "--json", "--database", db])
-    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, dead: 1 })
+    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, done: 25, dead: 1 })
     // The demo's temporary folder.
     if (/docket-demo-[^/]+\/docket\.db$/.test(db)) rmSync(dirname(db), { recursive: true, force: true })
   })
