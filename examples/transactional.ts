@@ -112,7 +112,12 @@ const main = Effect.gen(function*() {
   const url = yield* database
   // The queue (migrated) on the application's database, and a worker pool
   // whose handlers use the same SqlClient.
-  const AppLive = Worker.layer({ handlers: [SendReceipt] }).pipe(Layer.provideMerge(Docket.layerClient(url)))
+  // Pointed at a queue that is not its own, the example leaves nothing
+  // behind and touches nothing of others: its completed job is deleted at
+  // once (no history kept), and its pool prunes no one else's finished items.
+  const AppLive = Worker.layer({ handlers: [SendReceipt], pruneEvery: false }).pipe(
+    Layer.provideMerge(Docket.layerClient(url, { repo: { retention: { done: 0 } } }))
+  )
   yield* program.pipe(Effect.scoped, Effect.provide(AppLive))
 }).pipe(Effect.scoped)
 

@@ -31,6 +31,11 @@ export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
   readonly database?: string | Database.Target | undefined
   readonly databaseOptions?: Database.Options | undefined
   readonly repo?: QueueRepo.Options | undefined
+  /**
+   * How long finished items are kept, by state (`QueueRepo.Options.retention`;
+   * given here, it wins over `repo.retention`). This pool prunes by it.
+   */
+  readonly retention?: QueueRepo.Retention | undefined
 }
 
 /**
@@ -53,7 +58,8 @@ export const layer = <H extends Handler.Any>(
       )
     )
     : Database.layer(options.database, options.databaseOptions)
-  const store = QueueRepo.layer(options.repo).pipe(Layer.provideMerge(database))
+  const repoOptions = options.retention === undefined ? options.repo : { ...options.repo, retention: options.retention }
+  const store = QueueRepo.layer(repoOptions).pipe(Layer.provideMerge(database))
   return Worker.layer(options).pipe(Layer.provideMerge(store))
 }
 
@@ -86,7 +92,7 @@ export interface Client<A> {
  * one: the worker that runs it applies its handler's (so a worker with a
  * newer handler applies the newer budget).
  */
-export const client = <A, I, E, R>(handler: Handler.Handler<A, I, E, R>): Client<A> => {
+export const client = <A, I, E, R, O, OI>(handler: Handler.Handler<A, I, E, R, O, OI>): Client<A> => {
   const encode = Schema.encodeEither(handler.payload)
   const encoded = (payload: A, index: number | null) =>
     Either.mapLeft(encode(payload), (error) =>
@@ -124,9 +130,9 @@ export type Attempted<A> =
  * handler's first backoff delay unless `options` say otherwise. Fails only if
  * the item could not be queued.
  */
-export const attemptOrEnqueue = <A, X, RX, P, I, E, R>(
+export const attemptOrEnqueue = <A, X, RX, P, I, E, R, O, OI>(
   effect: Effect.Effect<A, X, RX>,
-  handler: Handler.Handler<P, I, E, R>,
+  handler: Handler.Handler<P, I, E, R, O, OI>,
   payload: P,
   options?: QueueRepo.EnqueueOptions
 ): Effect.Effect<Attempted<A>, InvalidInput | StorageError, RX | QueueRepo.QueueRepo> =>

@@ -5,11 +5,30 @@
 import type { Duration } from "effect"
 
 /**
- * Where an item is: waiting (due now or scheduled), running (leased), dead
- * (failed for good) or cancelled (stopped by a person or its handler). Dead
- * and cancelled are final: nothing claims them again.
+ * Where an item is: waiting (due now or scheduled), running (leased), done
+ * (its handler succeeded: kept for the queue's retention, then pruned), dead
+ * (failed for good) or cancelled (stopped by a person or its handler). Done,
+ * dead and cancelled are final ("finished"): nothing claims them again.
  */
-export type State = "waiting" | "running" | "dead" | "cancelled"
+export type State = "waiting" | "running" | "done" | "dead" | "cancelled"
+
+/** The finished states: kept for their retention (`QueueRepo.Options.retention`), then pruned. */
+export type FinishedState = "done" | "dead" | "cancelled"
+
+/**
+ * One attempt's error, as the item's history keeps it (the last 20 attempts).
+ * `worker` is the name of the worker that ran the attempt (null for an error
+ * recorded before history existed, migration 0007).
+ */
+export interface AttemptError {
+  /** The attempt's number, from 1 (as `attempts` counted it). */
+  readonly attempt: number
+  /** When it was recorded (epoch ms, database clock). */
+  readonly at: number
+  readonly worker: string | null
+  /** The error text, as `lastError` reads (`<Tag>: <message>`). */
+  readonly error: string
+}
 
 /** Options of one enqueue. `delay` and `runAt` are exclusive. */
 export interface EnqueueOptions {
@@ -107,6 +126,25 @@ export interface Item {
   readonly traceContext: string | null
   /** How many times its handler snoozed it (the `Snooze` outcome; not counted in `attempts`). */
   readonly snoozes: number
+  /** When it became done, dead or cancelled (epoch ms, database clock); null while it can still run. */
+  readonly finishedAt: number | null
+  /**
+   * What its handler returned (a done item), as stored JSON parsed: the
+   * `result` Schema's encoding, or a plain task's JSON value. Null when it
+   * returned none (or returned null).
+   */
+  readonly result: unknown
+  /** Its attempts' errors, oldest first, the last 20. Kept across a retry of a dead item. */
+  readonly errors: ReadonlyArray<AttemptError>
+}
+
+/**
+ * A completion with the handler's result: a JSON value (stored as JSON text,
+ * at most the queue's `maxResultBytes`). `undefined` stores none.
+ */
+export interface Completion {
+  readonly claim: Claim
+  readonly result?: unknown
 }
 
 /**
@@ -149,6 +187,8 @@ export interface Counts {
   readonly due: number
   readonly scheduled: number
   readonly running: number
+  /** Done and kept (retained for `retention.done`, then pruned). */
+  readonly done: number
   readonly dead: number
   readonly cancelled: number
 }
@@ -163,8 +203,8 @@ export interface Stats extends Counts {
  * - "cancelled": it was waiting (due or scheduled); it never runs.
  * - "cancelledRunning": it was running; its holder is told to stop (at once on
  *   PostgreSQL, at its next lease renewal on SQLite) and can record nothing.
- * - "finished": it was dead or cancelled already (final): nothing changed.
- * - "unknown": no item has this id (never enqueued, or done and deleted).
+ * - "finished": it was done, dead or cancelled already (final): nothing changed.
+ * - "unknown": no item has this id (never enqueued, or finished and pruned).
  */
 export type CancelOutcome = "cancelled" | "cancelledRunning" | "finished" | "unknown"
 
@@ -241,6 +281,8 @@ export interface KindInfo {
     readonly running: number
     /** Running, but the lease ended (the worker stopped or died): due again. */
     readonly expired: number
+    /** Done and kept for the retention. */
+    readonly done: number
     readonly dead: number
     readonly cancelled: number
   }
@@ -306,4 +348,47 @@ export interface WorkerInfo extends WorkerRegistration {
 export interface WorkerListOptions {
   /** A pool silent for longer than this is gone (default 15 s: three heartbeats at the longest interval). */
   readonly goneAfter?: Duration.DurationInput | undefined
+}
+
+/**
+ * How long finished items are kept, by state, from the time they finished
+ * (a `Duration` input or milliseconds, up to about 100 years, or "forever").
+ * 0 deletes: a done item at its complete (no history, as before 0007), a
+ * cancelled or dead one at the next prune pass. Defaults: done and cancelled
+ * 24 hours, dead "forever" (kept for a person to read, retry or delete).
+ */
+export interface Retention {
+  readonly done?: Duration.DurationInput | "forever" | undefined
+  readonly cancelled?: Duration.DurationInput | "forever" | undefined
+  readonly dead?: Duration.DurationInput | "forever" | undefined
+}
+
+/** What one prune did: how many finished items it deleted, by state. */
+export interface PruneResult {
+  readonly done: number
+  readonly cancelled: number
+  readonly dead: number
+}
+
+/**
+ * The states `list` filters by: the stored states, with waiting split as
+ * people read it: "waiting" is due now, "scheduled" due later. (An item
+ * whose lease ran out is "running" until a claim takes it again.)
+ */
+export type ListState = "waiting" | "scheduled" | "running" | "done" | "dead" | "cancelled"
+
+/** Options of `list`. */
+export interface ListOptions {
+  readonly state?: ListState | undefined
+  readonly kind?: string | undefined
+  /** Items per page, from 1 to 1,000 (default 50). */
+  readonly limit?: number | undefined
+  /** The `cursor` of the previous page, with the same state and kind (anything else is an InvalidInput). */
+  readonly cursor?: string | undefined
+}
+
+/** One page of `list`, newest first; `cursor` gives the next page, null when this is the last. */
+export interface ItemPage {
+  readonly items: ReadonlyArray<Item>
+  readonly cursor: string | null
 }

@@ -31,6 +31,14 @@ export type InvalidField =
   /** A heartbeat age: the age after which a pool is gone, or removed. */
   | "age"
   | "reason"
+  /** A completion's result: not JSON, or larger than `maxResultBytes`. */
+  | "result"
+  /** A `list` cursor that is malformed or from another listing. */
+  | "cursor"
+  /** A `list` state filter that names no state. */
+  | "state"
+  /** A retention that is not a duration from 0 to about 100 years, nor "forever". */
+  | "retention"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

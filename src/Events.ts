@@ -19,6 +19,8 @@ export interface Counters {
   readonly absorbed: number
   readonly released: number
   readonly leaseLost: number
+  /** Finished items this pool's pruner deleted (their retention passed). */
+  readonly pruned: number
   readonly stale: number
   readonly running: number
   readonly buffered: number
@@ -30,7 +32,7 @@ export type Event =
   | { readonly _tag: "Claimed"; readonly claim: Claim }
   /** Its handler started. */
   | { readonly _tag: "Started"; readonly claim: Claim }
-  /** Done: the item left the queue. */
+  /** Done: kept as done for the retention (or deleted, with a retention of 0). */
   | { readonly _tag: "Completed"; readonly claim: Claim; readonly durationMs: number }
   /** Failed; waits `delayMs` for its next attempt. */
   | { readonly _tag: "Retried"; readonly claim: Claim; readonly error: string; readonly delayMs: number }

@@ -56,10 +56,24 @@ export interface Job {
   readonly signal: AbortSignal
 }
 
-/** What defines a handler besides its kind: the payload Schema, `run`, and per-kind options. */
-export interface Options<A, I, E, R> {
+/**
+ * What defines a handler besides its kind: the payload Schema, `run`, and
+ * per-kind options. `O` is what `run` returns: with a `result` Schema, the
+ * value kept with the done item (`OI` its encoded, JSON form); without one,
+ * whatever `run` returns is not kept (void for most handlers).
+ */
+export interface Options<A, I, E, R, O = void, OI = O> {
   readonly payload: Schema.Schema<A, I, never>
-  readonly run: (payload: A, job: Job) => Effect.Effect<void, E, R>
+  readonly run: (payload: A, job: Job) => Effect.Effect<O, E, R>
+  /**
+   * Keeps what `run` returns with the done item (its `result`, shown by
+   * `docket show` and `QueueRepo.get`), encoded with this Schema to JSON, at
+   * most the queue's `maxResultBytes` (64 KiB by default). A value that does
+   * not encode (`ResultInvalid`) or is too large (`ResultTooLarge`) makes the
+   * item dead at once: the work has run, and a retry would run it again.
+   * Without it the returned value is dropped.
+   */
+  readonly result?: Schema.Schema<O, OI, never> | undefined
   /**
    * Attempts before an item of this kind is dead (default: the queue's
    * default, 8), for every item enqueued without its own `maxAttempts`,
@@ -94,8 +108,11 @@ export interface Options<A, I, E, R> {
   readonly maxSnoozes?: number | undefined
 }
 
-/** A handler for one kind. `A` is the payload's type, `I` its encoded (JSON) form. */
-export interface Handler<A, I, E, R> extends Options<A, I, E, R> {
+/**
+ * A handler for one kind. `A` is the payload's type, `I` its encoded (JSON)
+ * form; `O` and `OI` its result's (see `Options.result`).
+ */
+export interface Handler<A, I, E, R, O = void, OI = O> extends Options<A, I, E, R, O, OI> {
   readonly kind: string
 }
 
@@ -104,44 +121,61 @@ export interface Handler<A, I, E, R> extends Options<A, I, E, R> {
  * existential here, as in Effect's own `Schema.Any`: a payload type is
  * invariant, so no other type admits every handler.)
  */
-export type Any = Handler<any, any, any, any>
+export type Any = Handler<any, any, any, any, any, any>
 
 type IsAny<T> = 0 extends 1 & T ? true : false
 
 /** The services a collection of handlers needs (none for the untyped `Any`). */
-export type Requirements<H extends Any> = H extends Handler<infer _A, infer _I, infer _E, infer R>
+export type Requirements<H extends Any> = H extends Handler<infer _A, infer _I, infer _E, infer R, infer _O, infer _OI>
   ? IsAny<R> extends true ? never : R
   : never
 
 /** The payload type of a handler. */
-export type Payload<H extends Any> = H extends Handler<infer A, infer _I, infer _E, infer _R> ? A : never
+export type Payload<H extends Any> = H extends Handler<infer A, infer _I, infer _E, infer _R, infer _O, infer _OI> ? A
+  : never
 
-/** Defines the handler of a kind. */
-export const make = <A, I, E, R>(kind: string, options: Options<A, I, E, R>): Handler<A, I, E, R> => ({
-  kind,
-  ...options
-})
+/** The result type of a handler (void for one without a `result` Schema). */
+export type Result<H extends Any> = H extends Handler<infer _A, infer _I, infer _E, infer _R, infer O, infer _OI> ? O
+  : never
+
+/**
+ * Defines the handler of a kind. With a `result` Schema, `run` must return
+ * its type (and the handler's type carries it); without one, `run` returns
+ * what it likes, nothing is kept, and the handler is a `Handler<A, I, E, R>`
+ * as before results existed.
+ */
+export function make<A, I, E, R, O, OI>(
+  kind: string,
+  options: Options<A, I, E, R, O, OI> & { readonly result: Schema.Schema<O, OI, never> }
+): Handler<A, I, E, R, O, OI>
+export function make<A, I, E, R>(kind: string, options: Options<A, I, E, R>): Handler<A, I, E, R>
+// The implementation's signature is not part of the type (the overloads are).
+export function make(kind: string, options: Options<any, any, any, any, any, any>): Any {
+  return { kind, ...options }
+}
 
 /**
  * A handler from a plain async function (for task files and JavaScript users):
  * the payload is taken as it is (any JSON), and a throw or rejection is a
  * retry, unless what is thrown is one of Docket's outcomes (`Permanent`,
  * `Cancel`: dead at once; `Snooze`: waiting again, attempt not counted;
- * `Retry` with its delay).
+ * `Retry` with its delay). What the function returns (resolves to) is kept
+ * with the done item as it is, as JSON (undefined: none); one JSON cannot hold
+ * (a BigInt, a cycle) or too large makes the item dead (see `Options.result`).
  */
 export const fromPromise = (
   kind: string,
   run: (payload: unknown, job: Job) => Promise<unknown> | unknown,
-  options: Omit<Options<unknown, unknown, never, never>, "payload" | "run"> = {}
-): Handler<unknown, unknown, unknown, never> => ({
+  options: Omit<Options<unknown, unknown, never, never>, "payload" | "run" | "result"> = {}
+): Handler<unknown, unknown, unknown, never, unknown, unknown> => ({
   kind,
   ...options,
   payload: Schema.Unknown,
+  // The value as it is: JSON.stringify is its encoding (checked by the pool).
+  result: Schema.Unknown,
   run: (payload, job) =>
     Effect.tryPromise({
-      try: async () => {
-        await run(payload, job)
-      },
+      try: async () => await run(payload, job),
       catch: (error) => error
     })
 })
@@ -152,7 +186,7 @@ export const fromPromise = (
  * the worker pool collects.
  */
 export interface Registered {
-  readonly handler: Handler<unknown, unknown, unknown, never>
+  readonly handler: Handler<unknown, unknown, unknown, never, unknown, unknown>
 }
 
 /** The service tag of a kind's handler. */
@@ -170,13 +204,16 @@ export const tag = (kind: string): Context.Tag<Registered, Registered> =>
  * const Live = Worker.layer({ handlers: [] }).pipe(Layer.provide(Handlers), Layer.provide(MailerLive), ...)
  * ```
  */
-export const layer = <A, I, E, R>(handler: Handler<A, I, E, R>): Layer.Layer<Registered, never, R> =>
+export const layer = <A, I, E, R, O = void, OI = O>(
+  handler: Handler<A, I, E, R, O, OI>
+): Layer.Layer<Registered, never, R> =>
   Layer.effect(
     tag(handler.kind),
     Effect.map(Effect.context<R>(), (context): Registered => ({
       handler: {
         ...handler,
         payload: handler.payload as unknown as Schema.Schema<unknown, unknown, never>,
+        result: handler.result as unknown as Schema.Schema<unknown, unknown, never> | undefined,
         run: (payload, job) => Effect.provide(handler.run(payload as A, job), context)
       }
     }))

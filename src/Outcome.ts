@@ -1,6 +1,7 @@
 /**
  * The outcomes a handler can choose, as typed failures in its error channel.
- * Success means done (the item leaves the queue). Otherwise:
+ * Success means done (kept as done for the retention, with its result when the
+ * handler has a `result` Schema). Otherwise:
  *
  * - `Retry`: try again after the kind's backoff, or after `delay` if given.
  *   Any other typed failure is treated the same way.

@@ -17,7 +17,8 @@
  * ```
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option, type Scope } from "effect"
+import { Context, Effect, Either, Layer, Option, type Scope } from "effect"
+import type { Retention } from "./Domain.js"
 import type { Dialect } from "./internal/dialect.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as Pg from "./internal/pg.js"
@@ -27,6 +28,7 @@ import * as Claims from "./internal/store/claims.js"
 import * as Dead from "./internal/store/dead.js"
 import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
+import * as History from "./internal/store/history.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as Workers from "./internal/store/workers.js"
@@ -53,6 +55,17 @@ export interface Options {
    * enqueue (default 8, as the reference).
    */
   readonly defaultMaxAttempts?: number | undefined
+  /**
+   * How long finished items are kept, by state (`{ done, cancelled, dead }`:
+   * a duration, or "forever"); defaults done and cancelled 24 hours, dead
+   * forever. `done: 0` deletes an item at its complete (no history, as before);
+   * a cancelled or dead 0 deletes them at the next prune. Every process prunes
+   * by its own retention: set the same everywhere (docs/operations.md). A bad
+   * value is an `InvalidInput` on `retention`, thrown when the service is built.
+   */
+  readonly retention?: Retention | undefined
+  /** Largest accepted result of a completion, as JSON bytes (default 64 KiB). */
+  readonly maxResultBytes?: number | undefined
 }
 
 /** Attempts before an item is dead, when neither the enqueue, its handler nor `Options` give a number. */
@@ -91,10 +104,22 @@ export const makeScoped = (
 // service, over the dialect chosen in dialectOf.
 const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options): Service => {
   const prepare = Prepare.make({ maxPayloadBytes: options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES })
+  // A bad retention or result limit is the application's programming error,
+  // thrown while the service is built (as a bad defaultMaxAttempts), typed.
+  const thrown = (error: unknown) => error
+  const retention = Either.getOrThrowWith(History.resolveRetention(options.retention), thrown)
+  const maxResultBytes = Either.getOrThrowWith(
+    V.checkIntegerIn("result", options.maxResultBytes ?? V.DEFAULT_MAX_RESULT_BYTES, 2, 64 * 1024 * 1024),
+    thrown
+  )
   return {
     dialect: dialect.name,
     ...Enqueue.make(dialect, wakeups, prepare),
-    ...Claims.make(dialect, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS),
+    ...Claims.make(dialect, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS, {
+      keepDone: retention.done !== 0,
+      maxResultBytes
+    }),
+    ...History.make(dialect, retention),
     stats: dialect.stats.pipe(Effect.map(toStats), Effect.mapError(storage("stats"))),
     // An id that is not a positive safe integer names no item: None on every
     // dialect, without a query (PostgreSQL would refuse 1.5 or NaN as a bigint

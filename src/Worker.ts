@@ -28,8 +28,9 @@
  *
  * The parts live in src/internal/worker/ (docs/architecture.md): the state
  * (state.ts), prefetch sizing (prefetch.ts), the claimer, the slots, the
- * executor (one item's run), the recorder (outcome writes), the renewer and
- * the registry (the pool's row in the live-workers table).
+ * executor (one item's run), the recorder (outcome writes), the renewer, the
+ * registry (the pool's row in the live-workers table) and the pruner
+ * (finished items past their retention).
  * This module holds the options, the tag, the wiring and the shutdown order.
  */
 import { Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
@@ -44,6 +45,7 @@ import { Executor } from "./internal/worker/executor.js"
 import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
+import * as Pruner from "./internal/worker/pruner.js"
 import { Recorder } from "./internal/worker/recorder.js"
 import * as Registry from "./internal/worker/registry.js"
 import * as Renewer from "./internal/worker/renewer.js"
@@ -127,7 +129,7 @@ const build = (options: Options<Handler.Any>) =>
     const repo = yield* QueueRepo
     const config = Config.resolve(options)
     const { concurrency, id, leaseMs, pollMs } = config
-    const handlers = Handlers.table(options.handlers, yield* Effect.context<never>())
+    const handlers = Handlers.table(options.handlers, yield* Effect.context<never>(), repo.maxResultBytes)
     // A span per item costs as much as the rest of a no-op item's run; it is
     // made only when the application installed a tracer (e.g. OpenTelemetry).
     const traced = options.spans ?? ((yield* Effect.tracer) !== defaultTracer)
@@ -258,6 +260,15 @@ export const make = <H extends Handler.Any>(
     // Interrupted when the scope closes, after shutdown (a cancel heard during
     // the grace still stops its run).
     yield* Effect.forkIn(pool.cancels.run, scope)
+    // Every pool prunes (no leader to elect; concurrent pruners never take
+    // the same row), by the repository's retention.
+    const { pruneMs } = pool.config
+    if (pruneMs !== null) {
+      yield* Effect.forkIn(
+        Pruner.run({ repo: pool.repo, intervalMs: pruneMs, counts: pool.state.counts, publisher: pool.publisher }),
+        scope
+      )
+    }
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start
     const claimer = yield* Effect.forkIn(pool.claimer.run, scope)

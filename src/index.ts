@@ -25,7 +25,7 @@ export * as Handler from "./Handler.js"
 export * as Migrations from "./Migrations.js"
 /** The outcomes a handler can choose: `Retry`, `Permanent`, `Cancel`, `Snooze` (and the runtime's `Timeout`). */
 export * as Outcome from "./Outcome.js"
-/** The storage service: enqueue, claim, complete, fail, release, extend, cancel, stats, dead items. */
+/** The storage service: enqueue, claim, complete, fail, release, extend, cancel, stats, dead items, history (list, prune). */
 export * as QueueRepo from "./QueueRepo.js"
 /** How worker pools are woken for new items (in-process enqueues, PostgreSQL LISTEN). */
 export * as Wakeups from "./Wakeups.js"

@@ -76,7 +76,7 @@ for (const backend of backends) {
       expect(lines(mixed.stdout)).toEqual([
         `cancelled ${spare} (it was waiting)`,
         `not cancelled ${dead}: it is dead (docket dead retry or delete it)`,
-        "not cancelled 999999: no such item (never enqueued, or done)",
+        "not cancelled 999999: no such item (never enqueued, or finished and pruned)",
         `not cancelled ${gone}: it is cancelled already`,
         `not cancelled ${due}: it is cancelled already`
       ])
@@ -94,17 +94,18 @@ for (const backend of backends) {
         due: 0,
         scheduled: 0,
         running: 0,
+        done: 0,
         dead: 1,
         cancelled: 4,
         byKind: {
-          doomed: { due: 0, scheduled: 0, running: 0, dead: 1, cancelled: 0 },
-          mail: { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 4 }
+          doomed: { due: 0, scheduled: 0, running: 0, done: 0, dead: 1, cancelled: 0 },
+          mail: { due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 4 }
         },
         // Nothing waits, so no kind lacks a worker.
         unhandledKinds: []
       })
-      expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+dead\s+cancelled$/)
-      expect(text.stdout).toMatch(/^total\s+0\s+0\s+0\s+1\s+4$/m)
+      expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+done\s+dead\s+cancelled$/)
+      expect(text.stdout).toMatch(/^total\s+0\s+0\s+0\s+0\s+1\s+4$/m)
     }, 90_000)
 
     it("a running worker's item is interrupted by a cancel from another process; its job.signal aborts", async () => {

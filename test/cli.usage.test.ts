@@ -54,7 +54,7 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a bad max attempts", ["enqueue", "a", "{}", "--max-attempts", "0"], /^docket: --max-attempts must be from 1 to 10000 \(got 0\)$/],
     ["no kind", ["enqueue"], /^docket: give the kind of the item/],
     ["a missing bulk file", ["enqueue", "--from", scratch.path("nope.ndjson")], /^docket: --from: file .* does not exist$/],
-    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, enqueue, worker, stats, workers, dead, kind, cancel, demo\)$/],
+    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, enqueue, worker, stats, workers, list, show, dead, kind, cancel, demo\)$/],
     ["a mistyped command", ["wrker", "--tasks", tasks.dir], /^docket: unknown command wrker \(did you mean worker\?\)$/],
     ["a mistyped subcommand", ["dead", "lst"], /^docket: unknown command dead lst \(did you mean dead list\?\)$/],
     ["a bad log level (before the command)", ["--log-level", "loud", "stats"], /^docket: --log-level: 'loud' is not one of all, trace, debug, info, warning, error, fatal, none$/],
@@ -142,7 +142,9 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 })
 
 describe("--help", () => {
-  const commands = ["migrate", "enqueue", "worker", "stats", "workers", "dead", "dead list", "dead retry", "dead delete", "cancel", "demo"]
+  const commands = [
+    "migrate", "enqueue", "worker", "stats", "workers", "list", "show", "dead", "dead list", "dead retry", "dead delete", "cancel", "demo"
+  ]
 
   it("is generated for the command and its subcommands, within 100 columns", { timeout: 120_000 }, async () => {
     const results = await docketAll([["--help"], ...commands.map((c) => [...c.split(" "), "--help"])])
@@ -177,6 +179,10 @@ describe("--help", () => {
     expect(help["worker"]).toMatch(/^  --lease <duration>\n(      .*\n)*      Default: 30s\.$/m)
     expect(help["worker"]).toMatch(/^  --poll <duration>\n(      .*\n)*      Default: 2s\.$/m)
     expect(help["worker"]).toMatch(/^  --grace <duration>\n(      .*\n)*      Default: 10s\.$/m)
+    expect(help["worker"]).toMatch(/^  --retention <duration\|state=duration,...>\n(      .*\n)*      Default: done=24h,cancelled=24h,dead=forever\.$/m)
+    expect(help["list"]).toMatch(/^  --state <state>\n      Only items in this state: waiting \(due now\), scheduled/m)
+    expect(help["list"]).toMatch(/^  --limit <integer>\n(      .*\n)*      Default: 50\.$/m)
+    expect(help["show"]).toMatch(/^ARGUMENTS\n  <id>\n/m)
     expect(help["worker"]).toMatch(/^  --all-kinds\n      Claim items of every kind: an item of a kind with no task file here is dead at once\./m)
     expect(help["worker"]).not.toContain("--handled-only")
     expect(help["dead retry"]).toContain("\n  --all\n")
@@ -257,8 +263,9 @@ describe("npm start (docket demo)", () => {
     expect(out).toMatch(/^ {2}#26 greet \{"name":42\}: DecodeError: /m)
     expect(out).toContain(`npx docket dead list --database ${db}`)
     expect(out).toContain(`npx docket dead retry --all --database ${db}`)
+    expect(out).toContain(`npx docket list --state done --database ${db}`)
     const stats = await docket(["stats", "--json", "--database", db])
-    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, dead: 1 })
+    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, done: 25, dead: 1 })
     // The demo's temporary folder.
     if (/docket-demo-[^/]+\/docket\.db$/.test(db)) rmSync(dirname(db), { recursive: true, force: true })
   })

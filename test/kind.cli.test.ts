@@ -45,12 +45,12 @@ describe.each(backends)("docket kind on $name", (backend) => {
         concurrency: 2,
         rate: { limit: 100, periodMs: 60_000 },
         limitsSetBy: "person",
-        counts: { waiting: 1, scheduled: 0, running: 0, expired: 0, dead: 0, cancelled: 0 }
+        counts: { waiting: 1, scheduled: 0, running: 0, expired: 0, done: 0, dead: 0, cancelled: 0 }
       }])
       const table = await docket(["kind", "list", "--database", url])
       expect(lines(table.stdout)).toEqual([
-        expect.stringMatching(/^kind\s+paused\s+concurrency\s+rate\s+set by\s+waiting\s+scheduled\s+running\s+dead\s+cancelled$/),
-        expect.stringMatching(/^mail\.send\s+paused\s+2\s+100\/1m\s+person\s+1\s+0\s+0\s+0\s+0$/)
+        expect.stringMatching(/^kind\s+paused\s+concurrency\s+rate\s+set by\s+waiting\s+scheduled\s+running\s+done\s+dead\s+cancelled$/),
+        expect.stringMatching(/^mail\.send\s+paused\s+2\s+100\/1m\s+person\s+1\s+0\s+0\s+0\s+0\s+0$/)
       ])
       // One limit removed, the other kept.
       expect((await docket(["kind", "set", "mail.send", "--concurrency", "none", "--database", url])).code).toBe(0)

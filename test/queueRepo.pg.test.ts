@@ -5,6 +5,7 @@ import { Context, Deferred, Effect, Exit, Fiber, Layer, Queue, Redacted, Schedul
 import pg from "pg"
 import * as Database from "../src/Database.js"
 import { DirectPool } from "../src/internal/directPool.js"
+import * as List from "../src/internal/sql/list.js"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
@@ -28,6 +29,47 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
   queueRepoConformance(backend)
 
   describe("PostgreSQL only", () => {
+    it.live("a prune skips rows another session holds (never waits for them), takes them at a later pass, and walks the finished index", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const context = yield* Layer.build(repoLayer(url))
+        const repo = Context.get(context, QueueRepo.QueueRepo)
+        const sql = Context.get(context, SqlClient.SqlClient)
+        yield* repo.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ kind: "old", payload: i })))
+        yield* repo.completeMany(yield* repo.claim({ worker: "w", limit: 50, lease: 30_000 }))
+        yield* sql.unsafe("UPDATE docket_items SET finished_at = finished_at - 172800000")
+        // Another session (a person's dead retry, another pruner) holds ten of them.
+        const locker = new pg.Client({ connectionString: url })
+        yield* Effect.promise(() => locker.connect())
+        yield* Effect.addFinalizer(() => Effect.promise(() => locker.end()))
+        yield* Effect.promise(() => locker.query("BEGIN"))
+        yield* Effect.promise(() => locker.query("SELECT id FROM docket_items ORDER BY id LIMIT 10 FOR UPDATE"))
+        // Bounded well below a lock wait: the prune must not wait at all.
+        expect(yield* repo.prune.pipe(Effect.timeout("5 seconds"))).toEqual({ done: 40, cancelled: 0, dead: 0 })
+        yield* Effect.promise(() => locker.query("COMMIT"))
+        expect(yield* repo.prune).toEqual({ done: 10, cancelled: 0, dead: 0 })
+        // Its plan can walk the finished index in order, under the batch's
+        // limit, with no sort (a table this small would be scanned instead:
+        // sequential scans are off for the EXPLAIN only).
+        const plan = yield* sql.withTransaction(Effect.zipRight(
+          sql.unsafe("SET LOCAL enable_seqscan = off"),
+          sql.unsafe<{ "QUERY PLAN": string }>(
+            `EXPLAIN SELECT i.id FROM docket_items i
+             WHERE i.state = 'done' AND i.finished_at IS NOT NULL AND i.finished_at <= docket_now_ms() - 86400000
+             ORDER BY i.finished_at, i.id LIMIT 1000 FOR UPDATE SKIP LOCKED`
+          )
+        )).pipe(Effect.map((rows) => rows.map((r) => r["QUERY PLAN"]).join("\n")))
+        expect(plan).toMatch(/Index Scan using docket_items_finished/)
+        expect(plan).not.toMatch(/Sort/)
+        // And `list` of a finished state walks it backwards from the cursor's key, no sort either.
+        const listPlan = yield* sql.withTransaction(Effect.zipRight(
+          sql.unsafe("SET LOCAL enable_seqscan = off"),
+          sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${List.pg.finished}`, ["done", null, 1e15, 1e15, 51])
+        )).pipe(Effect.map((rows) => rows.map((r) => r["QUERY PLAN"]).join("\n")))
+        expect(listPlan).toMatch(/Index Scan Backward using docket_items_finished/)
+        expect(listPlan).not.toMatch(/Sort/)
+      }).pipe(Effect.scoped, Effect.timeout("30 seconds")))
+
     it.live("claims hold one reserved connection, replaced after it is killed and released with the layer", () =>
       Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
@@ -88,7 +130,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         yield* Effect.scoped(Effect.flatMap(Layer.build(repoLayer(url)), (ctx) =>
           watched(Effect.provide(roundTrip, ctx)).pipe(Effect.withTracer(tracer))))
         expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
-        expect(seen.some((text) => text.includes("DELETE FROM docket_items"))).toBe(true)
+        expect(seen.some((text) => text.includes("SET state = 'done'"))).toBe(true)
         expect(made.filter((span) => span.name === "sql.execute").length).toBeGreaterThanOrEqual(seen.length)
         // An application's own PgClient (the schema is already there): every
         // statement goes through @effect/sql, and the queue works the same.
@@ -97,7 +139,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         yield* Effect.scoped(Effect.flatMap(Layer.build(QueueRepo.layer().pipe(Layer.provideMerge(appClient))), (ctx) =>
           watched(Effect.provide(roundTrip, ctx))))
         expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
-        expect(seen.some((text) => text.includes("DELETE FROM docket_items"))).toBe(true)
+        expect(seen.some((text) => text.includes("SET state = 'done'"))).toBe(true)
       }).pipe(Effect.timeout("20 seconds")))
 
     it.live("an interrupted enqueue is not sent while it waits for a connection, and is cancelled while it runs; a failed statement keeps its connection", () =>

@@ -13,7 +13,9 @@ import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
 import { kind, kindCommands, kindGroup } from "./commands/kind.js"
+import { list } from "./commands/list.js"
 import { migrate } from "./commands/migrate.js"
+import { show } from "./commands/show.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
 import { workers } from "./commands/workers.js"
@@ -46,6 +48,8 @@ export const tree: CommandNode = node(docketGroup, [
   node(worker),
   node(stats),
   node(workers),
+  node(list),
+  node(show),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
   node(cancel),
@@ -53,4 +57,16 @@ export const tree: CommandNode = node(docketGroup, [
 ])
 
 /** The root command: `docket <subcommand>`. */
-export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, workers, dead, kind, cancel, demoCommand]))
+export const root = docketGroup.pipe(Command.withSubcommands([
+  migrate,
+  enqueue,
+  worker,
+  stats,
+  workers,
+  list,
+  show,
+  dead,
+  kind,
+  cancel,
+  demoCommand
+]))

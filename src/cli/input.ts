@@ -8,8 +8,9 @@ import * as V from "../internal/validate.js"
 import type * as QueueRepo from "../QueueRepo.js"
 import { usage, type UsageError } from "./errors.js"
 
-const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/
+// Days for retentions (7d, 30d): the other flags' bounds still apply to them.
+const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/
 
 /** `500ms`, `30s`, `5m`, `1h` or a plain number of milliseconds; whole milliseconds. */
 export const parseDuration = (name: string, text: string): Either.Either<number, UsageError> => {
@@ -18,7 +19,7 @@ export const parseDuration = (name: string, text: string): Either.Either<number,
   const match = DURATION.exec(trimmed)
   if (match === null) {
     return Either.left(
-      usage(`${name}: "${text}" is not a duration (use 500ms, 30s, 5m, 1h or a number of milliseconds)`)
+      usage(`${name}: "${text}" is not a duration (use 500ms, 30s, 5m, 1h, 7d or a number of milliseconds)`)
     )
   }
   const ms = Math.round(Number(match[1]) * UNITS[match[2] ?? "ms"])

@@ -50,7 +50,7 @@ const TASK_FILE = /^(?![_.])(.+)\.(ts|mts|cts|js|mjs|cjs)$/
  * The handler of a task file. It can need no services (nothing provides them
  * to a task file), so its requirements are `never`.
  */
-export type TaskHandler = Handler.Handler<any, any, unknown, never>
+export type TaskHandler = Handler.Handler<any, any, unknown, never, any, any>
 
 /** A task file and the kind its name gives. */
 export interface TaskFile {

@@ -10,7 +10,8 @@ import { checkMillis, MAX_DELAY_MS } from "./validate.js"
 
 /** What the runtime does with an item after its handler ends. */
 export type Decision =
-  | { readonly _tag: "Done" }
+  /** `result`: the encoded JSON value to keep with the done item (undefined: none). */
+  | { readonly _tag: "Done"; readonly result?: unknown }
   | { readonly _tag: "Retry"; readonly error: string; readonly delay: Option.Option<Duration.Duration> }
   | { readonly _tag: "Dead"; readonly error: string }
   /** `error`: the Snooze as text (for logs, and the SnoozeLimit error once the cap is reached). */

@@ -28,6 +28,32 @@ export interface Fence {
   readonly token: number
 }
 
+/** One completion to record: its result as JSON text, or null for none. */
+export interface CompleteRow extends Fence {
+  readonly result: string | null
+}
+
+/**
+ * One checked page request of `list` (internal/store/history.ts makes it):
+ * a finished state by (finished_at, id) below the cursor's key, or the
+ * others by id below the cursor's id. TOP_KEY (sql/list.ts) for a first page.
+ */
+export type ListQuery =
+  | {
+    readonly by: "finished"
+    readonly state: "done" | "dead" | "cancelled"
+    readonly kind: string | null
+    readonly finishedBefore: number
+    readonly idBefore: number
+    readonly limit: number
+  }
+  | {
+    readonly by: "all" | "waiting" | "scheduled" | "running"
+    readonly kind: string | null
+    readonly idBefore: number
+    readonly limit: number
+  }
+
 /** One failure to record. */
 export interface FailRow extends Fence {
   readonly error: string
@@ -98,7 +124,11 @@ export interface Dialect {
     kinds: ReadonlyArray<string> | null,
     limitedMax: number
   ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
-  readonly complete: (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
+  /**
+   * Done: `keep` (a retention of done items above 0) keeps each row as
+   * 'done' with its result and finish time; else deletes it.
+   */
+  readonly complete: (rows: ReadonlyArray<CompleteRow>, keep: boolean) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
   /** outcome: "waiting" | "dead" | "cancelled" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
   readonly fail: (rows: ReadonlyArray<FailRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
   /** outcome: "waiting" | "absorbed". */
@@ -122,6 +152,10 @@ export interface Dialect {
     limit: number
   ) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  /** A page of items, newest first (sql/list.ts). */
+  readonly list: (query: ListQuery) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
+  /** Deletes at most `limit` items of `state` finished at least `retentionMs` ago, oldest first; how many. */
+  readonly prune: (state: "done" | "dead" | "cancelled", retentionMs: number, limit: number) => Effect.Effect<number, SqlError>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
   /** Milliseconds from the database's now until a waiting item not yet due becomes due or a lease ends (negative if one has ended), if any. */
   readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>

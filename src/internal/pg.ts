@@ -23,8 +23,10 @@ import * as Get from "./sql/get.js"
 import * as Insert from "./sql/insert.js"
 import * as KindLimits from "./kindLimits.js"
 import * as Kinds from "./sql/kinds.js"
+import * as List from "./sql/list.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
+import * as Prune from "./sql/prune.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
 import * as Snooze from "./sql/snooze.js"
@@ -58,7 +60,15 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     },
     findWaiting: (pairs) => run<KeyRow>(FindWaiting.pg, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
     claim: (worker, limit, leaseMs, kinds, limitedMax) => claim([worker, limit, leaseMs, kinds, limitedMax]),
-    complete: (fences) => run<FencedRow>(Complete.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
+    complete: (rows, keep) => {
+      const ids = intArray(rows.map((f) => f.id))
+      const tokens = intArray(rows.map((f) => f.token))
+      if (!keep) return run<FencedRow>(Complete.pgDelete, [ids, tokens])
+      // No results in the batch (the common case): a NULL array, padded by
+      // unnest, instead of an array of NULLs for the driver to encode.
+      const results = rows.some((r) => r.result !== null) ? rows.map((r) => r.result) : null
+      return run<FencedRow>(Complete.pgKeep, [ids, tokens, results])
+    },
     fail: (rows) =>
       run<FencedStateRow>(Fail.pg, [
         intArray(rows.map((r) => r.id)),
@@ -82,6 +92,12 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     getMany: (ids) => run<ItemRow>(Get.pgMany, [intArray(ids)]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.pg, [kind, afterId, limit]),
     retryDead: (selection) => run<IdRow>(RetryDead.pg, [selection.ids, selection.kind]),
+    list: (q) =>
+      q.by === "finished"
+        ? run<ItemRow>(List.pg.finished, [q.state, q.kind, q.finishedBefore, q.idBefore, q.limit])
+        : run<ItemRow>(List.pg[q.by], [q.kind, q.idBefore, q.limit]),
+    prune: (state, retentionMs, limit) =>
+      run<{ n: number | string }>(Prune.pg, [state, retentionMs, limit]).pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
     deleteDead: (selection) => run<IdRow>(DeleteDead.pg, [selection.ids, selection.kind]),
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.pg, []),
     listKinds: run<KindRow>(Kinds.pgList, []),

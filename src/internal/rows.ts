@@ -11,7 +11,7 @@ export interface ItemRow {
   readonly payload: string
   readonly dedupe_key: string | null
   readonly priority: number | string
-  readonly state: "waiting" | "running" | "dead" | "cancelled"
+  readonly state: "waiting" | "running" | "done" | "dead" | "cancelled"
   readonly run_at: number | string
   readonly attempts: number | string
   /** NULL when the enqueue gave none (sql/columns.ts). */
@@ -26,6 +26,12 @@ export interface ItemRow {
   readonly trace_context: string | null
   /** How many times its handler snoozed it (migration 0006). */
   readonly snoozes: number | string
+  /** When it finished (migration 0007); NULL while it can run. */
+  readonly finished_at: number | string | null
+  /** The handler's result, JSON text; NULL for none. */
+  readonly result: string | null
+  /** The attempts' errors: pg returns jsonb parsed, SQLite the JSON text. */
+  readonly errors: unknown
 }
 
 /** What a claim returns: the item's columns a run needs (state, claimer and update time are known). */
@@ -70,6 +76,7 @@ export interface StatsRow {
   readonly due: number | string | null
   readonly scheduled: number | string | null
   readonly running: number | string | null
+  readonly done: number | string | null
   readonly dead: number | string | null
   readonly cancelled: number | string | null
 }
@@ -86,6 +93,7 @@ export interface KindRow {
   readonly scheduled: number | string | null
   readonly running: number | string | null
   readonly expired: number | string | null
+  readonly done: number | string | null
   readonly dead: number | string | null
   readonly cancelled: number | string | null
 }

@@ -25,8 +25,10 @@ import * as Get from "./sql/get.js"
 import * as Insert from "./sql/insert.js"
 import * as KindLimits from "./kindLimits.js"
 import * as Kinds from "./sql/kinds.js"
+import * as List from "./sql/list.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
+import * as Prune from "./sql/prune.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
 import * as Snooze from "./sql/snooze.js"
@@ -82,7 +84,10 @@ export const make = (sql: SqlClient): Dialect => {
       return Effect.flatMap(Effect.serviceOption(TransactionConnection), (tx) =>
         Option.isSome(tx) ? SqliteClaim.inTransaction(run, request) : claimUnsynced(request))
     },
-    complete: (fences) => run<FencedRow>(Complete.sqlite, [fencesJson(fences)]),
+    complete: (rows, keep) =>
+      keep
+        ? run<FencedRow>(Complete.sqliteKeep, [JSON.stringify(rows.map((r) => [r.id, r.token, r.result]))])
+        : run<FencedRow>(Complete.sqliteDelete, [fencesJson(rows)]),
     fail: (rows) => {
       const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs, r.cancel ? 1 : 0]))
       return both(run<FencedStateRow>(Fail.sqliteAbsorb, [json]), run<FencedStateRow>(Fail.sqliteUpdate, [json]))
@@ -112,6 +117,12 @@ export const make = (sql: SqlClient): Dialect => {
     get: (id) => run<ItemRow>(Get.sqlite, [id]),
     getMany: (ids) => run<ItemRow>(Get.sqliteMany, [JSON.stringify(ids)]),
     listDead: (kind, afterId, limit) => run<ItemRow>(ListDead.sqlite, [kind, afterId, limit]),
+    list: (q) =>
+      q.by === "finished"
+        ? run<ItemRow>(List.sqlite.finished, [q.state, q.kind, q.finishedBefore, q.idBefore, q.limit])
+        : run<ItemRow>(List.sqlite[q.by], [q.kind, q.idBefore, q.limit]),
+    prune: (state, retentionMs, limit) =>
+      run<IdRow>(Prune.sqlite, [state, retentionMs, limit]).pipe(Effect.map((rows) => rows.length)),
     retryDead: (selection) =>
       run<IdRow>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
     deleteDead: (selection) =>

@@ -89,23 +89,37 @@ const strictReplacer = (_key: string, value: unknown): unknown => {
 export const encodePayload = (
   payload: unknown,
   maxBytes: number
-): Either.Either<string, InvalidInput> => {
-  if (payload === undefined) return invalid("payload", "must not be undefined (use null or {} for none)")
+): Either.Either<string, InvalidInput> =>
+  payload === undefined
+    ? invalid("payload", "must not be undefined (use null or {} for none)")
+    : encodeJson("payload", payload, maxBytes)
+
+/** The default largest result, as JSON bytes (64 KiB: a summary, an id, a URL; not a file). */
+export const DEFAULT_MAX_RESULT_BYTES = 64 * 1024
+
+/**
+ * Encodes a handler's result as JSON text (undefined: none, null); refuses
+ * what JSON cannot hold and what is larger than `maxBytes`, as the payload.
+ */
+export const encodeResult = (result: unknown, maxBytes: number): Either.Either<string | null, InvalidInput> =>
+  result === undefined ? Either.right(null) : encodeJson("result", result, maxBytes)
+
+const encodeJson = (field: "payload" | "result", value: unknown, maxBytes: number): Either.Either<string, InvalidInput> => {
   let json: string | undefined
   try {
-    json = JSON.stringify(payload, strictReplacer)
+    json = JSON.stringify(value, strictReplacer)
   } catch (error) {
     const reason = error instanceof NotJson
       ? error.message
       : error instanceof RangeError
       ? "is nested too deeply to encode"
       : `is not JSON-serialisable (${error instanceof Error ? error.message : String(error)})`
-    return invalid("payload", reason)
+    return invalid(field, reason)
   }
-  if (json === undefined) return invalid("payload", "is not JSON-serialisable")
+  if (json === undefined) return invalid(field, "is not JSON-serialisable")
   // Byte length only matters near the limit; a string of N UTF-16 units is at most 3N UTF-8 bytes.
   if (json.length * 3 > maxBytes && Buffer.byteLength(json, "utf8") > maxBytes) {
-    return invalid("payload", `is larger than ${maxBytes} bytes as JSON`)
+    return invalid(field, `is larger than ${maxBytes} bytes as JSON`)
   }
   return Either.right(json)
 }

@@ -76,11 +76,12 @@ export const cancelConformance = (backend: Backend) => {
           due: 0,
           scheduled: 0,
           running: 0,
+          done: 1,
           dead: 0,
           cancelled: 3,
           byKind: {
-            mail: { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 2 },
-            report: { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 1 }
+            mail: { due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 2 },
+            report: { due: 0, scheduled: 0, running: 0, done: 1, dead: 0, cancelled: 1 }
           }
         })
       })))

@@ -208,6 +208,9 @@ export const kindsConformance = (backend: Backend) => {
         yield* repo.pauseKind("z")
         const [c] = yield* claim({ limit: 1 })
         yield* repo.fail(c, "boom", { _tag: "Dead" })
+        yield* enqueueN("a", 1)
+        const [d] = yield* claim({ limit: 1 })
+        expect(yield* repo.complete(d)).toBe(true)
         expect(yield* repo.listKinds).toEqual([
           {
             kind: "a",
@@ -215,7 +218,7 @@ export const kindsConformance = (backend: Backend) => {
             concurrency: null,
             rate: null,
             limitsSetBy: "code",
-            counts: { waiting: 1, scheduled: 1, running: 0, expired: 0, dead: 1, cancelled: 0 }
+            counts: { waiting: 1, scheduled: 1, running: 0, expired: 0, done: 1, dead: 1, cancelled: 0 }
           },
           {
             kind: "z",
@@ -223,7 +226,7 @@ export const kindsConformance = (backend: Backend) => {
             concurrency: null,
             rate: null,
             limitsSetBy: "code",
-            counts: { waiting: 0, scheduled: 0, running: 0, expired: 0, dead: 0, cancelled: 0 }
+            counts: { waiting: 0, scheduled: 0, running: 0, expired: 0, done: 0, dead: 0, cancelled: 0 }
           }
         ])
       })))

@@ -18,6 +18,7 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, countState, expireLease, makeDue, repoLayer, setRow } from "../support/db.js"
 import { attemptsConformance } from "./attempts.js"
 import { cancelConformance } from "./cancel.js"
+import { historyConformance } from "./history.js"
 import { kindsConformance } from "./kinds.js"
 import { dbNow, expectAround, withRepo } from "./harness.js"
 import { snoozeConformance } from "./snooze.js"
@@ -61,7 +62,7 @@ const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   }))
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6]
+const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -322,7 +323,8 @@ export const queueRepoConformance = (backend: Backend) => {
         expect(yield* repo.complete(c1)).toBe(false)
         expect(yield* repo.complete(c2)).toBe(false)
         expect(yield* repo.complete(c3)).toBe(true)
-        expect(yield* repo.get(c3.id)).toEqual(Option.none())
+        // Kept as done (default retention), who ran it kept; complete again is stale.
+        expect(yield* getItem(c3.id)).toMatchObject({ state: "done", attempts: 2, claimedBy: "w", leaseUntil: null })
         expect(yield* repo.complete(c3)).toBe(false)
       })))
 
@@ -356,7 +358,7 @@ export const queueRepoConformance = (backend: Backend) => {
         expect((yield* repo.claim({ worker: "w", limit: 10, lease })).map((c) => c.id)).toEqual([fixed.id])
       })))
 
-    it.live("extend renews the lease from now; complete removes the item", () =>
+    it.live("extend renews the lease from now; complete keeps the item as done, finished now, claimed_by kept", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
         yield* repo.enqueue("job", {})
@@ -366,9 +368,16 @@ export const queueRepoConformance = (backend: Backend) => {
         const after = yield* dbNow
         expectAround((yield* getItem(claim.id)).leaseUntil!, before + 600_000, after + 600_000, 50)
         expect(yield* repo.extendMany([claim], 60_000)).toEqual([true])
+        const beforeDone = yield* dbNow
         expect(yield* repo.completeMany([claim])).toEqual([true])
-        expect(yield* repo.get(claim.id)).toEqual(Option.none())
-        expect(yield* countAll).toBe(0)
+        const afterDone = yield* dbNow
+        const done = yield* getItem(claim.id)
+        expect(done).toMatchObject({ state: "done", claimedBy: "w", leaseUntil: null, result: null, errors: [] })
+        expectAround(done.finishedAt!, beforeDone, afterDone, 50)
+        expect(yield* countAll).toBe(1)
+        expect(yield* countState("done")).toBe(1)
+        // Nothing claims a done item.
+        expect(yield* repo.claim({ worker: "w", limit: 1, lease })).toEqual([])
       })))
 
     it.live("a fail with Dead is dead at once, whatever attempts remain", () =>
@@ -523,12 +532,14 @@ export const queueRepoConformance = (backend: Backend) => {
         expect(yield* countAll).toBe(1)
         expect((yield* getItem(fa.id)).state).toBe("waiting")
         expect(yield* repo.get(fb.id)).toEqual(Option.none())
-        // Clear the table, then the same with release.
+        // Finish the waiting one (kept as done: it holds no key), then the same with release.
         const [left] = yield* repo.claim({ worker: "w", limit: 1, lease })
         expect(yield* repo.complete(left)).toBe(true)
         const [ra, rb] = yield* make
         expect(yield* repo.releaseMany([ra, rb])).toEqual(["released", "absorbed"])
-        expect(yield* countAll).toBe(1)
+        expect(yield* countState("waiting")).toBe(1)
+        expect(yield* countState("done")).toBe(1)
+        expect(yield* countAll).toBe(2)
         expect(yield* getItem(ra.id)).toMatchObject({ state: "waiting" })
       })))
 
@@ -748,11 +759,14 @@ export const queueRepoConformance = (backend: Backend) => {
   })
 
   describe("stats, get, nextDueIn", () => {
-    it.live("stats count due, scheduled, running, dead and cancelled, by kind; an expired lease is due", () =>
+    it.live("stats count due, scheduled, running, done, dead and cancelled, by kind; an expired lease is due", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
-        expect(yield* repo.stats).toEqual({ due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0, byKind: {} })
+        expect(yield* repo.stats).toEqual({ due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 0, byKind: {} })
         yield* deadItem("b")
+        yield* repo.enqueue("b", "done")
+        const [finished] = yield* repo.claim({ worker: "w", limit: 1, lease, kinds: ["b"] })
+        expect(yield* repo.complete(finished)).toBe(true)
         yield* repo.enqueue("a", "running")
         yield* repo.enqueue("a", "expired")
         const claims = yield* repo.claim({ worker: "w", limit: 2, lease, kinds: ["a"] })
@@ -765,11 +779,12 @@ export const queueRepoConformance = (backend: Backend) => {
           due: 3,
           scheduled: 1,
           running: 1,
+          done: 1,
           dead: 1,
           cancelled: 0,
           byKind: {
-            a: { due: 2, scheduled: 1, running: 1, dead: 0, cancelled: 0 },
-            b: { due: 1, scheduled: 0, running: 0, dead: 1, cancelled: 0 }
+            a: { due: 2, scheduled: 1, running: 1, done: 0, dead: 0, cancelled: 0 },
+            b: { due: 1, scheduled: 0, running: 0, done: 1, dead: 1, cancelled: 0 }
           }
         })
       })))
@@ -1287,6 +1302,7 @@ export const queueRepoConformance = (backend: Backend) => {
   kindsConformance(backend)
   snoozeConformance(backend)
   cancelConformance(backend)
+  historyConformance(backend)
   upgradeConformance(backend)
 }
 

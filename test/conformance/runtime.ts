@@ -19,6 +19,7 @@ import { recordingTracer } from "../support/tracing.js"
 import { withPool } from "./harness.js"
 import { snoozeRuntimeConformance } from "./snoozeRuntime.js"
 import { cancelRuntimeConformance } from "./cancelRuntime.js"
+import { historyRuntimeConformance } from "./historyRuntime.js"
 
 const fast = Backoff.constant("20 millis")
 
@@ -27,14 +28,17 @@ const item = (id: number) =>
 
 export const runtimeConformance = (backend: Backend) => {
   describe("outcomes", () => {
-    it.live("success: done, the item leaves the queue", () => {
+    it.live("success: done, the item kept as done (who ran it, when it finished)", () => {
       const Ok = Handler.make("ok", { payload: Schema.Struct({ n: Schema.Number }), run: () => Effect.void })
       return withPool(backend, { handlers: [Ok] }, () =>
         Effect.gen(function*() {
           const events = yield* (yield* Worker.Worker).subscribe
           const added = yield* Docket.client(Ok).enqueue({ n: 1 })
-          yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
-          expect(yield* item(added.id)).toBeUndefined()
+          const { event } = yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
+          const claim = (event as Extract<Events.Event, { _tag: "Completed" }>).claim
+          const done = yield* item(added.id)
+          expect(done).toMatchObject({ state: "done", claimedBy: claim.worker, leaseUntil: null, result: null, errors: [] })
+          expect(done?.finishedAt).toBeGreaterThanOrEqual(claim.claimedAt)
         }))
     })
 
@@ -210,7 +214,7 @@ export const runtimeConformance = (backend: Backend) => {
           // The pool still runs other work.
           const ok = yield* Docket.client(Ok).enqueueMany(Array.from({ length: 5 }, (_, i) => ({ payload: i })))
           yield* waitForCount(events, (e) => e._tag === "Completed", 5)
-          for (const r of ok) expect(yield* item(r.id)).toBeUndefined()
+          for (const r of ok) expect((yield* item(r.id))?.state).toBe("done")
         }))
     })
 
@@ -376,7 +380,7 @@ export const runtimeConformance = (backend: Backend) => {
         const deleteWaits = Effect.promise(() =>
           observer.query<{ n: number }>(
             `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%DELETE FROM docket_items%'`
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SET state = ''done''%'`
           )
         ).pipe(Effect.map((r) => r.rows[0].n === 1))
 
@@ -408,9 +412,9 @@ export const runtimeConformance = (backend: Backend) => {
         expect(yield* deleteWaits).toBe(true)
         yield* Effect.promise(() => locker.query("COMMIT"))
         yield* Fiber.join(closing)
-        // The completion was written: the item is gone, not left running until its lease ends.
+        // The completion was written: the item is done, not left running until its lease ends.
         const row = yield* Effect.scoped(Effect.provide(item(added.id), repoLayer(url)))
-        expect(row).toBeUndefined()
+        expect(row?.state).toBe("done")
       }).pipe(Effect.scoped, Effect.timeout("45 seconds"))
     })
 
@@ -808,6 +812,7 @@ export const runtimeConformance = (backend: Backend) => {
   snoozeRuntimeConformance(backend)
 
   cancelRuntimeConformance(backend)
+  historyRuntimeConformance(backend)
 }
 
 /** Pure backoff: tested with a fixed random source. */

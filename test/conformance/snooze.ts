@@ -67,7 +67,11 @@ export const snoozeConformance = (backend: Backend) => {
         const fourth = yield* claimOne
         expect([fourth.attempt, fourth.snoozes]).toEqual([2, 2])
         expect(yield* repo.complete(fourth)).toBe(true)
-        expect(yield* countAll).toBe(0)
+        expect(yield* countAll).toBe(1)
+        // Done after two attempts and two snoozes; the one failure is its history.
+        const done = Option.getOrThrow(yield* repo.get(fourth.id))
+        expect(done).toMatchObject({ state: "done", attempts: 2, snoozes: 2 })
+        expect(done.errors.map((e) => [e.attempt, e.error])).toEqual([[1, "boom"]])
       })))
 
     it.live("a stale snooze returns stale and changes nothing, also while a twin waits", () =>

@@ -52,7 +52,7 @@ export const snoozeRuntimeConformance = (backend: Backend) => {
           }
           yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
           expect(runs).toEqual([[1, 0], [1, 1], [1, 2]])
-          expect(yield* item(added.id)).toBeUndefined()
+          expect(yield* item(added.id)).toMatchObject({ state: "done", attempts: 1, snoozes: 2, errors: [] })
           expect(yield* worker.counters).toMatchObject({ snoozed: 2, completed: 1, retried: 0, dead: 0 })
         }))
     })

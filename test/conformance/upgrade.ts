@@ -2,8 +2,9 @@
  * Part of the QueueRepo conformance suite (run from ./queueRepo.ts on every
  * backend): a database made by the release before migration 0005 upgrades in
  * place, and processes of that release keep working beside migrated ones; a
- * database made by the last release (0005) upgrades to 0006 with every item
- * as it was.
+ * database made by the release of 0005 upgrades to 0006 with every item
+ * as it was; and one made by the last release (0006) upgrades to the latest
+ * (0007, history) with every item runnable and its past backfilled.
  *
  * The release's own statements are written out here as it sent them, so the
  * test keeps meaning what it says when the current statements change.
@@ -84,7 +85,7 @@ export const upgradeConformance = (backend: Backend) => {
             yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["nothing"]]))
           }
 
-          expect(yield* Migrations.run).toEqual([5, 6])
+          expect(yield* Migrations.run).toEqual([5, 6, 7])
           const repo = yield* QueueRepo.QueueRepo
           const stored = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           for (const [id, n, budget] of [[plain, 1, 8], [budgeted, 2, 5]] as const) {
@@ -152,9 +153,11 @@ export const upgradeConformance = (backend: Backend) => {
           const stored = sql.unsafe<Record<string, unknown>>("SELECT * FROM docket_items ORDER BY id")
           const before = yield* stored
 
-          expect(yield* Migrations.run).toEqual([6])
+          expect((yield* migrateUpTo(6)).map(([id]) => id)).toEqual([6])
           // The same rows, every column the same, and the new one at its default.
           expect(yield* stored).toEqual(before.map((row) => ({ ...row, snoozes: 0 })))
+          // This release's statements read 0007's columns: upgrade the rest of the way.
+          expect(yield* Migrations.run).toEqual([7])
           expect(before.map((row) => Number(row.id))).toEqual([waiting, scheduled, running, dying])
           const after = yield* Effect.forEach([waiting, scheduled, running, dying], (id) => repo.get(id))
           expect(Option.getOrThrow(after[3])).toMatchObject({ state: "dead", lastError: `it's "broken"` })
@@ -169,6 +172,70 @@ export const upgradeConformance = (backend: Backend) => {
           expect(yield* repo.enqueue("u.kind", { n: 7 }, { key: "k1" })).toEqual({ _tag: "Deduplicated", id: waiting })
           const claimed = yield* repo.claim({ worker: "new", limit: 10, lease: "1 minute", kinds: ["u.kind"] })
           expect(claimed.map((c) => c.id)).toEqual([waiting, next])
+        }).pipe(Effect.scoped, Effect.provide(layer))
+      }), 60_000)
+  })
+
+  // 0007 adds the history columns and backfills them: finished items are
+  // dated by their last update, a last error becomes the first attempt error.
+  // A claim taken before the upgrade completes with its token and is kept as
+  // done with its result; everything else still runs.
+  describe("upgrading in place from the last release's schema (0006) to the latest", () => {
+    it.live("items in every state come through; finished ones are dated and keep their error; a live claim completes as done with its result", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const layer = QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { migrate: false })))
+        yield* Effect.gen(function*() {
+          expect((yield* migrateUpTo(6)).map(([id]) => id)).toEqual([1, 2, 3, 4, 5, 6])
+          const waiting = yield* oldEnqueue("v.kind", { n: 1 }, "k1", 8)
+          const scheduled = yield* oldEnqueue("v.kind", { n: 2 }, null, 4)
+          const running = yield* oldEnqueue("v.run", { n: 3 }, null, 8)
+          const dead = yield* oldEnqueue("v.dead", { n: 4 }, null, 1)
+          const cancelled = yield* oldEnqueue("v.kind", { n: 5 }, null, 8)
+          const retrying = yield* oldEnqueue("v.kind", { n: 6 }, null, 8)
+          const now = Date.now()
+          yield* setRow(scheduled, { run_at: now + 3_600_000 })
+          yield* setRow(running, { state: "running", attempts: 1, lease_seq: 1, claimed_by: "old", lease_until: now + 60_000 })
+          yield* setRow(dead, { state: "dead", attempts: 1, lease_seq: 1, last_error: `it's "broken"\nline 2`, updated_at: now - 5000 })
+          yield* setRow(cancelled, { state: "cancelled", lease_seq: 1, last_error: "Cancelled: not needed", updated_at: now - 7000 })
+          yield* setRow(retrying, { attempts: 2, last_error: "Retry: later", updated_at: now - 9000 })
+
+          expect(yield* Migrations.run).toEqual([7])
+          const repo = yield* QueueRepo.QueueRepo
+          const item = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
+          expect(yield* item(waiting)).toMatchObject({ state: "waiting", key: "k1", finishedAt: null, errors: [], result: null })
+          expect(yield* item(scheduled)).toMatchObject({ state: "waiting", finishedAt: null, errors: [] })
+          expect(yield* item(dead)).toMatchObject({
+            state: "dead",
+            finishedAt: now - 5000,
+            errors: [{ attempt: 1, at: now - 5000, worker: null, error: `it's "broken"\nline 2` }]
+          })
+          expect(yield* item(cancelled)).toMatchObject({
+            state: "cancelled",
+            finishedAt: now - 7000,
+            errors: [{ attempt: 0, at: now - 7000, worker: null, error: "Cancelled: not needed" }]
+          })
+          // A waiting item with an earlier error: not finished, its error kept as history.
+          expect(yield* item(retrying)).toMatchObject({
+            state: "waiting",
+            finishedAt: null,
+            errors: [{ attempt: 2, at: now - 9000, worker: null, error: "Retry: later" }]
+          })
+          // The claim taken before the upgrade completes with its token, kept as done with its result.
+          expect(yield* repo.complete({ id: running, token: 1 } as QueueRepo.Claim, { sent: true })).toBe(true)
+          expect(yield* item(running)).toMatchObject({ state: "done", claimedBy: "old", result: { sent: true } })
+          // The listings see the backfilled items, newest first.
+          expect((yield* repo.list({ state: "dead" })).items.map((i) => i.id)).toEqual([dead])
+          expect((yield* repo.list({ state: "cancelled" })).items.map((i) => i.id)).toEqual([cancelled])
+          // The rest still runs: a failure adds to the backfilled history.
+          const claims = yield* repo.claim({ worker: "new", limit: 10, lease: "1 minute", kinds: ["v.kind"] })
+          expect(claims.map((c) => c.id)).toEqual([waiting, retrying])
+          expect(yield* repo.fail(claims[1], "Retry: again", { _tag: "Retry", delay: 0 })).toBe("retried")
+          expect((yield* item(retrying)).errors.map((e) => [e.attempt, e.worker, e.error])).toEqual([
+            [2, null, "Retry: later"],
+            [3, "new", "Retry: again"]
+          ])
+          expect(yield* repo.enqueue("v.kind", { n: 7 }, { key: "k1" })).toMatchObject({ _tag: "Enqueued" })
         }).pipe(Effect.scoped, Effect.provide(layer))
       }), 60_000)
   })

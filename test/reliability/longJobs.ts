@@ -122,7 +122,7 @@ const scenarios = (backend: Backend) => {
         expect(counters.map((c) => [c.leaseLost, c.stale, c.completed])).toEqual(
           expect.arrayContaining([[0, 0, 1], [0, 0, 0]])
         )
-        expect(Option.isNone(yield* a.repo.get(added.id))).toBe(true)
+        expect(yield* a.repo.get(added.id)).toMatchObject({ value: { state: "done" } })
       })
     ), 120_000)
 

@@ -30,7 +30,7 @@ const KINDS = ["a", "b", "c"] as const
 
 // --- the model ---
 
-type State = "waiting" | "running" | "dead" | "cancelled"
+type State = "waiting" | "running" | "done" | "dead" | "cancelled"
 
 interface MItem {
   readonly id: number
@@ -193,10 +193,12 @@ class Model {
     return item !== undefined && item.state === "running" && item.seq === claim.token ? item : undefined
   }
 
+  // Kept as done (the default retention), who ran it kept.
   complete(claim: QueueRepo.Claim) {
     const item = this.held(claim)
     if (item === undefined) return false
-    this.items.delete(item.id)
+    item.state = "done"
+    item.leaseUntil = null
     return true
   }
 
@@ -269,7 +271,7 @@ class Model {
     for (const id of new Set(ids)) {
       const item = this.items.get(id)
       if (item === undefined) outcomes.set(id, "unknown")
-      else if (item.state === "dead" || item.state === "cancelled") outcomes.set(id, "finished")
+      else if (item.state === "done" || item.state === "dead" || item.state === "cancelled") outcomes.set(id, "finished")
       else {
         outcomes.set(id, item.state === "running" ? "cancelledRunning" : "cancelled")
         item.state = "cancelled"
@@ -292,10 +294,10 @@ class Model {
   stats(): QueueRepo.Stats {
     type Mutable = { -readonly [K in keyof QueueRepo.Counts]: number }
     const byKind: Record<string, Mutable> = {}
-    const total: Mutable = { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0 }
+    const total: Mutable = { due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 0 }
     for (const i of [...this.items.values()].sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0))) {
-      const c = (byKind[i.kind] ??= { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0 })
-      const bucket: keyof QueueRepo.Counts = i.state === "dead" || i.state === "cancelled"
+      const c = (byKind[i.kind] ??= { due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 0 })
+      const bucket: keyof QueueRepo.Counts = i.state === "done" || i.state === "dead" || i.state === "cancelled"
         ? i.state
         : i.state === "waiting"
         ? (i.runAt <= this.now ? "due" : "scheduled")
@@ -324,6 +326,7 @@ class Model {
           scheduled: count((i) => i.state === "waiting" && i.runAt > this.now),
           running: count((i) => i.state === "running" && i.leaseUntil! > this.now),
           expired: count((i) => i.state === "running" && i.leaseUntil! <= this.now),
+          done: count((i) => i.state === "done"),
           dead: count((i) => i.state === "dead"),
           cancelled: count((i) => i.state === "cancelled")
         }

@@ -64,7 +64,8 @@ export const rollingScenario = () =>
         const exits = [...stopped.map((s) => s.exit), ...(await Promise.all(survivors.map((w) => stopWorker(w))))]
         for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
 
-        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_items")).toBe(0)
+        // Nothing left but done items (kept by this release's workers; the older release deletes them).
+        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_items WHERE state <> 'done'")).toBe(0)
         const byJob = await readExecutions(pool)
         let lost = 0
         const twice: Array<string> = []

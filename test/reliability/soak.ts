@@ -43,7 +43,7 @@ export const soakScenario = () =>
         let maxConnections = 0
         let nextSample = tenth
         await waitFor("the soak to drain", async () => {
-          const left = await pgCount(pool, "SELECT count(*) AS n FROM docket_items WHERE state <> 'dead'")
+          const left = await pgCount(pool, "SELECT count(*) AS n FROM docket_items WHERE state NOT IN ('dead', 'done')")
           const done = jobs - left
           const open = await connections()
           maxConnections = Math.max(maxConnections, open)

@@ -57,7 +57,7 @@ const integrity = (file: string) => {
   try {
     db.pragma("busy_timeout = 10000")
     const rows = db.pragma("integrity_check") as Array<{ integrity_check: string }>
-    const ids = new Set((db.prepare("SELECT id FROM docket_items").all() as Array<{ id: number }>).map((r) => r.id))
+    const ids = new Set((db.prepare("SELECT id FROM docket_items WHERE state <> 'done'").all() as Array<{ id: number }>).map((r) => r.id))
     return { result: rows.map((r) => r.integrity_check).join("; "), ids }
   } finally {
     db.close()

@@ -250,7 +250,8 @@ export const driveUntilDrained = async (options: {
   const deadline = performance.now() + 240_000
   let next = performance.now() + options.everyMs
   for (;;) {
-    const remaining = await pgCount(options.pool, "SELECT count(*) AS n FROM docket_items")
+    // Done items are kept (the default retention): what is left to drain is the rest.
+    const remaining = await pgCount(options.pool, "SELECT count(*) AS n FROM docket_items WHERE state <> 'done'")
     if (remaining === 0) return { acted, skippedTicks }
     if (performance.now() > deadline) {
       throw new Error(`the queue did not drain within 240 s: ${remaining} items left, ${acted} workers acted on`)

@@ -125,7 +125,7 @@ export const expireLease = (id: number) => setRow(id, { lease_until: 0 })
 export const makeDue = (id: number) => setRow(id, { run_at: 0 })
 
 /** Counts rows of the queue table in a state. */
-export const countState = (state: "waiting" | "running" | "dead") =>
+export const countState = (state: "waiting" | "running" | "done" | "dead" | "cancelled") =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.unsafe<{ n: number | string }>(
       sql.onDialectOrElse({

@@ -71,7 +71,9 @@ describe("the recorder", () => {
       expect(spy.sizes).toEqual([3, 2])
       expect(state.counts.completed).toBe(5)
       expect(recorder.unrecorded()).toEqual([])
-      expect(yield* countRows(sql)).toBe(0)
+      // Every item done (kept for the retention), none left running.
+      expect(yield* countRows(sql, "done")).toBe(5)
+      expect(yield* countRows(sql, "running")).toBe(0)
     })))
 
   it.live("close writes what is pending, then the writer ends", () =>
@@ -84,7 +86,21 @@ describe("the recorder", () => {
       expect(yield* recorder.close(10_000)).toBe(0)
       expect(recorder.size).toBe(0)
       expect(state.counts.completed).toBe(3)
-      expect(yield* countRows(sql)).toBe(0)
+      expect(yield* countRows(sql, "done")).toBe(3)
+      expect(yield* countRows(sql, "running")).toBe(0)
+    })))
+
+  it.live("a completion's result is written with it; one without stores none", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      const state = new PoolState(new Map())
+      const recorder = yield* recorderOver(repo, state)
+      recorder.add({ _tag: "Done", claim: a, durationMs: 1, result: { sent: "it's \"quoted\"\n" } })
+      recorder.add(done(b))
+      expect(yield* recorder.close(10_000)).toBe(0)
+      expect(yield* repo.get(a.id)).toMatchObject({ value: { state: "done", result: { sent: "it's \"quoted\"\n" } } })
+      expect(yield* repo.get(b.id)).toMatchObject({ value: { state: "done", result: null } })
     })))
 
   it.live("close gives up after its time: the writer is interrupted, the unwritten outcomes are counted and nothing is written", () =>
@@ -107,7 +123,7 @@ describe("the recorder", () => {
       const { repo, sql } = yield* freshRepo
       const claims = yield* claimed(repo, 2)
       yield* sql.unsafe(
-        "CREATE TRIGGER refuse BEFORE DELETE ON docket_items BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        "CREATE TRIGGER refuse BEFORE UPDATE ON docket_items WHEN NEW.state = 'done' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
       )
       const state = new PoolState(new Map())
       const refused = yield* Deferred.make<void>()
@@ -118,11 +134,12 @@ describe("the recorder", () => {
       for (const claim of claims) recorder.add(done(claim))
       yield* Deferred.await(refused).pipe(Effect.timeout("10 seconds"))
       expect(recorder.size).toBe(2)
-      expect(yield* countRows(sql)).toBe(2)
+      expect(yield* countRows(sql, "running")).toBe(2)
       yield* sql.unsafe("DROP TRIGGER refuse")
       yield* Deferred.await(allWritten).pipe(Effect.timeout("10 seconds"))
       expect(state.counts.completed).toBe(2)
-      expect(yield* countRows(sql)).toBe(0)
+      expect(yield* countRows(sql, "done")).toBe(2)
+      expect(yield* countRows(sql, "running")).toBe(0)
     })))
 
   it.live("completions, failures and snoozes of one batch: a refused snooze statement writes again only the snoozes; a stale snooze changes nothing", () =>

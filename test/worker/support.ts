@@ -50,6 +50,11 @@ export const row = (sql: SqlClient.SqlClient, id: number) =>
     (rows) => rows[0]
   )
 
-/** Rows left in the queue table. */
-export const countRows = (sql: SqlClient.SqlClient) =>
-  Effect.map(sql.unsafe<{ n: number }>("SELECT count(*) AS n FROM docket_items"), (rows) => Number(rows[0].n))
+/** Rows in the queue table (in one state, if given). */
+export const countRows = (sql: SqlClient.SqlClient, state?: string) =>
+  Effect.map(
+    state === undefined
+      ? sql.unsafe<{ n: number }>("SELECT count(*) AS n FROM docket_items")
+      : sql.unsafe<{ n: number }>("SELECT count(*) AS n FROM docket_items WHERE state = ?", [state]),
+    (rows) => Number(rows[0].n)
+  )

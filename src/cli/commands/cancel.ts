@@ -40,7 +40,7 @@ const describe = (id: number, outcome: QueueRepo.CancelOutcome, item: Option.Opt
     case "cancelledRunning":
       return `cancelled ${id} (it was running: its worker stops it)`
     case "unknown":
-      return `not cancelled ${id}: no such item (never enqueued, or done)`
+      return `not cancelled ${id}: no such item (never enqueued, or finished and pruned)`
     case "finished": {
       const state = Option.match(item, { onNone: () => "finished", onSome: (i) => i.state })
       return state === "dead"

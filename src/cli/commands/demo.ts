@@ -107,7 +107,10 @@ export const runDemo = (database: Option.Option<string>) =>
         `  npx docket dead delete --all --database ${db}`
       )
     }
-    lines.push(`Queue counts: npx docket stats --database ${db}`)
+    lines.push(
+      `What ran, kept for 24 h (its attempts' errors and results): npx docket list --state done --database ${db}`,
+      `Queue counts: npx docket stats --database ${db}`
+    )
     yield* Console.log(lines.join("\n"))
   })
 

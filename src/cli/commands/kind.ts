@@ -37,14 +37,15 @@ const cell = (k: QueueRepo.KindInfo) => [
   String(k.counts.waiting),
   String(k.counts.scheduled),
   String(k.counts.running),
+  String(k.counts.done),
   String(k.counts.dead),
   String(k.counts.cancelled)
 ]
 
 // The counts' columns, aligned right.
-const COUNTS = new Set([5, 6, 7, 8, 9])
+const COUNTS = new Set([5, 6, 7, 8, 9, 10])
 
-const HEAD = ["kind", "paused", "concurrency", "rate", "set by", "waiting", "scheduled", "running", "dead", "cancelled"]
+const HEAD = ["kind", "paused", "concurrency", "rate", "set by", "waiting", "scheduled", "running", "done", "dead", "cancelled"]
 
 /** The kinds as a text table (numbers right-aligned). */
 export const kindTable = (kinds: ReadonlyArray<QueueRepo.KindInfo>): string =>

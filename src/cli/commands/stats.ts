@@ -10,12 +10,12 @@ import { compareText, pad, padLeft } from "../format.js"
 import { databaseOption, databaseUrl, jsonOption } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
-/** One row of the table: the kind column `width` wide, then due, scheduled, running, dead and cancelled. */
-const row = (width: number, kind: string, ...counts: [string, string, string, string, string]) => {
-  const [due, scheduled, running, dead, cancelled] = counts
-  return `${pad(kind, width)}  ${padLeft(due, 8)}  ${padLeft(scheduled, 9)}  ${padLeft(running, 8)}  ${padLeft(dead, 8)}  ${
-    padLeft(cancelled, 9)
-  }`
+/** One row of the table: the kind column `width` wide, then due, scheduled, running, done, dead and cancelled. */
+const row = (width: number, kind: string, ...counts: [string, string, string, string, string, string]) => {
+  const [due, scheduled, running, done, dead, cancelled] = counts
+  return `${pad(kind, width)}  ${padLeft(due, 8)}  ${padLeft(scheduled, 9)}  ${padLeft(running, 8)}  ${padLeft(done, 8)}  ${
+    padLeft(dead, 8)
+  }  ${padLeft(cancelled, 9)}`
 }
 
 /** The stats as a text table: one row per kind and a total. */
@@ -23,9 +23,9 @@ export const statsTable = (stats: QueueRepo.Stats): string => {
   const rows: Array<[string, QueueRepo.Counts]> = [...Object.entries(stats.byKind)].sort(([a], [b]) => compareText(a, b))
   rows.push(["total", stats])
   const width = Math.max(4, ...rows.map(([k]) => k.length))
-  const head = row(width, "kind", "due", "scheduled", "running", "dead", "cancelled")
+  const head = row(width, "kind", "due", "scheduled", "running", "done", "dead", "cancelled")
   const lines = rows.map(([kind, c]) =>
-    row(width, kind, String(c.due), String(c.scheduled), String(c.running), String(c.dead), String(c.cancelled))
+    row(width, kind, String(c.due), String(c.scheduled), String(c.running), String(c.done), String(c.dead), String(c.cancelled))
   )
   return [head, ...lines].join("\n")
 }
@@ -61,6 +61,7 @@ export const stats = Command.make("stats", { database: databaseOption, json: jso
           due: s.due,
           scheduled: s.scheduled,
           running: s.running,
+          done: s.done,
           dead: s.dead,
           cancelled: s.cancelled,
           byKind: s.byKind,
@@ -72,7 +73,8 @@ export const stats = Command.make("stats", { database: databaseOption, json: jso
     })
   )).pipe(
     Command.withDescription(
-      "Counts items: due (waiting, due now), scheduled (waiting, due later), running (leased), dead and " +
-        "cancelled, in total and by kind; and names the waiting kinds no live worker handles."
+      "Counts items: due (waiting, due now), scheduled (waiting, due later), running (leased), done (kept " +
+        "for the retention), dead and cancelled, in total and by kind; and names the waiting kinds no live " +
+        "worker handles."
     )
   )

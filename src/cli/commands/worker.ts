@@ -3,17 +3,20 @@
  * SIGINT/SIGTERM, shown by a status line (or log lines), stopped gracefully.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import * as Docket from "../../Docket.js"
 import * as V from "../../internal/validate.js"
 import type * as Worker from "../../Worker.js"
 import { usage } from "../errors.js"
 import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
-import { databaseOption, databaseUrl, durationOption, integerOption, textOption, withDefault } from "../options.js"
+import { readPeriod } from "../input.js"
+import { databaseOption, databaseUrl, durationOption, integerOption, refuse, textOption, withDefault } from "../options.js"
 import { describeDatabase } from "../queue.js"
 import { printLine, show } from "../status.js"
+import { describeRetention, parseRetention } from "../retention.js"
 import { loadTasks } from "../tasks.js"
+import type { Retention } from "../../Domain.js"
 
 // The command's own floor for --lease (the library takes any lease from 1 ms); the ceiling is the library's.
 const MIN_LEASE_MS = 1000
@@ -41,6 +44,19 @@ const workerConfig = {
     "On SIGINT/SIGTERM, how long running items may finish before they are given back; the outcomes " +
       "not yet written then get up to 10s more."
   ).pipe(withDefault(10_000, "10s")),
+  retention: Options.text("retention").pipe(
+    Options.withPseudoName("<duration|state=duration,...>"),
+    Options.withDescription(
+      "How long finished items are kept before this worker prunes them: one duration for done and " +
+        "cancelled items (dead ones stay until a person deletes them), or done=1h,cancelled=7d,dead=30d; " +
+        "forever keeps a state, 0 deletes (done items at once). Give every worker the same."
+    ),
+    Options.mapEffect((text) =>
+      Either.match(parseRetention(text), { onLeft: (e) => Effect.fail(refuse(e.reason)), onRight: Effect.succeed })
+    ),
+    Options.withDefault<Retention>({}),
+    Options.withDescription("Default: done=24h,cancelled=24h,dead=forever.")
+  ),
   allKinds: Options.boolean("all-kinds").pipe(
     Options.withDescription(
       "Claim items of every kind: an item of a kind with no task file here is dead at once. Without it " +
@@ -59,6 +75,7 @@ export interface RunOptions {
   readonly poll: number
   readonly grace: number
   readonly allKinds: boolean
+  readonly retention: Retention
 }
 
 /** Checks the worker's options (exit 2 on a bad one). */
@@ -75,7 +92,8 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
       lease: args.lease,
       poll: args.poll,
       grace: args.grace,
-      allKinds: args.allKinds
+      allKinds: args.allKinds,
+      retention: args.retention
     } satisfies RunOptions
   })
 
@@ -101,7 +119,7 @@ export const runWorker = (options: RunOptions) =>
       yield* printLine(
         `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
           `${plural(handlers.length, "kind")} (${handlers.map((h) => h.kind).join(", ")}), ` +
-          `concurrency ${options.concurrency}`
+          `concurrency ${options.concurrency}; keeps finished items: ${describeRetention(options.retention, readPeriod)}`
       )
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
@@ -117,12 +135,13 @@ export const runWorker = (options: RunOptions) =>
       )
     }).pipe(
       Effect.scoped,
-      Effect.provide(Docket.layerClient(options.url)),
+      Effect.provide(Docket.layerClient(options.url, { repo: { retention: options.retention } })),
       Effect.onInterrupt(() =>
         service === undefined ? Effect.void : Effect.flatMap(service.counters, (c) =>
           printLine(
             `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
-              `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}`
+              `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}` +
+              `${c.pruned > 0 ? `, pruned ${c.pruned}` : ""}`
           ))
       )
     )

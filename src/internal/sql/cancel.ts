@@ -1,9 +1,10 @@
 /**
  * Cancel: items a person stops, by id. A waiting or running item becomes
  * 'cancelled' (final: nothing claims it again), its last error the given
- * text, its lease cleared, and its claim token (lease_seq) bumped, so every
+ * text, its finish time now (its retention counts from it), its lease
+ * cleared, and its claim token (lease_seq) bumped, so every
  * later change its holder presents (complete, fail, release, extend) is
- * refused as stale. A dead or cancelled item is left as it is. One row per
+ * refused as stale. A done, dead or cancelled item is left as it is. One row per
  * existing id, with its outcome: 'cancelled' (it was waiting),
  * 'cancelledRunning' (it was running) or 'finished' (left as it was); an id
  * with no row names no item.
@@ -13,7 +14,7 @@ import { CANCEL_CHANNEL, CANCEL_IDS_PER_NOTICE } from "./notify.js"
 
 const SET = (now: string, error: string) =>
   `SET state = 'cancelled', last_error = ${error}, lease_seq = u.lease_seq + 1, claimed_by = NULL,
-      lease_until = NULL, updated_at = ${now}`
+      lease_until = NULL, finished_at = ${now}, updated_at = ${now}`
 
 /**
  * PostgreSQL, one statement: $1 the ids, $2 the error text. The rows are

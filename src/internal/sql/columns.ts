@@ -11,7 +11,7 @@ const MAX_ATTEMPTS = "CASE WHEN max_attempts_given THEN max_attempts END AS max_
 
 /** Every column of an item (`ItemRow`): what item-returning statements select. */
 export const ITEM_COLUMNS =
-  `id, kind, payload, dedupe_key, priority, state, run_at, attempts, ${MAX_ATTEMPTS}, last_error, claimed_by, lease_until, lease_seq, created_at, updated_at, trace_context, snoozes`
+  `id, kind, payload, dedupe_key, priority, state, run_at, attempts, ${MAX_ATTEMPTS}, last_error, claimed_by, lease_until, lease_seq, created_at, updated_at, trace_context, snoozes, finished_at, result, errors`
 
 /** The columns of `ClaimRow`: what a run needs (state, claimer and update time are known). */
 export const CLAIM_COLUMNS =

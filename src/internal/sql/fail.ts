@@ -8,9 +8,33 @@
  * A keyed item going back to waiting while a twin waits is absorbed by it
  * instead (./absorb.ts). Fenced by the claim's token; one row per applied
  * failure, with its outcome ("waiting", "dead", "cancelled" or "absorbed").
+ *
+ * History (migration 0007): the attempt's error is appended to the item's
+ * `errors` ({attempt, at, worker, error}; the worker is the claim's holder,
+ * read before this update clears claimed_by), the oldest dropped past
+ * MAX_ERRORS; an item that ends dead or cancelled gets its finish time.
  */
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
+
+/**
+ * Attempt errors an item keeps (the newest). Bounded so an item retried for
+ * ever (or retried dead again and again) keeps a row of bounded size.
+ */
+export const MAX_ERRORS = 20
+
+// The errors of row `u` with one more entry for error `error`, at most MAX_ERRORS.
+const pgAppend = (error: string) => {
+  const list = "coalesce(u.errors, '[]'::jsonb)"
+  return `(CASE WHEN jsonb_array_length(${list}) >= ${MAX_ERRORS} THEN ${list} - 0 ELSE ${list} END)
+        || jsonb_build_array(jsonb_build_object('attempt', u.attempts, 'at', ${Now.pg}, 'worker', u.claimed_by, 'error', ${error}))`
+}
+
+const sqliteAppend = (error: string) => {
+  const list = "coalesce(u.errors, '[]')"
+  return `json_insert(CASE WHEN json_array_length(${list}) >= ${MAX_ERRORS} THEN json_remove(${list}, '$[0]') ELSE ${list} END,
+        '$[#]', json_object('attempt', u.attempts, 'at', ${Now.sqlite}, 'worker', u.claimed_by, 'error', ${error}))`
+}
 
 /**
  * PostgreSQL: $1 ids, $2 tokens, $3 errors, $4 retry delays in ms (NULL: not
@@ -29,7 +53,9 @@ WITH input AS (
   absorbIf: "t.retry",
   set: `SET state = CASE WHEN t.retry THEN 'waiting' WHEN t.cancel THEN 'cancelled' ELSE 'dead' END,
       run_at = CASE WHEN t.retry THEN ${Now.pg} + t.delay_ms ELSE u.run_at END,
-      last_error = t.error, claimed_by = NULL, lease_until = NULL, updated_at = ${Now.pg}`,
+      last_error = t.error, errors = ${pgAppend("t.error")},
+      finished_at = CASE WHEN t.retry THEN NULL ELSE ${Now.pg} END,
+      claimed_by = NULL, lease_until = NULL, updated_at = ${Now.pg}`,
   outcome: "u.state"
 })}`
 
@@ -54,7 +80,9 @@ export const sqliteUpdate = `
 UPDATE docket_items AS u
 SET state = CASE WHEN ${retries} THEN 'waiting' WHEN c.cancel = 1 THEN 'cancelled' ELSE 'dead' END,
     run_at = CASE WHEN ${retries} THEN ${Now.sqlite} + c.delay_ms ELSE u.run_at END,
-    last_error = c.error, claimed_by = NULL, lease_until = NULL, updated_at = ${Now.sqlite}
+    last_error = c.error, errors = ${sqliteAppend("c.error")},
+    finished_at = CASE WHEN ${retries} THEN NULL ELSE ${Now.sqlite} END,
+    claimed_by = NULL, lease_until = NULL, updated_at = ${Now.sqlite}
 FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS seq, j.value ->> 2 AS error, j.value ->> 3 AS delay_ms,
              j.value ->> 4 AS cancel
       FROM json_each(?1) j) AS c

@@ -21,6 +21,7 @@ WITH known AS (
     sum(CASE WHEN state = 'waiting' AND run_at > ${now} THEN 1 ELSE 0 END) AS scheduled,
     sum(CASE WHEN state = 'running' AND lease_until > ${now} THEN 1 ELSE 0 END) AS running,
     sum(CASE WHEN state = 'running' AND lease_until <= ${now} THEN 1 ELSE 0 END) AS expired,
+    sum(CASE WHEN state = 'done' THEN 1 ELSE 0 END) AS done,
     sum(CASE WHEN state = 'dead' THEN 1 ELSE 0 END) AS dead,
     sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled
   FROM docket_items GROUP BY kind
@@ -28,7 +29,7 @@ WITH known AS (
 SELECT n.kind, coalesce(k.paused, ${no}) AS paused, k.concurrency, k.rate_limit, k.rate_period_ms,
   coalesce(k.limits_set_by, 'code') AS limits_set_by,
   coalesce(c.waiting, 0) AS waiting, coalesce(c.scheduled, 0) AS scheduled, coalesce(c.running, 0) AS running,
-  coalesce(c.expired, 0) AS expired, coalesce(c.dead, 0) AS dead, coalesce(c.cancelled, 0) AS cancelled
+  coalesce(c.expired, 0) AS expired, coalesce(c.done, 0) AS done, coalesce(c.dead, 0) AS dead, coalesce(c.cancelled, 0) AS cancelled
 FROM known n LEFT JOIN docket_kinds k ON k.kind = n.kind LEFT JOIN counts c ON c.kind = n.kind
 ORDER BY n.kind`
 

@@ -1,7 +1,9 @@
 /**
  * Retry dead: a dead item becomes waiting again with a fresh attempt budget
  * and a fresh allowance of snoozes (an item dead of SnoozeLimit would else
- * be dead again at its first snooze).
+ * be dead again at its first snooze). Its history stays: the attempts'
+ * errors are kept (the retried attempts add to them, the oldest dropped past
+ * 20), its finish time and result cleared (it can run again).
  * A dead item whose key a waiting item already holds (or a lower-id dead twin
  * retried by the same call) stays dead: the waiting item stands for it. So
  * one item per (kind, key) is retried, and none whose key a waiting item holds.
@@ -22,7 +24,7 @@ WITH candidates AS (
 ), retried AS (
   UPDATE docket_items u
   SET state = 'waiting', attempts = 0, snoozes = 0, run_at = ${Now.pg}, claimed_by = NULL, lease_until = NULL,
-      updated_at = ${Now.pg}
+      finished_at = NULL, result = NULL, updated_at = ${Now.pg}
   FROM candidates c WHERE u.id = c.id
   RETURNING u.id
 )
@@ -31,7 +33,8 @@ SELECT id, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'retried')) IS NULL AS notifie
 /** SQLite: ?1 a JSON array of ids or NULL for all, ?2 the kind or NULL for all. */
 export const sqlite = `
 UPDATE docket_items
-SET state = 'waiting', attempts = 0, snoozes = 0, run_at = ${Now.sqlite}, claimed_by = NULL, lease_until = NULL, updated_at = ${Now.sqlite}
+SET state = 'waiting', attempts = 0, snoozes = 0, run_at = ${Now.sqlite}, claimed_by = NULL, lease_until = NULL,
+    finished_at = NULL, result = NULL, updated_at = ${Now.sqlite}
 WHERE id IN (
   SELECT min(d.id) FROM docket_items d
   WHERE d.state = 'dead' AND (?1 IS NULL OR d.id IN (SELECT value FROM json_each(?1)))

@@ -1,7 +1,7 @@
 /**
  * Stats: per kind, how many items are due (waiting and due, or running with
  * an ended lease), scheduled (waiting, not yet due), running (a live lease),
- * dead and cancelled. One text for both dialects but for the clock expression.
+ * done (kept for the retention), dead and cancelled. One text for both dialects but for the clock expression.
  */
 import * as Now from "./clock.js"
 
@@ -10,6 +10,7 @@ SELECT kind,
   sum(CASE WHEN (state = 'waiting' AND run_at <= ${now}) OR (state = 'running' AND lease_until <= ${now}) THEN 1 ELSE 0 END) AS due,
   sum(CASE WHEN state = 'waiting' AND run_at > ${now} THEN 1 ELSE 0 END) AS scheduled,
   sum(CASE WHEN state = 'running' AND lease_until > ${now} THEN 1 ELSE 0 END) AS running,
+  sum(CASE WHEN state = 'done' THEN 1 ELSE 0 END) AS done,
   sum(CASE WHEN state = 'dead' THEN 1 ELSE 0 END) AS dead,
   sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled
 FROM docket_items GROUP BY kind ORDER BY kind`

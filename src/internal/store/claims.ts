@@ -5,9 +5,10 @@
  * claimed, changes nothing.
  */
 import { Effect, Either } from "effect"
-import type { FailOutcome, ReleaseOutcome, SnoozeOutcome } from "../../Domain.js"
+import type { Claim, Completion, FailOutcome, ReleaseOutcome, SnoozeOutcome } from "../../Domain.js"
+import { InvalidInput } from "../../Errors.js"
 import type { Service } from "./service.js"
-import type { Dialect, FailRow, SnoozeRow } from "../dialect.js"
+import type { CompleteRow, Dialect, FailRow, SnoozeRow } from "../dialect.js"
 import * as V from "../validate.js"
 import { claimOrder, storage, toClaim, toFailOutcome, toReleaseOutcome, toSnoozeOutcome } from "./decode.js"
 import { applied, fence, fenceKey, withTwinFallback } from "./fence.js"
@@ -18,6 +19,7 @@ export type Claims = Pick<
   | "claim"
   | "complete"
   | "completeMany"
+  | "maxResultBytes"
   | "fail"
   | "failMany"
   | "release"
@@ -31,11 +33,41 @@ export type Claims = Pick<
 /** A budget of attempts: an integer from 1 to the limit. */
 const checkBudget = (value: number) => V.checkIntegerIn("maxAttempts", value, 1, V.MAX_ATTEMPTS_LIMIT)
 
+/** How the claims' holders complete: keep done items (a retention above 0), and the largest result. */
+export interface CompleteSettings {
+  readonly keepDone: boolean
+  readonly maxResultBytes: number
+}
+
+// A claim alone, or a completion with its result: a Claim has no `claim` field.
+const asCompletion = (c: Claim | Completion): Completion => ("claim" in c ? c : { claim: c })
+
+// Every result is encoded (and checked) before anything is sent: one bad
+// result refuses the batch and changes nothing.
+const completeRows = (completions: ReadonlyArray<Completion>, maxBytes: number, keep: boolean) => {
+  const rows: Array<CompleteRow> = []
+  for (let i = 0; i < completions.length; i++) {
+    const { claim, result } = completions[i]
+    let json: string | null = null
+    // Deleted at once, a result has nowhere to go: it is neither checked nor kept.
+    if (keep && result !== undefined) {
+      const encoded = V.encodeResult(result, maxBytes)
+      if (Either.isLeft(encoded)) {
+        const reason = completions.length === 1 ? encoded.left.reason : `completion ${i}: ${encoded.left.reason}`
+        return Either.left(new InvalidInput({ field: "result", reason }))
+      }
+      json = encoded.right
+    }
+    rows.push({ id: claim.id, token: claim.token, result: json })
+  }
+  return Either.right(rows)
+}
+
 /**
  * The claim and its fenced changes over a dialect. `defaultMaxAttempts`: the
  * budget of an item enqueued without one whose kind the claim gives none.
  */
-export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
+export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: CompleteSettings): Claims => {
   const fallback = checkBudget(defaultMaxAttempts)
   if (Either.isLeft(fallback)) throw new Error(`QueueRepo: defaultMaxAttempts ${fallback.left.reason}`)
   const self: Claims = {
@@ -59,12 +91,16 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number): Claims => {
         )
         return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts, leaseMs)).sort(claimOrder)
       }),
-    complete: (claim) => Effect.map(self.completeMany([claim]), (r) => r[0]),
-    completeMany: (claims) =>
-      claims.length === 0 ? Effect.succeed([]) : dialect.complete(claims.map(fence)).pipe(
-        Effect.map((rows) => applied(claims, rows)),
-        Effect.mapError(storage("complete"))
-      ),
+    complete: (claim, result) => Effect.map(self.completeMany([{ claim, result }]), (r) => r[0]),
+    completeMany: (given) =>
+      Effect.gen(function*() {
+        if (given.length === 0) return []
+        const completions = given.map(asCompletion)
+        const rows = yield* V.lift(completeRows(completions, settings.maxResultBytes, settings.keepDone))
+        const done = yield* dialect.complete(rows, settings.keepDone).pipe(Effect.mapError(storage("complete")))
+        return applied(completions.map((c) => c.claim), done)
+      }),
+    maxResultBytes: settings.maxResultBytes,
     fail: (claim, error, next) => Effect.map(self.failMany([{ claim, error, next }]), (r) => r[0]),
     failMany: (failures) =>
       Effect.gen(function*() {

@@ -5,7 +5,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Option } from "effect"
-import type { Claim, Counts, FailOutcome, Item, ReleaseOutcome, SnoozeOutcome, Stats } from "../../Domain.js"
+import type { AttemptError, Claim, Counts, FailOutcome, Item, ReleaseOutcome, SnoozeOutcome, Stats } from "../../Domain.js"
 import { StorageError } from "../../Errors.js"
 import { type ClaimRow, type IdRow, type ItemRow, num, numOrNull, type StatsRow } from "../rows.js"
 
@@ -50,6 +50,26 @@ const parsePayload = (json: string): unknown => {
   }
 }
 
+// The stored errors (jsonb parsed by pg, JSON text from SQLite) as attempt
+// errors. A row written by hand that does not parse reads as no history
+// rather than failing the read of the item.
+const toErrors = (stored: unknown): ReadonlyArray<AttemptError> => {
+  let list: unknown = stored
+  if (typeof stored === "string") {
+    try {
+      list = JSON.parse(stored)
+    } catch {
+      return []
+    }
+  }
+  if (!Array.isArray(list)) return []
+  return list.flatMap((e): Array<AttemptError> =>
+    typeof e === "object" && e !== null && typeof e.error === "string"
+      ? [{ attempt: num(e.attempt), at: num(e.at), worker: typeof e.worker === "string" ? e.worker : null, error: e.error }]
+      : []
+  )
+}
+
 /** Decodes a stored row for people and tools. */
 export const toItem = (row: ItemRow): Item => ({
   id: num(row.id),
@@ -67,7 +87,10 @@ export const toItem = (row: ItemRow): Item => ({
   createdAt: num(row.created_at),
   updatedAt: num(row.updated_at),
   traceContext: row.trace_context,
-  snoozes: num(row.snoozes)
+  snoozes: num(row.snoozes),
+  finishedAt: numOrNull(row.finished_at),
+  result: row.result === null ? null : parsePayload(row.result),
+  errors: toErrors(row.errors)
 })
 
 /** Claim order: highest priority first, then run-after, then id. */
@@ -99,12 +122,13 @@ export const toSnoozeOutcome = (state: string | undefined): SnoozeOutcome =>
 /** Per-kind counts and their totals. */
 export const toStats = (rows: ReadonlyArray<StatsRow>): Stats => {
   const byKind: Record<string, Counts> = {}
-  const total = { due: 0, scheduled: 0, running: 0, dead: 0, cancelled: 0 }
+  const total = { due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 0 }
   for (const row of rows) {
     const counts = {
       due: num(row.due),
       scheduled: num(row.scheduled),
       running: num(row.running),
+      done: num(row.done),
       dead: num(row.dead),
       cancelled: num(row.cancelled)
     }
@@ -112,6 +136,7 @@ export const toStats = (rows: ReadonlyArray<StatsRow>): Stats => {
     total.due += counts.due
     total.scheduled += counts.scheduled
     total.running += counts.running
+    total.done += counts.done
     total.dead += counts.dead
     total.cancelled += counts.cancelled
   }

@@ -69,6 +69,7 @@ export const toKindInfo = (row: KindRow): KindInfo => {
       scheduled: num(row.scheduled),
       running: num(row.running),
       expired: num(row.expired),
+      done: num(row.done),
       dead: num(row.dead),
       cancelled: num(row.cancelled)
     }

@@ -6,9 +6,9 @@
 import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
-  CancelOptions, CancelOutcome, Claim, ClaimOptions, DeadPageOptions, DeadSelection, EnqueueOptions, EnqueueRequest,
-  EnqueueResult, FailNext, FailOutcome, GlobalLimits, Item, KindInfo, ReleaseOutcome, SnoozeOutcome, SnoozeRequest,
-  Stats, WorkerHeartbeat, WorkerInfo, WorkerListOptions
+  CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, EnqueueOptions,
+  EnqueueRequest, EnqueueResult, FailNext, FailOutcome, GlobalLimits, Item, ItemPage, KindInfo, ListOptions,
+  PruneResult, ReleaseOutcome, SnoozeOutcome, SnoozeRequest, Stats, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 
 type E = StorageError
@@ -23,9 +23,19 @@ export interface Service {
   readonly enqueueMany: (requests: ReadonlyArray<EnqueueRequest>) => Effect.Effect<ReadonlyArray<EnqueueResult>, EI>
   /** Leases up to `limit` due items: highest priority first, then run-after, then id. */
   readonly claim: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<Claim>, EI>
-  /** Done: the item leaves the queue. False when the claim was stale. */
-  readonly complete: (claim: Claim) => Effect.Effect<boolean, E>
-  readonly completeMany: (claims: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyArray<boolean>, E>
+  /**
+   * Done: the item is kept as `done` with its result (a JSON value; none when
+   * undefined) and finish time, who ran it kept in `claimedBy`, until the
+   * retention of done items passes; with a retention of 0 it is deleted at
+   * once. False when the claim was stale. A result that is not JSON or is
+   * larger than `maxResultBytes` is an InvalidInput and changes nothing
+   * (with a retention of 0 a result has nowhere to go: it is dropped unchecked).
+   */
+  readonly complete: (claim: Claim, result?: unknown) => Effect.Effect<boolean, EI>
+  /** As `complete`, in one statement; a claim alone completes without a result. One bad result refuses the batch. */
+  readonly completeMany: (completions: ReadonlyArray<Claim | Completion>) => Effect.Effect<ReadonlyArray<boolean>, EI>
+  /** The largest result `complete` accepts, as JSON bytes (a worker pool checks its handlers' results against it). */
+  readonly maxResultBytes: number
   /** Records a failure: retry later (when attempts remain) or dead. */
   readonly fail: (claim: Claim, error: string, next: FailNext) => Effect.Effect<FailOutcome, EI>
   readonly failMany: (
@@ -59,13 +69,29 @@ export interface Service {
   readonly retryDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, EI>
   /**
+   * A page of items, newest first: finished states (done, dead, cancelled) by
+   * finish time, the others (and no state) by id; of one kind if given. The
+   * page's `cursor` gives the next (null after the last); with the same state
+   * and kind, every item is listed once across the pages, however many are
+   * added or pruned meanwhile (added ones, newer, are not on later pages).
+   * A bad state, kind, limit or cursor is an InvalidInput.
+   */
+  readonly list: (options?: ListOptions) => Effect.Effect<ItemPage, EI>
+  /**
+   * Deletes finished items whose retention has passed (the service's
+   * `retention`), the oldest first, at most 1,000 per state per call; how
+   * many of each. A worker pool's pruner calls it (again while a batch comes
+   * back full). Concurrent prunes never take the same row.
+   */
+  readonly prune: Effect.Effect<PruneResult, E>
+  /**
    * Stops items by id, atomically (one statement): a waiting or scheduled
    * item is cancelled at once and never runs; a running one is cancelled and
    * its holder interrupts its run (within about a second on PostgreSQL, at
    * its next lease renewal on SQLite, at once for a pool of this process) and
    * can record nothing after it. A cancelled item is final: kept with state
    * `cancelled` and last error `Cancelled` (`Cancelled: <reason>`), never
-   * claimed again. Dead and cancelled items are left as they are ("finished").
+   * claimed again. Done, dead and cancelled items are left as they are ("finished").
    * One outcome per id, in input order (a repeated id has its one outcome
    * each time). Joins the caller's transaction when there is one.
    */

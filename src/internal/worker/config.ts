@@ -19,6 +19,8 @@ export interface Config {
   /** How long a prefetched item may wait for a slot (at most a third of the lease). */
   readonly holdMs: number
   readonly handledOnly: boolean
+  /** How often the pool prunes finished items past their retention; null: never. */
+  readonly pruneMs: number | null
   /** How often the pool heartbeats in the live-workers table. */
   readonly heartbeatMs: number
 }
@@ -67,6 +69,13 @@ export interface PoolOptions {
    * 15 s is shown as gone, whatever its interval.
    */
   readonly heartbeat?: Duration.DurationInput | undefined
+  /**
+   * How often the pool deletes finished items whose retention has passed
+   * (`QueueRepo.Options.retention`): default every minute (with jitter), the
+   * first pass soon after start. `false`: this pool never prunes (another
+   * process must, or done items pile up).
+   */
+  readonly pruneEvery?: Duration.DurationInput | false | undefined
 }
 
 const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
@@ -96,6 +105,9 @@ export const resolve = (options: PoolOptions): Config => {
     graceMs: millis(options.grace ?? "10 seconds"),
     holdMs: Math.min(millis(options.prefetchHold ?? "1 second"), leaseMs / 3),
     handledOnly: options.claimKinds !== "all",
+    pruneMs: options.pruneEvery === false
+      ? null
+      : checkMillisIn("pruneEvery", millis(options.pruneEvery ?? "1 minute"), 1, 24 * 3600 * 1000),
     heartbeatMs: checkMillisIn(
       "heartbeat",
       millis(options.heartbeat ?? HEARTBEAT_DEFAULT_MS),

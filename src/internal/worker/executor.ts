@@ -8,7 +8,7 @@
  * Interruption is handled once per slot (slots.ts), not per item: two
  * interruption regions per item cost more than a no-op handler's whole run.
  */
-import { Duration, Effect, Metric, Option, type Tracer } from "effect"
+import { Duration, Effect, Either, Metric, Option, type Tracer } from "effect"
 import * as Backoff from "../../Backoff.js"
 import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
@@ -17,7 +17,7 @@ import { type Decision, decide } from "../decide.js"
 import { DEFAULT_MAX_SNOOZES } from "../validate.js"
 import { parseTraceparent } from "../tracing.js"
 import { metrics, type Publisher } from "./events.js"
-import type { HandlerTable } from "./handlers.js"
+import type { Encoder, HandlerTable } from "./handlers.js"
 import { currentItem } from "./logging.js"
 import type { Recorder, Settlement } from "./recorder.js"
 import type { Running, Tallies } from "./state.js"
@@ -36,6 +36,15 @@ export interface ExecutorDeps {
 }
 
 const DONE: Decision = { _tag: "Done" }
+
+// A run's value as its done item keeps it. One that cannot be kept makes the
+// item dead, not retried: the work has run (a retry would do it again), and
+// the same code would return the same value again.
+const doneWith = (encode: Encoder, value: unknown): Decision => {
+  if (value === undefined) return DONE
+  const encoded = encode(value)
+  return Either.isRight(encoded) ? { _tag: "Done", result: encoded.right } : { _tag: "Dead", error: encoded.left }
+}
 
 // The run's span links to the enqueue's (its stored span context), so a trace
 // reads request -> enqueue -> run across processes; a missing or malformed
@@ -174,7 +183,9 @@ export class Executor {
       const after = Duration.decode(handler.timeout)
       run = Effect.timeoutFail(run, { duration: after, onTimeout: () => new Timeout({ after }) })
     }
-    return Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
+    const encode = this.deps.handlers.encoders.get(claim.kind)
+    if (encode === undefined) return Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
+    return Effect.matchCause(run, { onSuccess: (value) => doneWith(encode, value), onFailure: decide })
   }
 
   // A run's end: its outcome queued for the next batch write, its slot free.
@@ -183,7 +194,7 @@ export class Executor {
   private settle(entry: Running, decision: Decision, durationMs: number): Effect.Effect<void> {
     const { claim } = entry
     if (decision._tag === "Done") {
-      this.queue(entry, { _tag: "Done", claim, durationMs })
+      this.queue(entry, { _tag: "Done", claim, durationMs, result: decision.result })
       return Effect.void
     }
     // The handler's Cancel: final whatever attempts remain, and not dead.

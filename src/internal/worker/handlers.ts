@@ -1,6 +1,7 @@
 /**
  * The pool's handlers by kind: those given in the options and those provided
- * as services by `Handler.layer`, each with its payload decoder, its
+ * as services by `Handler.layer`, each with its payload decoder, its result
+ * encoder (when it keeps its result), its
  * per-process concurrency limit, its budget of attempts and its cap on snoozes.
  */
 import { type Context, Either, Schema } from "effect"
@@ -9,7 +10,7 @@ import { InvalidInput } from "../../Errors.js"
 import type * as Handler from "../../Handler.js"
 import { checkLimits } from "../store/kinds.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
-import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, MAX_ATTEMPTS_LIMIT } from "../validate.js"
+import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, encodeResult, MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
 /** The handlers provided as services (by `Handler.layer`) in a context. */
 export const registered = (context: Context.Context<never>): ReadonlyArray<Handler.Any> => {
@@ -37,10 +38,40 @@ const decoderOf = (handler: Handler.Any): Decoder => {
   }
 }
 
+/**
+ * Encodes a run's value for its done item: the JSON value to store (undefined
+ * for none), or the error text that makes the item dead (`ResultInvalid: ...`,
+ * `ResultTooLarge: ...`).
+ */
+export type Encoder = (value: unknown) => Either.Either<unknown, string>
+
+// The handler's `result` Schema, then the JSON check the storage applies (so
+// a result the storage would refuse is known here, per item, and never
+// refuses a whole batch of completions). Checked whatever the retention: an
+// item's outcome must not depend on how long a deployment keeps done items.
+const encoderOf = (handler: Handler.Any, maxBytes: number): Encoder | undefined => {
+  if (handler.result === undefined) return undefined
+  const encode = Schema.encodeUnknownEither(handler.result as Schema.Schema<unknown, unknown, never>)
+  return (value) => {
+    const encoded = encode(value)
+    if (Either.isLeft(encoded)) {
+      return Either.left(`ResultInvalid: the result does not match the result schema of ${handler.kind}: ${encoded.left.message}`)
+    }
+    const json = encodeResult(encoded.right, maxBytes)
+    if (Either.isLeft(json)) {
+      const tag = /larger than/.test(json.left.reason) ? "ResultTooLarge" : "ResultInvalid"
+      return Either.left(`${tag}: the result ${json.left.reason}`)
+    }
+    return Either.right(encoded.right)
+  }
+}
+
 /** The handlers of one pool, looked up by kind. */
 export interface HandlerTable {
   readonly byKind: ReadonlyMap<string, Handler.Any>
   readonly decoders: ReadonlyMap<string, Decoder>
+  /** The kinds whose handler keeps its result (a `result` Schema, or a plain task), and their encoders. */
+  readonly encoders: ReadonlyMap<string, Encoder>
   /** Kinds with a per-process concurrency limit, and the limit. */
   readonly kindLimits: ReadonlyMap<string, number>
   /** Kinds whose handler gives `maxAttempts`, and the budget (for items enqueued without one). */
@@ -57,13 +88,22 @@ export interface HandlerTable {
  * is not one from 0 to 1,000,000, are programming errors (thrown; a bad
  * `maxSnoozes` as the typed `InvalidInput` on that field, naming the kind).
  */
-export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Context<never>): HandlerTable => {
+export const table = (
+  given: ReadonlyArray<Handler.Any>,
+  context: Context.Context<never>,
+  maxResultBytes: number
+): HandlerTable => {
   const byKind = new Map<string, Handler.Any>()
   for (const handler of [...given, ...registered(context)]) {
     if (byKind.has(handler.kind)) throw new Error(`Docket worker: two handlers for kind ${handler.kind}`)
     byKind.set(handler.kind, handler)
   }
   const decoders = new Map([...byKind].map(([kind, h]) => [kind, decoderOf(h)] as const))
+  const encoders = new Map<string, Encoder>()
+  for (const [kind, h] of byKind) {
+    const encoder = encoderOf(h, maxResultBytes)
+    if (encoder !== undefined) encoders.set(kind, encoder)
+  }
   const kindLimits = new Map(
     [...byKind].flatMap(([kind, h]) => (h.concurrency === undefined ? [] : [[kind, h.concurrency] as const]))
   )
@@ -89,5 +129,5 @@ export const table = (given: ReadonlyArray<Handler.Any>, context: Context.Contex
     }
     maxSnoozes.set(kind, checked.right)
   }
-  return { byKind, decoders, kindLimits, maxAttempts, maxSnoozes, globalLimits }
+  return { byKind, decoders, encoders, kindLimits, maxAttempts, maxSnoozes, globalLimits }
 }

@@ -26,7 +26,8 @@ import type { Tallies } from "./state.js"
 
 /** A finished run's outcome, waiting to be written. */
 export type Settlement =
-  | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number }
+  /** `result`: the encoded JSON value its done item keeps (undefined: none; checked by the executor). */
+  | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number; readonly result?: unknown }
   | {
     readonly _tag: "Fail"
     readonly claim: Claim
@@ -196,7 +197,7 @@ export class Recorder {
 
   private complete(done: ReadonlyArray<Done>) {
     const { counts, publisher, repo } = this.deps
-    return repo.completeMany(done.map((o) => o.claim)).pipe(
+    return repo.completeMany(done.map((o) => (o.result === undefined ? o.claim : { claim: o.claim, result: o.result }))).pipe(
       Effect.flatMap((applied) => {
         let n = 0
         const stale: Array<Claim> = []

@@ -51,6 +51,7 @@ export class PoolState {
     absorbed: 0,
     released: 0,
     leaseLost: 0,
+    pruned: 0,
     stale: 0
   }
   /** Set once shutdown begins: no item starts and no claim is sent after it. */
