@@ -76,3 +76,18 @@ export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")
     return `cannot open ${this.target}: ${this.reason}`
   }
 }
+
+/**
+ * A recurring schedule (`Recurring.make`) that cannot run: a cron expression
+ * or time zone effect's `Cron` refuses, a name that is not a valid name, a
+ * payload that is not JSON, or a name declared twice in one pool. A worker
+ * pool refuses to start with it (nothing is written), naming the schedule.
+ */
+export class InvalidSchedule extends Data.TaggedError("InvalidSchedule")<{
+  readonly name: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `invalid schedule ${JSON.stringify(this.name)}: ${this.reason}`
+  }
+}

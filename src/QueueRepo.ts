@@ -29,6 +29,7 @@ import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
+import * as Schedules from "./internal/store/schedules.js"
 import * as Workers from "./internal/store/workers.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
@@ -91,9 +92,10 @@ export const makeScoped = (
 // service, over the dialect chosen in dialectOf.
 const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options): Service => {
   const prepare = Prepare.make({ maxPayloadBytes: options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES })
+  const enqueue = Enqueue.make(dialect, wakeups, prepare)
   return {
     dialect: dialect.name,
-    ...Enqueue.make(dialect, wakeups, prepare),
+    ...enqueue,
     ...Claims.make(dialect, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS),
     stats: dialect.stats.pipe(Effect.map(toStats), Effect.mapError(storage("stats"))),
     // An id that is not a positive safe integer names no item: None on every
@@ -116,7 +118,8 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
     ...Kinds.make(dialect, wakeups),
     ...Cancel.make(dialect, wakeups),
     nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
-    ...Workers.make(dialect)
+    ...Workers.make(dialect),
+    ...Schedules.make(dialect, wakeups, enqueue.enqueueMany)
   }
 }
 
