@@ -25,6 +25,8 @@ export * as Handler from "./Handler.js"
 export * as Migrations from "./Migrations.js"
 /** The outcomes a handler can choose: `Retry`, `Permanent`, `Cancel`, `Snooze` (and the runtime's `Timeout`). */
 export * as Outcome from "./Outcome.js"
+/** Recurring items: schedules (cron, time zone, missed ticks) whose ticks are enqueued exactly once. */
+export * as Recurring from "./Recurring.js"
 /** The storage service: enqueue, claim, complete, fail, release, extend, cancel, stats, dead items. */
 export * as QueueRepo from "./QueueRepo.js"
 /** How worker pools are woken for new items (in-process enqueues, PostgreSQL LISTEN). */

@@ -14,6 +14,7 @@ import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
 import { kind, kindCommands, kindGroup } from "./commands/kind.js"
 import { migrate } from "./commands/migrate.js"
+import { recurring, recurringCommands, recurringGroup } from "./commands/recurring.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
 import { workers } from "./commands/workers.js"
@@ -48,9 +49,12 @@ export const tree: CommandNode = node(docketGroup, [
   node(workers),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
+  node(recurringGroup, recurringCommands.map((c) => node(c))),
   node(cancel),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
-export const root = docketGroup.pipe(Command.withSubcommands([migrate, enqueue, worker, stats, workers, dead, kind, cancel, demoCommand]))
+export const root = docketGroup.pipe(Command.withSubcommands([
+  migrate, enqueue, worker, stats, workers, dead, kind, recurring, cancel, demoCommand
+]))

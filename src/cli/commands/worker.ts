@@ -82,7 +82,7 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
 /** Runs a worker over a folder of task files until interrupted (SIGINT/SIGTERM). */
 export const runWorker = (options: RunOptions) =>
   Effect.gen(function*() {
-    const handlers = yield* loadTasks(options.tasks)
+    const { handlers, recurring } = yield* loadTasks(options.tasks)
     const graceMs = options.grace
     let service: Worker.Service | undefined
     yield* Effect.gen(function*() {
@@ -92,7 +92,8 @@ export const runWorker = (options: RunOptions) =>
         lease: options.lease,
         poll: options.poll,
         grace: graceMs,
-        claimKinds: options.allKinds ? "all" : "handled"
+        claimKinds: options.allKinds ? "all" : "handled",
+        recurring
       })
       const worker = pool.worker
       service = worker
@@ -101,7 +102,8 @@ export const runWorker = (options: RunOptions) =>
       yield* printLine(
         `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
           `${plural(handlers.length, "kind")} (${handlers.map((h) => h.kind).join(", ")}), ` +
-          `concurrency ${options.concurrency}`
+          `concurrency ${options.concurrency}` +
+          (recurring.length === 0 ? "" : `, recurring ${recurring.map((r) => `${r.name} (${r.cron})`).join(", ")}`)
       )
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
