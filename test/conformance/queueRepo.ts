@@ -20,6 +20,7 @@ import { attemptsConformance } from "./attempts.js"
 import { cancelConformance } from "./cancel.js"
 import { kindsConformance } from "./kinds.js"
 import { dbNow, expectAround, withRepo } from "./harness.js"
+import { recurringConformance } from "./recurring.js"
 import { snoozeConformance } from "./snooze.js"
 import { upgradeConformance } from "./upgrade.js"
 
@@ -1287,6 +1288,7 @@ export const queueRepoConformance = (backend: Backend) => {
   kindsConformance(backend)
   snoozeConformance(backend)
   cancelConformance(backend)
+  recurringConformance(backend)
   upgradeConformance(backend)
 }
 
