@@ -142,7 +142,10 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 })
 
 describe("--help", () => {
-  const commands = ["migrate", "enqueue", "worker", "stats", "workers", "dead", "dead list", "dead retry", "dead delete", "cancel", "demo"]
+  const commands = [
+    "migrate", "enqueue", "worker", "stats", "workers", "dead", "dead list", "dead retry", "dead delete", "recurring",
+    "recurring list", "cancel", "demo"
+  ]
 
   it("is generated for the command and its subcommands, within 100 columns", { timeout: 120_000 }, async () => {
     const results = await docketAll([["--help"], ...commands.map((c) => [...c.split(" "), "--help"])])

@@ -84,7 +84,7 @@ export const upgradeConformance = (backend: Backend) => {
             yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["nothing"]]))
           }
 
-          expect(yield* Migrations.run).toEqual([5, 6])
+          expect(yield* Migrations.run).toEqual([5, 6, 8])
           const repo = yield* QueueRepo.QueueRepo
           const stored = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           for (const [id, n, budget] of [[plain, 1, 8], [budgeted, 2, 5]] as const) {
@@ -152,7 +152,7 @@ export const upgradeConformance = (backend: Backend) => {
           const stored = sql.unsafe<Record<string, unknown>>("SELECT * FROM docket_items ORDER BY id")
           const before = yield* stored
 
-          expect(yield* Migrations.run).toEqual([6])
+          expect(yield* Migrations.run).toEqual([6, 8])
           // The same rows, every column the same, and the new one at its default.
           expect(yield* stored).toEqual(before.map((row) => ({ ...row, snoozes: 0 })))
           expect(before.map((row) => Number(row.id))).toEqual([waiting, scheduled, running, dying])
