@@ -152,8 +152,9 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
           if (due === null) continue
           const items = yield* advance(row.name!, next, due)
           enqueued += items?.length ?? 0
-          // Lost to another pool: it moved next_tick, at least past these ticks.
-          next = due.next
+          // Lost to another pool: it moved next_tick, but maybe not as far (it
+          // read an earlier now): report it due, so the caller reads it again.
+          next = items === null ? now : due.next
         }
         earliest = earliest === null ? next : Math.min(earliest, next)
       }
