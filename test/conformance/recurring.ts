@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schema } from "effect"
+import { Effect, Exit, Schema } from "effect"
 import { InvalidSchedule } from "../../src/Errors.js"
 import * as Handler from "../../src/Handler.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
@@ -20,6 +20,7 @@ import * as Recurring from "../../src/Recurring.js"
 import * as Worker from "../../src/Worker.js"
 import type { Backend } from "../support/db.js"
 import { repoLayer } from "../support/db.js"
+import { waitForEvent } from "../support/events.js"
 import { dbNow } from "./harness.js"
 
 const HOUR = 3_600_000
@@ -274,6 +275,43 @@ export const recurringConformance = (backend: Backend) => {
         expect(new Set(ticks).size).toBe(ticks.length)
         // Consecutive seconds: none lost between the first and the last.
         expect(ticks[ticks.length - 1] - ticks[0]).toBe((ticks.length - 1) * 1000)
+      }).pipe(Effect.timeout("40 seconds")))
+    it.live("a database failure is published and retried; the pool lives on and enqueues the ticks due meanwhile", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const ticks = new Set<number>()
+        const Tick = Handler.make("tick", { payload: Schema.Unknown, run: (_, job) => Effect.sync(() => void ticks.add(job.runAt)) })
+        const waitUntil = (what: string, done: () => boolean) =>
+          Effect.gen(function*() {
+            const deadline = Date.now() + 15_000
+            while (!done()) {
+              if (Date.now() > deadline) return yield* Effect.fail(new Error(`timed out waiting for ${what}`))
+              yield* Effect.sleep("50 millis")
+            }
+          })
+        yield* Effect.scoped(Effect.gen(function*() {
+          const pool = yield* Worker.make({
+            handlers: [Tick],
+            poll: "200 millis",
+            recurring: [Recurring.make("tick.every", { cron: "* * * * * *", kind: "tick" })]
+          })
+          const events = yield* pool.subscribe
+          yield* waitUntil("a first tick", () => ticks.size >= 1)
+          yield* exec("ALTER TABLE docket_schedules RENAME TO docket_schedules_away")
+          const failed = yield* waitForEvent(events, (e) => e._tag === "StorageFailed" && e.operation === "tick schedules")
+          expect(failed.event).toMatchObject({ _tag: "StorageFailed", operation: "tick schedules" })
+          // Two more ticks fall due while the table is away.
+          const away = yield* dbNow
+          yield* Effect.sleep("2200 millis")
+          yield* exec("ALTER TABLE docket_schedules_away RENAME TO docket_schedules")
+          yield* waitUntil("the ticks due while the table was away, and one after", () => {
+            const last = Math.max(...ticks)
+            return last > away + 3000
+          })
+        })).pipe(Effect.provide(repoLayer(url)))
+        const sorted = [...ticks].sort((a, b) => a - b)
+        // Every second from the first to the last: none lost to the failure.
+        expect(sorted[sorted.length - 1] - sorted[0]).toBe((sorted.length - 1) * 1000)
       }).pipe(Effect.timeout("40 seconds")))
   })
 }
