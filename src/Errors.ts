@@ -31,6 +31,8 @@ export type InvalidField =
   /** A heartbeat age: the age after which a pool is gone, or removed. */
   | "age"
   | "reason"
+  /** A recurring schedule's declaration given to the store unchecked (the reason names what). */
+  | "schedule"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

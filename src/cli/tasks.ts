@@ -234,7 +234,11 @@ export interface Task {
 const RECURRING_KEYS = new Set(["cron", "payload", "tz", "missed"])
 
 /** A task file's `recurring` export as a schedule named by its kind, checked (`Recurring.check`). */
-export const recurringOption = (file: string, kind: string, value: unknown): Either.Either<Recurring.Recurring | undefined, UsageError> => {
+export const recurringOption = (
+  file: string,
+  kind: string,
+  value: unknown
+): Either.Either<Recurring.Recurring | undefined, UsageError> => {
   if (value === undefined) return Either.right(undefined)
   const refuse = (why: string) => Either.left(usage(`task file ${file}: recurring (schedule ${kind}) ${why}`))
   let schedule: Recurring.Recurring
@@ -244,7 +248,14 @@ export const recurringOption = (file: string, kind: string, value: unknown): Eit
     const o = value as Record<string, unknown>
     const unknown = Object.keys(o).filter((k) => !RECURRING_KEYS.has(k))
     if (unknown.length > 0) return refuse(`has an unknown field ${unknown[0]} (known: cron, payload, tz, missed)`)
-    schedule = Recurring.make(kind, { kind, cron: o.cron as string, payload: o.payload, tz: o.tz as string, missed: o.missed as Recurring.Missed })
+    // Recurring.check below refuses fields of the wrong type, naming them.
+    schedule = Recurring.make(kind, {
+      kind,
+      cron: o.cron as string,
+      payload: o.payload,
+      tz: o.tz as string | undefined,
+      missed: o.missed as Recurring.Missed | undefined
+    })
   } else {
     return refuse(`must be a cron expression or { cron, payload, tz, missed }`)
   }
@@ -257,14 +268,24 @@ export const recurringOption = (file: string, kind: string, value: unknown): Eit
 /** Imports one task file and makes its handler (and its schedule, if it exports `recurring`). */
 export const loadTask = (task: TaskFile): Effect.Effect<Task, UsageError> =>
   Effect.flatMap(importTask(task), ({ handler, module, name }) =>
-    Effect.map(recurringOption(name, task.kind, module.recurring ?? defaultOf(module)?.recurring), (recurring) => ({ handler, recurring })))
+    Effect.map(
+      recurringOption(name, task.kind, module.recurring ?? defaultOf(module)?.recurring),
+      (recurring): Task => ({ handler, recurring })
+    ))
 
 // A CommonJS file's exports, seen from ESM as `default`.
 const defaultOf = (module: Record<string, unknown>): { recurring?: unknown } | undefined =>
   typeof module.default === "object" && module.default !== null ? module.default as { recurring?: unknown } : undefined
 
 // Imports one task file and makes its handler.
-const importTask = (task: TaskFile): Effect.Effect<{ handler: TaskHandler; module: Record<string, unknown>; name: string }, UsageError> =>
+interface Imported {
+  readonly handler: TaskHandler
+  readonly module: Record<string, unknown>
+  /** The file's name, for messages. */
+  readonly name: string
+}
+
+const importTask = (task: TaskFile): Effect.Effect<Imported, UsageError> =>
   Effect.gen(function*() {
     const name = task.path.split(/[\\/]/).pop()!
     const module = yield* Effect.tryPromise({

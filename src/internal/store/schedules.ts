@@ -18,7 +18,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type { Cron } from "effect"
 import { Effect, Either } from "effect"
 import type { DeclareOutcome, EnqueueRequest, ScheduleInfo, TickPass } from "../../Domain.js"
-import { type InvalidInput, StorageError } from "../../Errors.js"
+import { InvalidInput, StorageError } from "../../Errors.js"
 import type { Declaration } from "../../Recurring.js"
 import type * as Wakeups from "../../Wakeups.js"
 import type { Dialect, ScheduleFields } from "../dialect.js"
@@ -98,7 +98,8 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
       if (ticks.length === 0) return []
       const value: unknown = yield* Effect.try({
         try: () => JSON.parse(payload) as unknown,
-        catch: (cause) => new StorageError({ operation: "tickSchedule", cause: new Error(`schedule ${name}: its stored payload is not JSON`, { cause }) })
+        catch: (cause) =>
+          new StorageError({ operation: "tickSchedule", cause: new Error(`schedule ${name}: its stored payload is not JSON`, { cause }) })
       })
       const requests = ticks.map((tick): EnqueueRequest => ({ kind, payload: value, runAt: tick, key: Ticks.tickKey(name, tick) }))
       const results = yield* enqueueMany(requests)
@@ -193,7 +194,12 @@ const declare = (
   declaration: Declaration
 ): Effect.Effect<DeclareOutcome, EI> =>
   Effect.gen(function*() {
-    const cron = Either.getOrThrowWith(cronOf(declaration.cron, declaration.tz), (reason) => new Error(reason))
+    // Recurring.check parsed it already; a declaration made by hand may not have been.
+    const parsedCron = cronOf(declaration.cron, declaration.tz)
+    if (Either.isLeft(parsedCron)) {
+      return yield* new InvalidInput({ field: "schedule", reason: `${declaration.name}: cron: ${parsedCron.left}` })
+    }
+    const cron = parsedCron.right
     const fields = fieldsOf(declaration)
     for (let round = 0; round < DECLARE_ROUNDS; round++) {
       const { now, rows } = yield* read([declaration.name]).pipe(Effect.mapError(storage("declareSchedule")))
