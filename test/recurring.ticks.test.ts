@@ -110,6 +110,28 @@ describe("ticks", () => {
     expect(Ticks.missed("all", c, next, now)).toEqual({ ticks: [], next })
   })
 
+  it("the latest tick at or before a time within a second or a minute of a tick is that tick", () => {
+    const seconds = cron("* * * * * *")
+    for (const offset of [0, 1, 300, 999]) {
+      const now = at("2026-03-08T12:00:05Z") + offset
+      expect(Ticks.latestAtOrBefore(seconds, now, 0), String(offset)).toBe(at("2026-03-08T12:00:05Z"))
+      expect(Ticks.missed("one", seconds, at("2026-03-08T12:00:00Z"), now)).toEqual({
+        ticks: [at("2026-03-08T12:00:05Z")],
+        next: at("2026-03-08T12:00:06Z")
+      })
+    }
+    const hourly = cron("0 * * * *")
+    for (const offset of [0, 1, 59_999, 3_599_999]) {
+      expect(Ticks.latestAtOrBefore(hourly, at("2026-03-08T12:00:00Z") + offset, 0), String(offset)).toBe(at("2026-03-08T12:00:00Z"))
+    }
+    expect(Ticks.latestAtOrBefore(hourly, at("2026-03-08T11:59:59.999Z"), 0)).toBe(at("2026-03-08T11:00:00Z"))
+    expect(Ticks.latestAtOrBefore(hourly, at("2026-03-08T12:30:00Z"), at("2026-03-08T12:00:00.001Z"))).toBeUndefined()
+    // "all" ends with the same latest tick and walks back over exact ticks.
+    expect(isoAll(Ticks.missed("all", seconds, at("2026-03-08T12:00:02Z"), at("2026-03-08T12:00:05.300Z")).ticks)).toEqual([
+      "2026-03-08T12:00:02.000Z", "2026-03-08T12:00:03.000Z", "2026-03-08T12:00:04.000Z", "2026-03-08T12:00:05.000Z"
+    ])
+  })
+
   it("a bad expression or zone is refused with effect's reason", () => {
     expect(Ticks.parse("61 * * * *", null)).toMatchObject({ _tag: "Left" })
     expect(Ticks.parse("0 6 * * *", "Mars/Olympus")).toEqual(Either.left("Invalid time zone in cron expression"))

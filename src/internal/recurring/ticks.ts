@@ -22,10 +22,20 @@ export const parse = (expression: string, tz: string | null): Either.Either<Cron
 /** The first tick strictly after `time`. */
 export const firstAfter = (cron: Cron.Cron, time: number): number => Cron.next(cron, new Date(time)).getTime()
 
-/** The latest tick at or before `time`, if any since `notBefore`. */
+/**
+ * The latest tick at or before `time`, if any since `notBefore`. Not
+ * `Cron.prev(time)` alone: effect's steps back from the start of the second
+ * `time` falls in, so from 12:00:05.300 it gives 12:00:04 and from an hourly
+ * 12:00:00.001 it gives 11:00 (found by the reliability scenario: the missed
+ * "one" tick was a second early and the tick after it never enqueued). From an
+ * exact tick it gives the one before, as it should; so the guess is taken a
+ * second later and corrected with exact ticks both ways.
+ */
 export const latestAtOrBefore = (cron: Cron.Cron, time: number, notBefore: number): number | undefined => {
-  const latest = Cron.prev(cron, new Date(time + 1)).getTime()
-  return latest >= notBefore ? latest : undefined
+  let tick = Cron.prev(cron, new Date(time + 1000)).getTime()
+  while (tick > time) tick = Cron.prev(cron, new Date(tick)).getTime()
+  for (let next = firstAfter(cron, tick); next <= time; next = firstAfter(cron, next)) tick = next
+  return tick >= notBefore ? tick : undefined
 }
 
 /** Ticks to enqueue and the schedule's next tick after them. */
