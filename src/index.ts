@@ -15,7 +15,7 @@ export * as Database from "./Database.js"
 export * as Docket from "./Docket.js"
 /** The domain types: Claim, Item, State, Counts, EnqueueResult, ... (also reachable as `QueueRepo.Claim` etc.). */
 export * as Domain from "./Domain.js"
-/** The typed errors of the storage layer (bad input, storage, migration, database unavailable). */
+/** The typed errors (bad input, storage, migration, database unavailable, an invalid recurring schedule). */
 export * as Errors from "./Errors.js"
 /** The worker pool's events and counters, for status lines, audit logs and tests. */
 export * as Events from "./Events.js"
