@@ -24,7 +24,8 @@ const workerConfig = {
     "tasks",
     "folder",
     "The folder of task files: <kind>.ts, .mts, .cts, .js, .mjs or .cjs, each default-exporting a Docket " +
-      "handler or an async (payload, job) => {} function (a throw is a retry)."
+      "handler or an async (payload, job) => {} function (a throw is a retry); one may also export " +
+      "recurring, a cron expression: its items are enqueued at each tick."
   ),
   database: databaseOption,
   concurrency: integerOption("concurrency", "Handlers running at once in this process.", { min: 1 }).pipe(
