@@ -18,7 +18,7 @@ import type { SqlClient } from "@effect/sql"
 import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import * as Backoff from "./Backoff.js"
 import * as Database from "./Database.js"
-import { InvalidInput, type MigrationFailed, type StorageError } from "./Errors.js"
+import { InvalidInput, type InvalidSchedule, type MigrationFailed, type StorageError } from "./Errors.js"
 import type * as Handler from "./Handler.js"
 import { decide } from "./internal/decide.js"
 import * as QueueRepo from "./QueueRepo.js"
@@ -39,14 +39,15 @@ export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
 }
 
 /**
- * The database (migrated), the `QueueRepo` and a running worker pool, in one
- * layer. Releasing the layer shuts the pool down gracefully.
+ * The database (migrated), the `QueueRepo` and a running worker pool (with its
+ * recurring schedules, `recurring`), in one layer. Releasing the layer shuts
+ * the pool down gracefully. A bad schedule fails it with `InvalidSchedule`.
  */
 export const layer = <H extends Handler.Any>(
   options: LayerOptions<H>
 ): Layer.Layer<
   Worker.Worker | QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
-  Database.DatabaseUnavailable | MigrationFailed,
+  Database.DatabaseUnavailable | MigrationFailed | InvalidSchedule,
   Handler.Requirements<H>
 > => {
   const database = options.database === undefined

@@ -39,6 +39,8 @@ export type InvalidField =
   | "state"
   /** A retention that is not a duration from 0 to about 100 years, nor "forever". */
   | "retention"
+  /** A recurring schedule's declaration given to the store unchecked (the reason names what). */
+  | "schedule"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{
@@ -82,5 +84,20 @@ export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")
 }> {
   override get message(): string {
     return `cannot open ${this.target}: ${this.reason}`
+  }
+}
+
+/**
+ * A recurring schedule (`Recurring.make`) that cannot run: a cron expression
+ * or time zone effect's `Cron` refuses, a name that is not a valid name, a
+ * payload that is not JSON, or a name declared twice in one pool. A worker
+ * pool refuses to start with it (nothing is written), naming the schedule.
+ */
+export class InvalidSchedule extends Data.TaggedError("InvalidSchedule")<{
+  readonly name: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `invalid schedule ${JSON.stringify(this.name)}: ${this.reason}`
   }
 }

@@ -38,6 +38,12 @@ export interface Job {
   readonly priority: number
   /** When the item was enqueued (epoch ms, database clock). */
   readonly createdAt: number
+  /**
+   * When this attempt was due (epoch ms): the enqueue's due time on the first
+   * attempt (for a recurring item, its tick), moved by a retry's backoff or a
+   * snooze. `Recurring.tickOf(job)` gives a recurring item's tick on every attempt.
+   */
+  readonly runAt: number
   /** The previous attempt's error, if any. */
   readonly lastError: string | null
   /** When this attempt's claim took the item (epoch ms, database clock). */

@@ -31,6 +31,7 @@ import * as Enqueue from "./internal/store/enqueue.js"
 import * as History from "./internal/store/history.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
+import * as Schedules from "./internal/store/schedules.js"
 import * as Workers from "./internal/store/workers.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
@@ -112,9 +113,10 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
     V.checkIntegerIn("result", options.maxResultBytes ?? V.DEFAULT_MAX_RESULT_BYTES, 2, 64 * 1024 * 1024),
     thrown
   )
+  const enqueue = Enqueue.make(dialect, wakeups, prepare)
   return {
     dialect: dialect.name,
-    ...Enqueue.make(dialect, wakeups, prepare),
+    ...enqueue,
     ...Claims.make(dialect, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS, {
       keepDone: retention.done !== 0,
       maxResultBytes
@@ -141,7 +143,8 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
     ...Kinds.make(dialect, wakeups),
     ...Cancel.make(dialect, wakeups),
     nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
-    ...Workers.make(dialect)
+    ...Workers.make(dialect),
+    ...Schedules.make(dialect, wakeups, enqueue.enqueueMany)
   }
 }
 

@@ -33,7 +33,8 @@
  * (finished items past their retention).
  * This module holds the options, the tag, the wiring and the shutdown order.
  */
-import { Context, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
+import { Context, Effect, Either, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
+import type { InvalidSchedule } from "./Errors.js"
 import type { Counters, Event } from "./Events.js"
 import type * as Handler from "./Handler.js"
 import { Cancels } from "./internal/worker/cancels.js"
@@ -47,12 +48,14 @@ import * as Handlers from "./internal/worker/handlers.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
 import * as Pruner from "./internal/worker/pruner.js"
 import { Recorder } from "./internal/worker/recorder.js"
+import { Ticker } from "./internal/worker/recurring.js"
 import * as Registry from "./internal/worker/registry.js"
 import * as Renewer from "./internal/worker/renewer.js"
 import { Slots } from "./internal/worker/slots.js"
 import { IdleWaiters, PoolState, type Running } from "./internal/worker/state.js"
 import { defaultTracer } from "./internal/tracing.js"
 import { QueueRepo, type Service as RepoService } from "./QueueRepo.js"
+import * as Recurring from "./Recurring.js"
 import * as Wakeups from "./Wakeups.js"
 
 /** The pool's counters (defined in Events.ts). */
@@ -73,6 +76,13 @@ export interface Options<H extends Handler.Any = Handler.Any> extends Config.Poo
    * its runs at once. Without it a cancelled run stops at its next renewal.
    */
   readonly listen?: boolean | undefined
+  /**
+   * Recurring schedules (`Recurring.make`) this pool enqueues the ticks of,
+   * exactly once per tick across every pool that declares them. Checked at
+   * start: a bad one fails the pool with `InvalidSchedule` naming it. A pool
+   * need not handle a schedule's kind (another fleet may).
+   */
+  readonly recurring?: ReadonlyArray<Recurring.Recurring> | undefined
 }
 
 /** The running pool. */
@@ -117,6 +127,7 @@ interface Pool {
   readonly claimer: Claimer
   readonly renewer: Effect.Effect<never>
   readonly registry: Registry.Registry
+  readonly ticker: Ticker
   readonly cancels: Cancels
   readonly idle: IdleWaiters
 }
@@ -124,7 +135,7 @@ interface Pool {
 // Builds the parts and connects them: each gets the few callbacks it needs.
 // Some callbacks name parts made further down (`idle`, `slots`, `claimer`):
 // none is called before the pool starts, after `build` has returned.
-const build = (options: Options<Handler.Any>) =>
+const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurring.Declaration>) =>
   Effect.gen(function*() {
     const repo = yield* QueueRepo
     const config = Config.resolve(options)
@@ -203,7 +214,11 @@ const build = (options: Options<Handler.Any>) =>
       running: () => state.running.size,
       publisher
     })
-    return { config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, registry, cancels, idle } satisfies Pool
+    const ticker = new Ticker({ repo, declarations, publisher, wake: wakeup.notify })
+    return {
+      config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, registry, ticker,
+      cancels, idle
+    } satisfies Pool
   })
 
 /**
@@ -216,6 +231,8 @@ const build = (options: Options<Handler.Any>) =>
 const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.RuntimeFiber<never>) =>
   Effect.gen(function*() {
     const { recorder, slots, state } = pool
+    // First: a pool that stops enqueues no more ticks (the others, or its next start, take them).
+    yield* pool.ticker.stop
     state.stopping = true
     pool.wakeup.notify() // the claimer sees `stopping` at its next turn
     const stopped = yield* boundedWait(Fiber.await(claimer), 5000)
@@ -246,12 +263,15 @@ const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.
 /**
  * Starts a pool in the current scope; closing the scope shuts it down
  * gracefully. Needs the `QueueRepo`, `Wakeups` and whatever the handlers need.
+ * Fails (before anything is written) with `InvalidSchedule` for a bad schedule.
  */
 export const make = <H extends Handler.Any>(
   options: Options<H>
-): Effect.Effect<Service, never, QueueRepo | Wakeups.Wakeups | Scope.Scope | Handler.Requirements<H>> =>
+): Effect.Effect<Service, InvalidSchedule, QueueRepo | Wakeups.Wakeups | Scope.Scope | Handler.Requirements<H>> =>
   Effect.gen(function*() {
-    const pool = yield* build(options)
+    const declarations = Recurring.checkAll(options.recurring ?? [])
+    if (Either.isLeft(declarations)) return yield* declarations.left
+    const pool = yield* build(options, declarations.right)
     const { concurrency, id } = pool.config
     const scope = yield* Effect.scope
     yield* GlobalLimits.declare(pool.repo, pool.handlers.globalLimits)
@@ -272,6 +292,8 @@ export const make = <H extends Handler.Any>(
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start
     const claimer = yield* Effect.forkIn(pool.claimer.run, scope)
+    // After the claimer: a tick's item enqueued at start is claimed at once.
+    yield* pool.ticker.start(scope)
     yield* Effect.addFinalizer(() => shutdown(pool, claimer, renewer))
     yield* Effect.logDebug("docket: worker started").pipe(Effect.annotateLogs({ worker: id, concurrency }))
     const wake = Effect.sync(pool.wakeup.notify)
@@ -288,4 +310,5 @@ export const make = <H extends Handler.Any>(
 /** The pool as a layer: built, it runs in the layer's scope; released, it shuts down gracefully. */
 export const layer = <H extends Handler.Any>(
   options: Options<H>
-): Layer.Layer<Worker, never, QueueRepo | Wakeups.Wakeups | Handler.Requirements<H>> => Layer.scoped(Worker, make(options))
+): Layer.Layer<Worker, InvalidSchedule, QueueRepo | Wakeups.Wakeups | Handler.Requirements<H>> =>
+  Layer.scoped(Worker, make(options))

@@ -15,7 +15,7 @@ export * as Database from "./Database.js"
 export * as Docket from "./Docket.js"
 /** The domain types: Claim, Item, State, Counts, EnqueueResult, ... (also reachable as `QueueRepo.Claim` etc.). */
 export * as Domain from "./Domain.js"
-/** The typed errors of the storage layer (bad input, storage, migration, database unavailable). */
+/** The typed errors (bad input, storage, migration, database unavailable, an invalid recurring schedule). */
 export * as Errors from "./Errors.js"
 /** The worker pool's events and counters, for status lines, audit logs and tests. */
 export * as Events from "./Events.js"
@@ -25,7 +25,9 @@ export * as Handler from "./Handler.js"
 export * as Migrations from "./Migrations.js"
 /** The outcomes a handler can choose: `Retry`, `Permanent`, `Cancel`, `Snooze` (and the runtime's `Timeout`). */
 export * as Outcome from "./Outcome.js"
-/** The storage service: enqueue, claim, complete, fail, release, extend, cancel, stats, dead items, history (list, prune). */
+/** Recurring items: schedules (cron, time zone, missed ticks) whose ticks are enqueued exactly once. */
+export * as Recurring from "./Recurring.js"
+/** The storage service: enqueue, claim, complete, fail, release, extend, cancel, stats, dead items, history (list, prune), schedules. */
 export * as QueueRepo from "./QueueRepo.js"
 /** How worker pools are woken for new items (in-process enqueues, PostgreSQL LISTEN). */
 export * as Wakeups from "./Wakeups.js"

@@ -15,6 +15,7 @@ import { enqueue } from "./commands/enqueue.js"
 import { kind, kindCommands, kindGroup } from "./commands/kind.js"
 import { list } from "./commands/list.js"
 import { migrate } from "./commands/migrate.js"
+import { recurring, recurringCommands, recurringGroup } from "./commands/recurring.js"
 import { show } from "./commands/show.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
@@ -52,21 +53,12 @@ export const tree: CommandNode = node(docketGroup, [
   node(show),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
+  node(recurringGroup, recurringCommands.map((c) => node(c))),
   node(cancel),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
 export const root = docketGroup.pipe(Command.withSubcommands([
-  migrate,
-  enqueue,
-  worker,
-  stats,
-  workers,
-  list,
-  show,
-  dead,
-  kind,
-  cancel,
-  demoCommand
+  migrate, enqueue, worker, stats, workers, list, show, dead, kind, recurring, cancel, demoCommand
 ]))

@@ -45,6 +45,7 @@ export const reportError = (error: unknown): Report => {
   switch (tagOf(error)) {
     case "UsageError":
     case "InvalidInput":
+    case "InvalidSchedule":
       return { code: 2, line: errorLine(errorMessage(error)) }
     case "DatabaseUnavailable": {
       // A SQLite path that cannot be opened is bad input; an unreachable server is a failure.

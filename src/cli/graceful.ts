@@ -4,6 +4,7 @@
  * given back, their attempt not counted) before it prints its summary.
  */
 import { Duration, Effect, Exit, Scope } from "effect"
+import type { InvalidSchedule } from "../Errors.js"
 import type * as Handler from "../Handler.js"
 import type { QueueRepo } from "../QueueRepo.js"
 import type { Wakeups } from "../Wakeups.js"
@@ -20,7 +21,7 @@ export interface Pool {
 /** Starts a pool; it is stopped by `stop`, or when the current scope closes. The handlers need no services. */
 export const start = (
   options: Worker.Options<Handler.Handler<any, any, unknown, never>>
-): Effect.Effect<Pool, never, QueueRepo | Wakeups | Scope.Scope> =>
+): Effect.Effect<Pool, InvalidSchedule, QueueRepo | Wakeups | Scope.Scope> =>
   Effect.gen(function*() {
     const graceMs = Duration.toMillis(Duration.decode(options.grace ?? "10 seconds"))
     const poolScope = yield* Scope.make()

@@ -20,6 +20,12 @@
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.
  *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.)
  *
+ * A task file may also export `recurring`: a schedule enqueuing items of its
+ * kind (the schedule's name is the kind), as a cron expression
+ * (`export const recurring = "0 6 * * *"`) or `{ cron, payload, tz, missed }`
+ * (as `Recurring.make`'s options). It is checked when the file is loaded: a
+ * bad one names the file and the schedule.
+ *
  * Files whose name starts with `_` or `.` are helpers, not tasks; `.d.ts`
  * files are skipped. A task file may be an ES module (`export default`) or
  * CommonJS (`module.exports = fn`), whatever the enclosing package's "type":
@@ -38,6 +44,7 @@ import * as Backoff from "../Backoff.js"
 import type { GlobalLimits } from "../Domain.js"
 import { checkLimits } from "../internal/store/kinds.js"
 import * as Handler from "../Handler.js"
+import * as Recurring from "../Recurring.js"
 import * as V from "../internal/validate.js"
 import { usage, type UsageError } from "./errors.js"
 import { compareText } from "./format.js"
@@ -218,8 +225,67 @@ const ensureCommonJs = async (path: string) => {
   global[TSX_CJS_FLAG] = true
 }
 
-/** Imports one task file and makes its handler. */
-export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError> =>
+/** A loaded task file: its handler and, if it exports one, its schedule. */
+export interface Task {
+  readonly handler: TaskHandler
+  readonly recurring: Recurring.Recurring | undefined
+}
+
+const RECURRING_KEYS = new Set(["cron", "payload", "tz", "missed"])
+
+/** A task file's `recurring` export as a schedule named by its kind, checked (`Recurring.check`). */
+export const recurringOption = (
+  file: string,
+  kind: string,
+  value: unknown
+): Either.Either<Recurring.Recurring | undefined, UsageError> => {
+  if (value === undefined) return Either.right(undefined)
+  const refuse = (why: string) => Either.left(usage(`task file ${file}: recurring (schedule ${kind}) ${why}`))
+  let schedule: Recurring.Recurring
+  if (typeof value === "string") {
+    schedule = Recurring.make(kind, { cron: value, kind })
+  } else if (typeof value === "object" && value !== null) {
+    const o = value as Record<string, unknown>
+    const unknown = Object.keys(o).filter((k) => !RECURRING_KEYS.has(k))
+    if (unknown.length > 0) return refuse(`has an unknown field ${unknown[0]} (known: cron, payload, tz, missed)`)
+    // Recurring.check below refuses fields of the wrong type, naming them.
+    schedule = Recurring.make(kind, {
+      kind,
+      cron: o.cron as string,
+      payload: o.payload,
+      tz: o.tz as string | undefined,
+      missed: o.missed as Recurring.Missed | undefined
+    })
+  } else {
+    return refuse(`must be a cron expression or { cron, payload, tz, missed }`)
+  }
+  return Either.match(Recurring.check(schedule), {
+    onLeft: (error) => refuse(error.reason),
+    onRight: () => Either.right(schedule)
+  })
+}
+
+/** Imports one task file and makes its handler (and its schedule, if it exports `recurring`). */
+export const loadTask = (task: TaskFile): Effect.Effect<Task, UsageError> =>
+  Effect.flatMap(importTask(task), ({ handler, module, name }) =>
+    Effect.map(
+      recurringOption(name, task.kind, module.recurring ?? defaultOf(module)?.recurring),
+      (recurring): Task => ({ handler, recurring })
+    ))
+
+// A CommonJS file's exports, seen from ESM as `default`.
+const defaultOf = (module: Record<string, unknown>): { recurring?: unknown } | undefined =>
+  typeof module.default === "object" && module.default !== null ? module.default as { recurring?: unknown } : undefined
+
+// Imports one task file and makes its handler.
+interface Imported {
+  readonly handler: TaskHandler
+  readonly module: Record<string, unknown>
+  /** The file's name, for messages. */
+  readonly name: string
+}
+
+const importTask = (task: TaskFile): Effect.Effect<Imported, UsageError> =>
   Effect.gen(function*() {
     const name = task.path.split(/[\\/]/).pop()!
     const module = yield* Effect.tryPromise({
@@ -245,17 +311,23 @@ export const loadTask = (task: TaskFile): Effect.Effect<TaskHandler, UsageError>
           `task file ${name} exports the handler of kind ${exported.kind}; the file name says ${task.kind} (rename one)`
         )
       }
-      return exported as TaskHandler
+      return { handler: exported as TaskHandler, module, name }
     }
     if (typeof exported === "function") {
       const checked = yield* plainOptions(name, options)
-      return Handler.fromPromise(task.kind, exported as (payload: unknown, job: Handler.Job) => Promise<unknown>, checked)
+      const handler = Handler.fromPromise(task.kind, exported as (payload: unknown, job: Handler.Job) => Promise<unknown>, checked)
+      return { handler, module, name }
     }
     return yield* usage(
       `task file ${name} must default-export a Docket handler or an async (payload, job) => {} function`
     )
   })
 
-/** Every task of a folder, as handlers. */
-export const loadTasks = (dir: string): Effect.Effect<ReadonlyArray<TaskHandler>, UsageError> =>
-  Effect.flatMap(listTaskFiles(dir), (files) => Effect.forEach(files, loadTask))
+/** Every task of a folder: the handlers, and the schedules some export. */
+export const loadTasks = (
+  dir: string
+): Effect.Effect<{ readonly handlers: ReadonlyArray<TaskHandler>; readonly recurring: ReadonlyArray<Recurring.Recurring> }, UsageError> =>
+  Effect.map(Effect.flatMap(listTaskFiles(dir), (files) => Effect.forEach(files, loadTask)), (tasks) => ({
+    handlers: tasks.map((t) => t.handler),
+    recurring: tasks.flatMap((t) => (t.recurring === undefined ? [] : [t.recurring]))
+  }))

@@ -7,7 +7,9 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import type {
+  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, WorkerRow
+} from "./rows.js"
 
 /** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
 export interface InsertRow {
@@ -100,6 +102,16 @@ export interface HeartbeatRow {
   readonly startedAt: number | null
 }
 
+/** A schedule's declaration as stored (internal/store/schedules.ts). */
+export interface ScheduleFields {
+  readonly name: string
+  readonly kind: string
+  readonly cron: string
+  readonly tz: string | null
+  readonly payload: string
+  readonly missed: "skip" | "one" | "all"
+}
+
 /** One dialect's statements, bound to a `SqlClient`. */
 export interface Dialect {
   readonly name: "pg" | "sqlite"
@@ -176,6 +188,28 @@ export interface Dialect {
   /** Deletes the rows whose heartbeat is older than `silentMs`; returns their ids. */
   readonly pruneWorkers: (silentMs: number) => Effect.Effect<ReadonlyArray<{ readonly id: string }>, SqlError>
   readonly listWorkers: Effect.Effect<ReadonlyArray<WorkerRow>, SqlError>
+  /** The schedules named (every one for null), with the database's now; always at least one row. */
+  readonly readSchedules: (names: ReadonlyArray<string> | null) => Effect.Effect<ReadonlyArray<ScheduleRow>, SqlError>
+  /** Adds a schedule unless its name exists; returns its name if added. */
+  readonly insertSchedule: (fields: ScheduleFields, nextTick: number) => Effect.Effect<ReadonlyArray<{ readonly name: string }>, SqlError>
+  /** A tick's compare-and-set (sql/schedules.ts): a row (kind, payload) only when next_tick was `expected`. */
+  readonly advanceSchedule: (
+    name: string,
+    expected: number,
+    next: number,
+    lastTick: number
+  ) => Effect.Effect<ReadonlyArray<{ readonly kind: string; readonly payload: string }>, SqlError>
+  /** A declaration's compare-and-set, on next_tick and declared_at as read. */
+  readonly redeclareSchedule: (
+    fields: ScheduleFields,
+    next: number,
+    lastTick: number | null,
+    expected: { readonly nextTick: number; readonly declaredAt: number }
+  ) => Effect.Effect<ReadonlyArray<{ readonly kind: string; readonly payload: string }>, SqlError>
+  readonly setScheduleItem: (name: string, itemId: number) => Effect.Effect<unknown, SqlError>
+  readonly touchSchedules: (names: ReadonlyArray<string>) => Effect.Effect<unknown, SqlError>
+  /** Runs `effect` in one transaction (joining the caller's, if any). */
+  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   readonly isUniqueViolation: (error: SqlError) => boolean
   /**
    * Runs an enqueue's insert and dedupe look-up as one unit where the dialect

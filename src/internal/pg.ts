@@ -11,7 +11,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Scope } from "effect"
 import * as DirectPool from "./directPool.js"
 import type { Dialect, InsertRow } from "./dialect.js"
-import type { CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import type {
+  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, WorkerRow
+} from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Claim from "./sql/claim.js"
 import * as Complete from "./sql/complete.js"
@@ -29,6 +31,7 @@ import * as NextDue from "./sql/nextDue.js"
 import * as Prune from "./sql/prune.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
+import * as Schedules from "./sql/schedules.js"
 import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
 import * as Workers from "./sql/workers.js"
@@ -116,6 +119,18 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     removeWorker: (id) => run<{ id: string }>(Workers.pgRemove, [id]),
     pruneWorkers: (silentMs) => run<{ id: string }>(Workers.pgPrune, [silentMs]),
     listWorkers: run<WorkerRow>(Workers.pgList, []),
+    readSchedules: (names) => run<ScheduleRow>(Schedules.pgRead, [names]),
+    insertSchedule: (f, nextTick) =>
+      run<{ name: string }>(Schedules.pgInsert, [f.name, f.kind, f.cron, f.tz, f.payload, f.missed, nextTick]),
+    advanceSchedule: (name, expected, next, lastTick) =>
+      run<{ kind: string; payload: string }>(Schedules.pgAdvance, [name, expected, next, lastTick]),
+    redeclareSchedule: (f, next, lastTick, expected) =>
+      run<{ kind: string; payload: string }>(Schedules.pgRedeclare, [
+        f.name, f.kind, f.cron, f.tz, f.payload, f.missed, next, expected.nextTick, expected.declaredAt, lastTick
+      ]),
+    setScheduleItem: (name, itemId) => run(Schedules.pgLastItem, [name, itemId]),
+    touchSchedules: (names) => run(Schedules.pgTouch, [names]),
+    transaction: sql.withTransaction,
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }

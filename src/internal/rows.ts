@@ -122,3 +122,21 @@ export const num = (value: number | string | null | undefined): number =>
 /** As `num`, keeping null. */
 export const numOrNull = (value: number | string | null | undefined): number | null =>
   value === null || value === undefined ? null : num(value)
+
+/** A schedule read with the database's now (sql/schedules.ts); the schedule's columns NULL when none matched. */
+export interface ScheduleRow {
+  readonly now_ms: number | string
+  readonly name: string | null
+  readonly kind: string
+  readonly cron: string
+  readonly tz: string | null
+  readonly payload: string
+  readonly missed: "skip" | "one" | "all"
+  readonly next_tick: number | string
+  readonly last_tick: number | string | null
+  readonly last_item_id: number | string | null
+  readonly declared_at: number | string
+  readonly created_at: number | string
+  readonly updated_at: number | string
+  readonly last_item_state: string | null
+}

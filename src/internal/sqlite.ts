@@ -14,7 +14,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import type { Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
-import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, WorkerRow } from "./rows.js"
+import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, WorkerRow } from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -31,6 +31,7 @@ import * as NextDue from "./sql/nextDue.js"
 import * as Prune from "./sql/prune.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
+import * as Schedules from "./sql/schedules.js"
 import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
 import * as Workers from "./sql/workers.js"
@@ -144,6 +145,18 @@ export const make = (sql: SqlClient): Dialect => {
     removeWorker: (id) => run<{ id: string }>(Workers.sqliteRemove, [id]),
     pruneWorkers: (silentMs) => run<{ id: string }>(Workers.sqlitePrune, [silentMs]),
     listWorkers: run<WorkerRow>(Workers.sqliteList, []),
+    readSchedules: (names) => run<ScheduleRow>(Schedules.sqliteRead, [names === null ? null : JSON.stringify(names)]),
+    insertSchedule: (f, nextTick) =>
+      run<{ name: string }>(Schedules.sqliteInsert, [f.name, f.kind, f.cron, f.tz, f.payload, f.missed, nextTick]),
+    advanceSchedule: (name, expected, next, lastTick) =>
+      run<{ kind: string; payload: string }>(Schedules.sqliteAdvance, [name, expected, next, lastTick]),
+    redeclareSchedule: (f, next, lastTick, expected) =>
+      run<{ kind: string; payload: string }>(Schedules.sqliteRedeclare, [
+        f.name, f.kind, f.cron, f.tz, f.payload, f.missed, next, expected.nextTick, expected.declaredAt, lastTick
+      ]),
+    setScheduleItem: (name, itemId) => run(Schedules.sqliteLastItem, [name, itemId]),
+    touchSchedules: (names) => run(Schedules.sqliteTouch, [JSON.stringify(names)]),
+    transaction: sql.withTransaction,
     isUniqueViolation: (error: SqlError) => {
       const cause = error.cause
       return typeof cause === "object" && cause !== null && "code" in cause &&

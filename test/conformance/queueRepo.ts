@@ -21,6 +21,7 @@ import { cancelConformance } from "./cancel.js"
 import { historyConformance } from "./history.js"
 import { kindsConformance } from "./kinds.js"
 import { dbNow, expectAround, withRepo } from "./harness.js"
+import { recurringConformance } from "./recurring.js"
 import { snoozeConformance } from "./snooze.js"
 import { upgradeConformance } from "./upgrade.js"
 
@@ -62,7 +63,7 @@ const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   }))
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7]
+const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -1303,6 +1304,7 @@ export const queueRepoConformance = (backend: Backend) => {
   snoozeConformance(backend)
   cancelConformance(backend)
   historyConformance(backend)
+  recurringConformance(backend)
   upgradeConformance(backend)
 }
 

@@ -12,6 +12,7 @@ import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
+import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
 import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
@@ -29,4 +30,5 @@ longJobsScenario()
 modelScenario()
 hostileScenario()
 controlScenario()
+recurringScenario()
 soakScenario()

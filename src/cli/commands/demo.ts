@@ -64,7 +64,7 @@ export const runDemo = (database: Option.Option<string>) =>
   Effect.gen(function*() {
     const url = Option.getOrElse(database, () => join(mkdtempSync(join(tmpdir(), "docket-demo-")), "docket.db"))
     const where = describeDatabase(url)
-    const handlers = yield* loadTasks(TASKS)
+    const { handlers } = yield* loadTasks(TASKS)
     const kinds = handlers.map((h) => h.kind)
     const tasksDir = relative(process.cwd(), TASKS) || "."
     yield* Console.log(`Docket demo: a worker over ${tasksDir} (${kinds.join(", ")}) on ${where}`)

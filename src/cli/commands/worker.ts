@@ -27,7 +27,8 @@ const workerConfig = {
     "tasks",
     "folder",
     "The folder of task files: <kind>.ts, .mts, .cts, .js, .mjs or .cjs, each default-exporting a Docket " +
-      "handler or an async (payload, job) => {} function (a throw is a retry)."
+      "handler or an async (payload, job) => {} function (a throw is a retry); one may also export " +
+      "recurring, a cron expression: its items are enqueued at each tick."
   ),
   database: databaseOption,
   concurrency: integerOption("concurrency", "Handlers running at once in this process.", { min: 1 }).pipe(
@@ -100,7 +101,7 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
 /** Runs a worker over a folder of task files until interrupted (SIGINT/SIGTERM). */
 export const runWorker = (options: RunOptions) =>
   Effect.gen(function*() {
-    const handlers = yield* loadTasks(options.tasks)
+    const { handlers, recurring } = yield* loadTasks(options.tasks)
     const graceMs = options.grace
     let service: Worker.Service | undefined
     yield* Effect.gen(function*() {
@@ -110,7 +111,8 @@ export const runWorker = (options: RunOptions) =>
         lease: options.lease,
         poll: options.poll,
         grace: graceMs,
-        claimKinds: options.allKinds ? "all" : "handled"
+        claimKinds: options.allKinds ? "all" : "handled",
+        recurring
       })
       const worker = pool.worker
       service = worker
@@ -119,7 +121,9 @@ export const runWorker = (options: RunOptions) =>
       yield* printLine(
         `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
           `${plural(handlers.length, "kind")} (${handlers.map((h) => h.kind).join(", ")}), ` +
-          `concurrency ${options.concurrency}; keeps finished items: ${describeRetention(options.retention, readPeriod)}`
+          `concurrency ${options.concurrency}` +
+          (recurring.length === 0 ? "" : `, recurring ${recurring.map((r) => `${r.name} (${r.cron})`).join(", ")}`) +
+          `; keeps finished items: ${describeRetention(options.retention, readPeriod)}`
       )
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>

@@ -6,10 +6,12 @@
 import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
-  CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, EnqueueOptions,
-  EnqueueRequest, EnqueueResult, FailNext, FailOutcome, GlobalLimits, Item, ItemPage, KindInfo, ListOptions,
-  PruneResult, ReleaseOutcome, SnoozeOutcome, SnoozeRequest, Stats, WorkerHeartbeat, WorkerInfo, WorkerListOptions
+  CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
+  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, GlobalLimits, Item, ItemPage, KindInfo,
+  ListOptions, PruneResult, ReleaseOutcome, ScheduleInfo, SnoozeOutcome, SnoozeRequest, Stats, TickPass,
+  WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
+import type { Declaration } from "../../Recurring.js"
 
 type E = StorageError
 type EI = InvalidInput | StorageError
@@ -134,4 +136,28 @@ export interface Service {
   readonly pruneWorkers: (silentFor: Duration.DurationInput) => Effect.Effect<ReadonlyArray<string>, EI>
   /** Every registered pool, live and gone, by name then id; its status from its heartbeat's age on the database's clock. */
   readonly listWorkers: (options?: WorkerListOptions) => Effect.Effect<ReadonlyArray<WorkerInfo>, EI>
+  /**
+   * A pool's declaration of a recurring schedule (checked: `Recurring.check`),
+   * at its start: added with its first tick after now; kept as stored; or, when
+   * no pool touched it for 15 s (all stopped), the ticks missed since enqueued
+   * under its `missed` mode; a changed expression or zone goes on from its own
+   * next tick. The stored kind, payload and mode become this declaration's.
+   */
+  readonly declareSchedule: (declaration: Declaration) => Effect.Effect<DeclareOutcome, EI>
+  /**
+   * One compare-and-set of a schedule: enqueues the ticks due from `expected`
+   * (the next tick as the caller read it) by the database's now, at most 1,000,
+   * and moves its next tick past them, in one transaction; `ticked` false (and
+   * nothing enqueued) when its next tick was no longer `expected`.
+   */
+  readonly tickSchedule: (
+    name: string,
+    expected: number
+  ) => Effect.Effect<{ readonly ticked: boolean; readonly items: ReadonlyArray<number> }, EI>
+  /** One pass over these schedules: each one's due ticks enqueued by `tickSchedule`; when the next is due. */
+  readonly tickSchedules: (names: ReadonlyArray<string>) => Effect.Effect<TickPass, EI>
+  /** Marks these schedules as declared by a live pool now (a pool does it every 5 s). */
+  readonly touchSchedules: (names: ReadonlyArray<string>) => Effect.Effect<void, E>
+  /** Every stored schedule by name, live or stopped, with its next and last tick and the last tick's item. */
+  readonly listSchedules: Effect.Effect<ReadonlyArray<ScheduleInfo>, E>
 }

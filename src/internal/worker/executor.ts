@@ -63,6 +63,7 @@ class RunJob implements Handler.Job {
   readonly key: string | null
   readonly priority: number
   readonly createdAt: number
+  readonly runAt: number
   readonly lastError: string | null
   readonly claimedAt: number
   readonly snoozes: number
@@ -74,6 +75,7 @@ class RunJob implements Handler.Job {
     this.key = claim.key
     this.priority = claim.priority
     this.createdAt = claim.createdAt
+    this.runAt = claim.runAt
     this.lastError = claim.lastError
     this.claimedAt = claim.claimedAt
     this.snoozes = claim.snoozes
