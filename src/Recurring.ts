@@ -141,3 +141,47 @@ export const tickOf = (job: { readonly key: string | null }): number | undefined
   const time = Date.parse(iso)
   return /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(iso) && Number.isFinite(time) ? time : undefined
 }
+
+/** A recurring schedule as stored (`QueueRepo.listSchedules`, `docket recurring list`). */
+export interface ScheduleInfo {
+  readonly name: string
+  readonly kind: string
+  readonly cron: string
+  /** The IANA zone the expression is read in; null for UTC. */
+  readonly tz: string | null
+  /** The payload of every tick's item, as stored (parsed JSON). */
+  readonly payload: unknown
+  readonly missed: "skip" | "one" | "all"
+  /** The first tick not yet enqueued (epoch ms). */
+  readonly nextTick: number
+  /** The latest tick enqueued (epoch ms), if any. */
+  readonly lastTick: number | null
+  /**
+   * The latest tick's item: its id and state, the state null when the item is
+   * no longer stored (pruned after its retention, or deleted).
+   */
+  readonly lastItem: { readonly id: number; readonly state: string | null } | null
+  /** When a declaring pool last touched it (epoch ms, database clock). */
+  readonly declaredAt: number
+  readonly declaredAgeMs: number
+  /** "stopped": no live pool declares it (not touched for 15 s); nobody ticks it. */
+  readonly status: "live" | "stopped"
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+/** What a pool's declaration of a schedule did (`QueueRepo.declareSchedule`). */
+export interface DeclareOutcome {
+  /** "new": first declared; "changed": its expression or zone changed (from the next tick); "kept": as stored. */
+  readonly declared: "new" | "changed" | "kept"
+  /** Items enqueued for ticks missed while no pool ran (its `missed` mode), in tick order. */
+  readonly missed: ReadonlyArray<number>
+}
+
+/** What one pass over schedules did (`QueueRepo.tickSchedules`). */
+export interface TickPass {
+  /** Items enqueued in the pass. */
+  readonly enqueued: number
+  /** Milliseconds from the database's now until the earliest next tick of these schedules, if any is stored. */
+  readonly nextInMs: number | null
+}

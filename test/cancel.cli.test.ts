@@ -5,12 +5,9 @@
  * cancelled items, and a running worker's item interrupted by a cancel from
  * another process (the latency printed).
  */
-import { Effect, ManagedRuntime, Option } from "effect"
+import { Effect, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import type * as QueueRepo from "../src/QueueRepo.js"
-import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
-import { cliBackends, docket, docketAll, lines, start, tempDir } from "./cli.support.js"
-import { repoLayer } from "./support/db.js"
+import { cliBackends, docket, docketAll, lines, openRepo, start, tempDir } from "./cli.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -19,21 +16,16 @@ afterAll(async () => {
 
 const backends = cliBackends(cleanups)
 
-/** Runs QueueRepo operations in this process, on the same database. */
-const openRepo = (url: string) => {
-  const runtime = ManagedRuntime.make(repoLayer(url))
-  cleanups.push(() => runtime.dispose())
-  return <A, E>(f: (repo: QueueRepo.Service) => Effect.Effect<A, E>) => runtime.runPromise(Effect.flatMap(QueueRepoTag, f))
-}
+const repoAt = openRepo(cleanups)
 
-const stateOf = async (repo: ReturnType<typeof openRepo>, id: number) =>
+const stateOf = async (repo: ReturnType<typeof repoAt>, id: number) =>
   Option.getOrUndefined(await repo((r) => r.get(id)))
 
 for (const backend of backends) {
   describe.skipIf(backend.skip)(`docket cancel on ${backend.name}`, () => {
     it("cancels by id: exit 0 when all were, 1 with a line per id when some were not, 2 for bad input (nothing written)", async () => {
       const url = await backend.fresh()
-      const repo = openRepo(url)
+      const repo = repoAt(url)
       const [due, later, dead, gone, spare] = await repo((r) =>
         Effect.gen(function*() {
           const a = yield* r.enqueue("mail", { n: 1 })
@@ -148,7 +140,7 @@ for (const backend of backends) {
       expect(exit.code, exit.stderr).toBe(0)
       expect(exit.stdout).toMatch(/docket worker stopped: done 0, retried 0, dead 0, given back 0, cancelled 1/)
       expect(exit.stdout).not.toMatch(/lease lost/)
-      expect(await stateOf(openRepo(url), id)).toMatchObject({ state: "cancelled", lastError: "Cancelled: operator", attempts: 1 })
+      expect(await stateOf(repoAt(url), id)).toMatchObject({ state: "cancelled", lastError: "Cancelled: operator", attempts: 1 })
     }, 90_000)
   })
 }

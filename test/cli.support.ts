@@ -8,7 +8,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import { freshPgDatabase, pgAvailable } from "./support/db.js"
+import { Effect, ManagedRuntime } from "effect"
+import type * as QueueRepo from "../src/QueueRepo.js"
+import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
+import { freshPgDatabase, pgAvailable, repoLayer } from "./support/db.js"
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url))
 export const BIN = join(ROOT, "bin", "docket.mjs")
@@ -200,3 +203,14 @@ export const cliBackends = (cleanups: Array<() => Promise<void> | void>): Readon
     }
   }
 ]
+
+/**
+ * Runs QueueRepo operations in the test's own process, on the database at
+ * `url` (what a command wrote, read back; or items set up for a command).
+ * The runtime is disposed with `cleanups`.
+ */
+export const openRepo = (cleanups: Array<() => Promise<void> | void>) => (url: string) => {
+  const runtime = ManagedRuntime.make(repoLayer(url))
+  cleanups.push(() => runtime.dispose())
+  return <A, E>(f: (repo: QueueRepo.Service) => Effect.Effect<A, E>) => runtime.runPromise(Effect.flatMap(QueueRepoTag, f))
+}

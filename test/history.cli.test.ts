@@ -6,12 +6,10 @@
  * refused (exit 2, one line, nothing written), and a worker keeping a task's
  * returned value or deleting at once with a retention of 0.
  */
-import { Effect, ManagedRuntime, Option } from "effect"
+import { Effect, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
-import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
-import { cliBackends, docket, docketAll, lines, start, tempDir } from "./cli.support.js"
-import { repoLayer } from "./support/db.js"
+import { cliBackends, docket, docketAll, lines, openRepo, start, tempDir } from "./cli.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -20,11 +18,7 @@ afterAll(async () => {
 
 const backends = cliBackends(cleanups)
 
-const openRepo = (url: string) => {
-  const runtime = ManagedRuntime.make(repoLayer(url))
-  cleanups.push(() => runtime.dispose())
-  return <A, E>(f: (repo: QueueRepo.Service) => Effect.Effect<A, E>) => runtime.runPromise(Effect.flatMap(QueueRepoTag, f))
-}
+const repoAt = openRepo(cleanups)
 
 const HOSTILE_ERROR = `it's "bad"\nline 2 \\ back\tslash ✓ {"json": true}`
 
@@ -38,7 +32,7 @@ for (const backend of backends) {
   describe.skipIf(backend.skip)(`docket show and list on ${backend.name}`, () => {
     it("show: every field, the attempts' errors and the result; --json the item as stored; a missing id exit 1, a bad one 2", async () => {
       const url = await backend.fresh()
-      const repo = openRepo(url)
+      const repo = repoAt(url)
       const { done, failed } = await repo((r) =>
         Effect.gen(function*() {
           const a = yield* r.enqueue("mail.send", { to: "a@example.com" }, { key: "msg-1", priority: 3, maxAttempts: 5 })
@@ -92,7 +86,7 @@ for (const backend of backends) {
 
     it("list: newest first a page at a time; following the printed cursor lists every item once; bad input exit 2", async () => {
       const url = await backend.fresh()
-      const repo = openRepo(url)
+      const repo = repoAt(url)
       const ids = await repo((r) =>
         Effect.gen(function*() {
           const added = yield* r.enqueueMany(Array.from({ length: 7 }, (_, i) => ({ kind: i % 2 === 0 ? "even" : "odd", payload: i })))

@@ -9,10 +9,11 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Scope } from "effect"
+import * as Bindings from "./bindings.js"
 import * as DirectPool from "./directPool.js"
 import type { Dialect, InsertRow } from "./dialect.js"
 import type {
-  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, WorkerRow
+  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow
 } from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Claim from "./sql/claim.js"
@@ -35,6 +36,17 @@ import * as Schedules from "./sql/schedules.js"
 import * as Snooze from "./sql/snooze.js"
 import * as Stats from "./sql/stats.js"
 import * as Workers from "./sql/workers.js"
+
+// Complete: deletes, or keeps the rows as done with their results.
+const completeWith = (run: Bindings.Run): Dialect["complete"] => (rows, keep) => {
+  const ids = intArray(rows.map((f) => f.id))
+  const tokens = intArray(rows.map((f) => f.token))
+  if (!keep) return run<FencedRow>(Complete.pgDelete, [ids, tokens])
+  // No results in the batch (the common case): a NULL array, padded by
+  // unnest, instead of an array of NULLs for the driver to encode.
+  const results = rows.some((r) => r.result !== null) ? rows.map((r) => r.result) : null
+  return run<FencedRow>(Complete.pgKeep, [ids, tokens, results])
+}
 
 /**
  * The PostgreSQL dialect. Given a scope, claims run on one connection reserved
@@ -63,15 +75,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     },
     findWaiting: (pairs) => run<KeyRow>(FindWaiting.pg, [pairs.map((p) => p[0]), pairs.map((p) => p[1])]),
     claim: (worker, limit, leaseMs, kinds, limitedMax) => claim([worker, limit, leaseMs, kinds, limitedMax]),
-    complete: (rows, keep) => {
-      const ids = intArray(rows.map((f) => f.id))
-      const tokens = intArray(rows.map((f) => f.token))
-      if (!keep) return run<FencedRow>(Complete.pgDelete, [ids, tokens])
-      // No results in the batch (the common case): a NULL array, padded by
-      // unnest, instead of an array of NULLs for the driver to encode.
-      const results = rows.some((r) => r.result !== null) ? rows.map((r) => r.result) : null
-      return run<FencedRow>(Complete.pgKeep, [ids, tokens, results])
-    },
+    complete: completeWith(run),
     fail: (rows) =>
       run<FencedStateRow>(Fail.pg, [
         intArray(rows.map((r) => r.id)),
@@ -112,24 +116,17 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       dropSlots: Kinds.pgDropSlots,
       addSlots: Kinds.pgAddSlots
     }, (b) => b, run, sql.withTransaction),
-    heartbeatWorker: (r) =>
-      run<{ started_at: number | string }>(Workers.pgHeartbeat, [
-        r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt
-      ]),
-    removeWorker: (id) => run<{ id: string }>(Workers.pgRemove, [id]),
-    pruneWorkers: (silentMs) => run<{ id: string }>(Workers.pgPrune, [silentMs]),
-    listWorkers: run<WorkerRow>(Workers.pgList, []),
-    readSchedules: (names) => run<ScheduleRow>(Schedules.pgRead, [names]),
-    insertSchedule: (f, nextTick) =>
-      run<{ name: string }>(Schedules.pgInsert, [f.name, f.kind, f.cron, f.tz, f.payload, f.missed, nextTick]),
-    advanceSchedule: (name, expected, next, lastTick) =>
-      run<{ kind: string; payload: string }>(Schedules.pgAdvance, [name, expected, next, lastTick]),
-    redeclareSchedule: (f, next, lastTick, expected) =>
-      run<{ kind: string; payload: string }>(Schedules.pgRedeclare, [
-        f.name, f.kind, f.cron, f.tz, f.payload, f.missed, next, expected.nextTick, expected.declaredAt, lastTick
-      ]),
-    setScheduleItem: (name, itemId) => run(Schedules.pgLastItem, [name, itemId]),
-    touchSchedules: (names) => run(Schedules.pgTouch, [names]),
+    ...Bindings.workers(run, {
+      heartbeat: Workers.pgHeartbeat, remove: Workers.pgRemove, prune: Workers.pgPrune, list: Workers.pgList
+    }),
+    ...Bindings.schedules(run, {
+      read: Schedules.pgRead,
+      insert: Schedules.pgInsert,
+      advance: Schedules.pgAdvance,
+      redeclare: Schedules.pgRedeclare,
+      lastItem: Schedules.pgLastItem,
+      touch: Schedules.pgTouch
+    }, (list: ReadonlyArray<string>) => list),
     transaction: sql.withTransaction,
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect

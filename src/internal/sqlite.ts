@@ -9,12 +9,12 @@
  * transaction that reads first could fail to upgrade).
  */
 import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
-import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
+import * as Bindings from "./bindings.js"
 import type { Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
-import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, WorkerRow } from "./rows.js"
+import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -62,6 +62,21 @@ const compiled = (text: string, params: ReadonlyArray<unknown>) => {
   return { text: rewritten, params: order.map((i) => params[i]) }
 }
 
+// Cancel in one transaction: the running ones (their holders are told by
+// their next renewal), then the waiting ones, then every id's outcome.
+const cancelWith = (sql: SqlClient, run: Bindings.Run): Dialect["cancel"] => (ids, error) => {
+  const json = JSON.stringify(ids)
+  return sql.withTransaction(Effect.gen(function*() {
+    const changed = [
+      ...yield* run<CancelRow>(Cancel.sqliteRunning, [json, error]),
+      ...yield* run<CancelRow>(Cancel.sqliteWaiting, [json, error])
+    ]
+    const existing = yield* run<IdRow>(Cancel.sqliteExisting, [json])
+    const byId = new Map(changed.map((r) => [Number(r.id), r.outcome]))
+    return existing.map((r): CancelRow => ({ id: r.id, outcome: byId.get(Number(r.id)) ?? "finished" }))
+  }))
+}
+
 /** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
   const claimUnsynced = SqliteClaim.unsynced(sql, compiled)
@@ -102,18 +117,7 @@ export const make = (sql: SqlClient): Dialect => {
       return both(run<FencedStateRow>(Snooze.sqliteAbsorb, [json]), run<FencedStateRow>(Snooze.sqliteUpdate, [json]))
     },
     extend: (fences, leaseMs) => run<FencedRow>(Extend.sqlite, [fencesJson(fences), leaseMs]),
-    cancel: (ids, error) => {
-      const json = JSON.stringify(ids)
-      return sql.withTransaction(Effect.gen(function*() {
-        const changed = [
-          ...yield* run<CancelRow>(Cancel.sqliteRunning, [json, error]),
-          ...yield* run<CancelRow>(Cancel.sqliteWaiting, [json, error])
-        ]
-        const existing = yield* run<IdRow>(Cancel.sqliteExisting, [json])
-        const byId = new Map(changed.map((r) => [Number(r.id), r.outcome]))
-        return existing.map((r): CancelRow => ({ id: r.id, outcome: byId.get(Number(r.id)) ?? "finished" }))
-      }))
-    },
+    cancel: cancelWith(sql, run),
     stats: run<StatsRow>(Stats.sqlite, []),
     get: (id) => run<ItemRow>(Get.sqlite, [id]),
     getMany: (ids) => run<ItemRow>(Get.sqliteMany, [JSON.stringify(ids)]),
@@ -138,24 +142,17 @@ export const make = (sql: SqlClient): Dialect => {
       dropSlots: Kinds.sqliteDropSlots,
       addSlots: Kinds.sqliteAddSlots
     }, (b) => (b ? 1 : 0), run, sql.withTransaction),
-    heartbeatWorker: (r) =>
-      run<{ started_at: number | string }>(Workers.sqliteHeartbeat, [
-        r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt
-      ]),
-    removeWorker: (id) => run<{ id: string }>(Workers.sqliteRemove, [id]),
-    pruneWorkers: (silentMs) => run<{ id: string }>(Workers.sqlitePrune, [silentMs]),
-    listWorkers: run<WorkerRow>(Workers.sqliteList, []),
-    readSchedules: (names) => run<ScheduleRow>(Schedules.sqliteRead, [names === null ? null : JSON.stringify(names)]),
-    insertSchedule: (f, nextTick) =>
-      run<{ name: string }>(Schedules.sqliteInsert, [f.name, f.kind, f.cron, f.tz, f.payload, f.missed, nextTick]),
-    advanceSchedule: (name, expected, next, lastTick) =>
-      run<{ kind: string; payload: string }>(Schedules.sqliteAdvance, [name, expected, next, lastTick]),
-    redeclareSchedule: (f, next, lastTick, expected) =>
-      run<{ kind: string; payload: string }>(Schedules.sqliteRedeclare, [
-        f.name, f.kind, f.cron, f.tz, f.payload, f.missed, next, expected.nextTick, expected.declaredAt, lastTick
-      ]),
-    setScheduleItem: (name, itemId) => run(Schedules.sqliteLastItem, [name, itemId]),
-    touchSchedules: (names) => run(Schedules.sqliteTouch, [JSON.stringify(names)]),
+    ...Bindings.workers(run, {
+      heartbeat: Workers.sqliteHeartbeat, remove: Workers.sqliteRemove, prune: Workers.sqlitePrune, list: Workers.sqliteList
+    }),
+    ...Bindings.schedules(run, {
+      read: Schedules.sqliteRead,
+      insert: Schedules.sqliteInsert,
+      advance: Schedules.sqliteAdvance,
+      redeclare: Schedules.sqliteRedeclare,
+      lastItem: Schedules.sqliteLastItem,
+      touch: Schedules.sqliteTouch
+    }, (list: ReadonlyArray<string>) => JSON.stringify(list)),
     transaction: sql.withTransaction,
     isUniqueViolation: (error: SqlError) => {
       const cause = error.cause

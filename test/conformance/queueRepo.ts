@@ -1204,7 +1204,6 @@ export const queueRepoConformance = (backend: Backend) => {
     it.live("operations on a dropped table fail with a typed StorageError", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
-        const sql = yield* SqlClient.SqlClient
         yield* repo.enqueue("job", {})
         const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease })
         yield* dropTable
@@ -1227,7 +1226,6 @@ export const queueRepoConformance = (backend: Backend) => {
     it.live("input is checked before the database: bad input is InvalidInput even when storage is broken", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
-        const sql = yield* SqlClient.SqlClient
         yield* dropTable
         yield* expectInvalid(repo.enqueue("", {}), "kind")
       })))

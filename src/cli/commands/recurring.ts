@@ -14,7 +14,7 @@ import { withExistingRepo } from "../queue.js"
 
 const HEAD = ["name", "kind", "cron", "tz", "missed", "status", "next tick", "last tick", "last item"]
 
-// A last item no longer stored ran and was removed (done).
+// A last item no longer stored was pruned after its retention (or deleted).
 const lastItem = (s: QueueRepo.ScheduleInfo) =>
   s.lastItem === null ? "-" : `${s.lastItem.id} (${s.lastItem.state ?? "removed"})`
 

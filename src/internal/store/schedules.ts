@@ -140,27 +140,7 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
       return items === null ? { ticked: false, items: [] } : { ticked: true, items }
     })
 
-  const tickSchedules: Service["tickSchedules"] = (names) =>
-    Effect.gen(function*() {
-      if (names.length === 0) return { enqueued: 0, nextInMs: null } satisfies TickPass
-      const { now, rows } = yield* read(names).pipe(Effect.mapError(storage("tickSchedules")))
-      let enqueued = 0
-      let earliest: number | null = null
-      for (const row of rows) {
-        let next = num(row.next_tick)
-        if (next <= now) {
-          const due = yield* dueOf(row, next, now)
-          if (due === null) continue
-          const items = yield* advance(row.name!, next, due)
-          enqueued += items?.length ?? 0
-          // Lost to another pool: it moved next_tick, but maybe not as far (it
-          // read an earlier now): report it due, so the caller reads it again.
-          next = items === null ? now : due.next
-        }
-        earliest = earliest === null ? next : Math.min(earliest, next)
-      }
-      return { enqueued, nextInMs: earliest === null ? null : earliest - now } satisfies TickPass
-    })
+  const tickSchedules = passOver(read, dueOf, advance)
 
   return {
     declareSchedule: (declaration) => declare(dialect, read, insertTicks, declaration),
@@ -174,6 +154,36 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
     )
   }
 }
+
+/**
+ * One pass over `names`: each schedule's due ticks enqueued (by `advance`'s
+ * compare-and-set), and the time until the earliest next tick.
+ */
+const passOver = (
+  read: (names: ReadonlyArray<string>) => Effect.Effect<{ now: number; rows: Array<ScheduleRow> }, SqlError>,
+  dueOf: (row: ScheduleRow, expected: number, now: number) => Effect.Effect<Ticks.Due | null>,
+  advance: (name: string, expected: number, due: Ticks.Due) => Effect.Effect<Array<number> | null, EI>
+): Service["tickSchedules"] => (names) =>
+  Effect.gen(function*() {
+    if (names.length === 0) return { enqueued: 0, nextInMs: null } satisfies TickPass
+    const { now, rows } = yield* read(names).pipe(Effect.mapError(storage("tickSchedules")))
+    let enqueued = 0
+    let earliest: number | null = null
+    for (const row of rows) {
+      let next = num(row.next_tick)
+      if (next <= now) {
+        const due = yield* dueOf(row, next, now)
+        if (due === null) continue
+        const items = yield* advance(row.name!, next, due)
+        enqueued += items?.length ?? 0
+        // Lost to another pool: it moved next_tick, but maybe not as far (it
+        // read an earlier now): report it due, so the caller reads it again.
+        next = items === null ? now : due.next
+      }
+      earliest = earliest === null ? next : Math.min(earliest, next)
+    }
+    return { enqueued, nextInMs: earliest === null ? null : earliest - now } satisfies TickPass
+  })
 
 const fieldsOf = (d: Declaration): ScheduleFields => ({
   name: d.name, kind: d.kind, cron: d.cron, tz: d.tz, payload: d.payloadJson, missed: d.missed
