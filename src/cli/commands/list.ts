@@ -33,7 +33,7 @@ const row = (item: QueueRepo.Item) => [
 
 /** A page as a text table: id, kind, state, attempts, when (finished, else due), result or last error. */
 export const pageTable = (items: ReadonlyArray<QueueRepo.Item>): string =>
-  table([["ID", "KIND", "STATE", "ATTEMPTS", "WHEN", "RESULT / LAST ERROR"], ...items.map(row)], new Set([0, 3]))
+  table([["id", "kind", "state", "attempts", "when", "result / last error"], ...items.map(row)], new Set([0, 3]))
 
 const config = {
   database: databaseOption,
