@@ -102,7 +102,7 @@ for (const backend of backends) {
         const r = await docket(args)
         expect(r.code, r.stderr).toBe(0)
         const out = lines(r.stdout)
-        expect(out[0]).toMatch(/^ID\s+KIND\s+STATE\s+ATTEMPTS\s+WHEN\s+RESULT \/ LAST ERROR$/)
+        expect(out[0]).toMatch(/^id\s+kind\s+state\s+attempts\s+when\s+result \/ last error$/)
         seen.push(...out.slice(1, -1).map((l) => Number(l.trim().split(/\s+/)[0])))
         const last = out.at(-1)!
         if (last === "no more items") break
