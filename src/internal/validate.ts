@@ -102,7 +102,20 @@ export const DEFAULT_MAX_RESULT_BYTES = 64 * 1024
  * what JSON cannot hold and what is larger than `maxBytes`, as the payload.
  */
 export const encodeResult = (result: unknown, maxBytes: number): Either.Either<string | null, InvalidInput> =>
-  result === undefined ? Either.right(null) : encodeJson("result", result, maxBytes)
+  result === undefined
+    ? Either.right(null)
+    : result instanceof EncodedResult
+    ? Either.right(result.json)
+    : encodeJson("result", result, maxBytes)
+
+/**
+ * A result a worker pool has already encoded and checked against the same
+ * limit (internal/worker/handlers.ts): the store keeps its JSON text as it
+ * is instead of serialising the value a second time.
+ */
+export class EncodedResult {
+  constructor(readonly json: string) {}
+}
 
 const encodeJson = (field: "payload" | "result", value: unknown, maxBytes: number): Either.Either<string, InvalidInput> => {
   let json: string | undefined

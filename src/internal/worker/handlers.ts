@@ -10,7 +10,7 @@ import { InvalidInput } from "../../Errors.js"
 import type * as Handler from "../../Handler.js"
 import { checkLimits } from "../store/kinds.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
-import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, encodeResult, MAX_ATTEMPTS_LIMIT } from "../validate.js"
+import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, EncodedResult, encodeResult, MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
 /** The handlers provided as services (by `Handler.layer`) in a context. */
 export const registered = (context: Context.Context<never>): ReadonlyArray<Handler.Any> => {
@@ -39,8 +39,8 @@ const decoderOf = (handler: Handler.Any): Decoder => {
 }
 
 /**
- * Encodes a run's value for its done item: the JSON value to store (undefined
- * for none), or the error text that makes the item dead (`ResultInvalid: ...`,
+ * Encodes a run's value for its done item: its JSON text, ready for the store
+ * (an `EncodedResult`; undefined for none), or the error text that makes the item dead (`ResultInvalid: ...`,
  * `ResultTooLarge: ...`).
  */
 export type Encoder = (value: unknown) => Either.Either<unknown, string>
@@ -62,7 +62,8 @@ const encoderOf = (handler: Handler.Any, maxBytes: number): Encoder | undefined 
       const tag = /larger than/.test(json.left.reason) ? "ResultTooLarge" : "ResultInvalid"
       return Either.left(`${tag}: the result ${json.left.reason}`)
     }
-    return Either.right(encoded.right)
+    // Its JSON text travels to the store, which keeps it without encoding it again.
+    return Either.right(json.right === null ? undefined : new EncodedResult(json.right))
   }
 }
 
