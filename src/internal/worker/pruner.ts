@@ -6,8 +6,10 @@
  * 10 s: a restart loop still prunes), then every interval with ±10% jitter
  * (pools started together spread out). A pass repeats the prune while a
  * batch comes back full (1,000 rows of a state), at most MAX_ROUNDS times, and
- * yields to the event loop between statements: a backlog of a million done
- * rows is worked off over passes instead of one long burst of writes. Two
+ * yields to the event loop between statements; a pass that ends on a full
+ * batch is followed by the next one a second later (BACKLOG_PAUSE_MS): a
+ * backlog of a million done rows is worked off in short statements with
+ * pauses, not one long burst of writes, and not at a minute's pace. Two
  * pools pruning at once never take the same row (PostgreSQL: SKIP LOCKED;
  * SQLite: one writer). A failed prune is logged; the next pass tries again.
  */
@@ -29,8 +31,18 @@ export interface PrunerDeps {
   readonly publisher: Publisher
 }
 
-/** One pass: prunes while a batch comes back full, at most MAX_ROUNDS times; how many it deleted. */
-export const pass = (deps: PrunerDeps): Effect.Effect<number> =>
+/**
+ * After a pass that ended on a full batch (a backlog is left), the next pass
+ * comes this soon instead of an interval later. Without it a pool would prune
+ * at most MAX_ROUNDS batches a minute (about 170 rows a second of a state),
+ * far below what it completes (tens of thousands a second): kept rows would
+ * pile up past their retention for ever. With it a pool prunes a backlog at
+ * about MAX_ROUNDS batches a second, in short statements with pauses between.
+ */
+export const BACKLOG_PAUSE_MS = 1000
+
+// One pass, and whether it stopped on a full batch.
+const passOver = (deps: PrunerDeps): Effect.Effect<{ readonly total: number; readonly backlog: boolean }> =>
   Effect.gen(function*() {
     let total = 0
     for (let round = 0; round < MAX_ROUNDS; round++) {
@@ -39,19 +51,23 @@ export const pass = (deps: PrunerDeps): Effect.Effect<number> =>
       total += n
       deps.counts.pruned += n
       const full = result.done >= PRUNE_BATCH || result.cancelled >= PRUNE_BATCH || result.dead >= PRUNE_BATCH
-      if (!full) break
+      if (!full) return { total, backlog: false }
       yield* yieldToEventLoop
     }
-    return total
+    return { total, backlog: true }
   }).pipe(
-    Effect.tap((n) => (n > 0 ? Effect.logDebug(`docket: pruned ${n} finished items`) : Effect.void)),
-    Effect.catchAll((error) => Effect.as(deps.publisher.storageFailed("prune")(error), 0))
+    Effect.tap(({ total }) => (total > 0 ? Effect.logDebug(`docket: pruned ${total} finished items`) : Effect.void)),
+    Effect.catchAll((error) => Effect.as(deps.publisher.storageFailed("prune")(error), { total: 0, backlog: false }))
   )
+
+/** One pass: prunes while a batch comes back full, at most MAX_ROUNDS times; how many it deleted. */
+export const pass = (deps: PrunerDeps): Effect.Effect<number> => Effect.map(passOver(deps), ({ total }) => total)
 
 const jittered = (ms: number) => Math.round(ms * (0.9 + 0.2 * Math.random()))
 
-/** Runs passes until interrupted (the pool's scope closing). */
+/** Runs passes until interrupted (the pool's scope closing): an interval apart, or a pause apart while a backlog lasts. */
 export const run = (deps: PrunerDeps): Effect.Effect<never> =>
   Effect.sleep(Math.round(Math.random() * Math.min(deps.intervalMs, 10_000))).pipe(
-    Effect.zipRight(Effect.forever(Effect.zipRight(pass(deps), Effect.suspend(() => Effect.sleep(jittered(deps.intervalMs))))))
+    Effect.zipRight(Effect.forever(Effect.flatMap(passOver(deps), ({ backlog }) =>
+      Effect.sleep(backlog ? Math.min(BACKLOG_PAUSE_MS, deps.intervalMs) : jittered(deps.intervalMs)))))
   )
