@@ -12,6 +12,7 @@ import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
+import { partitionScenario } from "./partition.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
 import { rollingScenario } from "./rolling.js"
@@ -32,3 +33,4 @@ hostileScenario()
 controlScenario()
 recurringScenario()
 soakScenario()
+partitionScenario()
