@@ -15,6 +15,7 @@ import { modelScenario } from "./model.js"
 import { partitionScenario } from "./partition.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
+import { slowDatabaseScenario } from "./slowDatabase.js"
 import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
@@ -34,3 +35,4 @@ controlScenario()
 recurringScenario()
 soakScenario()
 partitionScenario()
+slowDatabaseScenario()
