@@ -70,7 +70,7 @@ const LEASE_MS = 2000
 const GRACE_MS = 2000
 /** Shutdown's database budget beyond the grace (src/Worker.ts SHUTDOWN_DB_MS). */
 const SHUTDOWN_DB_MS = 10_000
-const JOB_MS = 3000
+const JOB_MS = 5000
 const JOBS = 16
 const CONCURRENCY = 4
 
@@ -110,13 +110,15 @@ export const partitionScenario = () =>
         const sigtermAt = Date.now()
         victim.child.kill("SIGTERM")
         const victimExit = victim.exited.then((exit) => ({ ...exit, at: Date.now() }))
-        // Each survivor notices: its renewal gets no answer, its runs are stopped.
+        // Each survivor notices: its renewal gets no answer (logged). Its runs are
+        // stopped (a run that ends before its lease would have run out need not be).
+        const lostLine = (w: WorkerProcess) =>
+          w.waitForLine(/lease lost rel\.part/, 4 * LEASE_MS).then(() => Date.now() - partitionAt, () => undefined)
+        const lostLines = survivors.map(lostLine)
         const detected = await Promise.all(survivors.map((w) =>
-          Promise.all([
-            w.waitForLine(/storage error in extend lease/, 4 * LEASE_MS).then(() => Date.now() - partitionAt),
-            w.waitForLine(/lease lost rel\.part/, 4 * LEASE_MS).then(() => Date.now() - partitionAt)
-          ])
+          w.waitForLine(/storage error in extend lease/, 4 * LEASE_MS).then(() => Date.now() - partitionAt)
         ))
+        const leaseLostMs = (await Promise.all(lostLines)).filter((ms): ms is number => ms !== undefined)
         // Every run in progress at the partition ends: aborted (its lease could not be proven), or finished.
         const survivorPids = new Set(survivors.map((w) => w.pid))
         await waitFor("the runs of the survivors in progress at the partition ended", async () => {
@@ -163,8 +165,8 @@ export const partitionScenario = () =>
           graceMs: GRACE_MS,
           partitionMs: healAt - partitionAt,
           runningAtPartition: runningAtPartition.length,
-          detectRenewFailMs: Math.max(...detected.map((d) => d[0])),
-          detectLeaseLostMs: Math.max(...detected.map((d) => d[1])),
+          detectRenewFailMs: Math.max(...detected),
+          detectLeaseLostMs: leaseLostMs.length === 0 ? -1 : Math.max(...leaseLostMs),
           interruptedRuns: survivorAborts.length,
           interruptMaxMs: interruptMs.length === 0 ? -1 : Math.max(...interruptMs),
           sigtermStopMs: stopMs,
@@ -183,10 +185,7 @@ export const partitionScenario = () =>
           proxyConnections: proxy.connections().accepted
         })
         // Noticed, and the runs stopped, within about a lease (plus a renewal round and a margin).
-        for (const [renewFail, leaseLost] of detected) {
-          expect(renewFail).toBeLessThan(LEASE_MS * 1.5 + 1500)
-          expect(leaseLost).toBeLessThan(LEASE_MS * 1.5 + 1500)
-        }
+        for (const ms of [...detected, ...leaseLostMs]) expect(ms).toBeLessThan(LEASE_MS * 1.5 + 1500)
         expect(survivorAborts.length).toBeGreaterThan(0)
         expect(Math.max(...interruptMs)).toBeLessThan(LEASE_MS * 1.5 + 1500)
         // SIGTERM during the partition: exits within the grace plus the shutdown's budget, cleanly.

@@ -21,8 +21,8 @@ import { fixture, pgCount, pgPool, report, startWorker, waitFor, type WorkerProc
 
 const LEASE_MS = 3000
 const DELAY_MS = 200
-const WARM_UP = 200
-const SHORT_JOBS = 600
+const WARM_UP = 100
+const SHORT_JOBS = 400
 const SHORT_MS = 5
 const LONG_JOBS = 4
 const LONG_MS = 7000
