@@ -9,6 +9,9 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Database from "../src/Database.js"
+import * as Docket from "../src/Docket.js"
+import { StorageError } from "../src/Errors.js"
+import * as QueueRepo from "../src/QueueRepo.js"
 import { startProxy } from "./reliability/proxy.js"
 import { freshPgDatabase, pgAvailable } from "./support/db.js"
 
@@ -49,5 +52,40 @@ describe.skipIf(!pgAvailable)("the client-side statement timeout (PostgreSQL)", 
     // Served again, on new connections (the timed-out ones were closed, not reused).
     expect(Either.isRight(await select("SELECT 3"))).toBe(true)
     expect(proxy.connections().accepted).toBeGreaterThan(before.accepted)
+  }, 30_000)
+
+  it("a claim hung on its reserved connection fails at the bound; the next claim, after the heal, is answered", async () => {
+    const db = await freshPgDatabase()
+    cleanups.push(db.drop)
+    const target = new URL(db.url)
+    const proxy = await startProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    cleanups.push(proxy.close)
+    const runtime = ManagedRuntime.make(
+      Docket.layerClient(proxy.url(db.url), { databaseOptions: { statementTimeout: "800 millis" } })
+    )
+    cleanups.push(() => runtime.dispose())
+    const claim = runtime.runPromise(Effect.either(Effect.flatMap(QueueRepo.QueueRepo, (repo) =>
+      repo.claim({ worker: "w", limit: 10, lease: "30 seconds" }))))
+    // The first claim reserves the claim connection; nothing is due yet.
+    const first = await claim
+    expect(Either.isRight(first) && first.right).toEqual([])
+    await runtime.runPromise(Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue("k", { n: 1 })))
+
+    proxy.partition()
+    const started = performance.now()
+    const hung = await runtime.runPromise(Effect.either(Effect.flatMap(QueueRepo.QueueRepo, (repo) =>
+      repo.claim({ worker: "w", limit: 10, lease: "30 seconds" }))))
+    const tookMs = performance.now() - started
+    expect(Either.isLeft(hung)).toBe(true)
+    if (Either.isLeft(hung)) expect(hung.left).toBeInstanceOf(StorageError)
+    expect(tookMs).toBeLessThan(3000)
+
+    proxy.heal()
+    // The claim statement held in the partition reaches the server at the heal and
+    // may have leased the item (nobody holds it: it is due again after its lease);
+    // the claim connection was replaced, so claiming goes on.
+    const after = await runtime.runPromise(Effect.either(Effect.flatMap(QueueRepo.QueueRepo, (repo) =>
+      repo.claim({ worker: "w", limit: 10, lease: "30 seconds" }))))
+    expect(Either.isRight(after)).toBe(true)
   }, 30_000)
 })
