@@ -235,6 +235,11 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
  * buffer back, let running items finish for up to the grace, then interrupt
  * them (their interruption releases their leases, attempt not counted), write
  * the outcomes not yet written, leave the live-workers table, stop renewing.
+ * Each database wait is bounded, by its own bound and by what is left of one
+ * budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database gone silent
+ * (a partition) nothing answers, and a stop must still end. The claim in
+ * flight gets up to 5 s of it (past that it is interrupted: the items it may
+ * have leased run again once their leases run out).
  */
 const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.RuntimeFiber<never>) =>
   Effect.gen(function*() {
