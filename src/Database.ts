@@ -8,11 +8,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Config, Context, Effect, Layer, Option } from "effect"
+import { Cause, Config, Context, Duration, Effect, Layer, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
+import * as StatementTimeout from "./internal/statementTimeout.js"
 import * as Migrations from "./Migrations.js"
 
 /** Where the queue lives. */
@@ -47,7 +48,19 @@ export interface Options {
   readonly sqliteSynchronous?: "full" | "normal" | undefined
   /** PostgreSQL application_name, shown in pg_stat_activity (default "docket"). */
   readonly applicationName?: string | undefined
+  /**
+   * PostgreSQL: how long a statement may go without an answer before its
+   * connection is closed and it fails (default 30 s; "infinity" for none).
+   * A client-side bound, for a database gone silent (a partition): see
+   * docs/operations.md. Raise it for a migration or query that takes longer.
+   */
+  readonly statementTimeout?: Duration.DurationInput | undefined
 }
+
+/** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+/** TCP keepalive on PostgreSQL connections: the first probe after this long idle (docs/operations.md). */
+export const KEEPALIVE_IDLE_MS = 10_000
 
 // Each dialect's driver is loaded only when a layer for it is built, so a
 // PostgreSQL worker does not load SQLite's native module, nor a SQLite one pg.
@@ -65,11 +78,20 @@ const pgLayer = (url: string, options: Options) =>
         Layer.scopedContext(Effect.gen(function*() {
           const applicationName = options.applicationName ?? "docket"
           // The pool's connections and the cancel's own connection (see below).
-          const connection = { connectionString: url, connectionTimeoutMillis: 10_000 }
+          // Keepalive: an idle connection (the LISTEN one) whose server vanished
+          // is found dead instead of waiting for ever (docs/operations.md).
+          const connection = {
+            connectionString: url,
+            connectionTimeoutMillis: 10_000,
+            keepAlive: true,
+            keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
+          }
           const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
           pool.on("error", () => {})
+          const timeoutMs = Duration.toMillis(Duration.decode(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS))
+          pool.on("connect", (client) => StatementTimeout.bound(client, timeoutMs))
           yield* Effect.addFinalizer(() =>
             Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
           )
@@ -88,7 +110,9 @@ const pgLayer = (url: string, options: Options) =>
               const canceller = new Pg.Client({
                 ...connection,
                 application_name: `${applicationName} cancel`,
-                connectionTimeoutMillis: 5000
+                connectionTimeoutMillis: 5000,
+                // A cancel on a silent database gets no answer either.
+                query_timeout: 5000
               })
               try {
                 await canceller.connect()

@@ -23,8 +23,9 @@
  * - Shutdown (when the layer's scope closes): stop claiming, release the
  *   prefetched items, let running items finish for up to `grace`, then
  *   interrupt them and release their leases (attempt not counted), then
- *   write the outcomes not yet written (up to 10 s more: the statement in
- *   flight is waited for, never cancelled).
+ *   write the outcomes not yet written. Every database wait on the way shares
+ *   one budget of 10 s beyond the grace, so a shutdown on a database gone
+ *   silent ends within the grace plus about 10 s (docs/operations.md).
  *
  * The parts live in src/internal/worker/ (docs/architecture.md): the state
  * (state.ts), prefetch sizing (prefetch.ts), the claimer, the slots, the
@@ -41,7 +42,7 @@ import { Cancels } from "./internal/worker/cancels.js"
 import { Claimer } from "./internal/worker/claimer.js"
 import * as Config from "./internal/worker/config.js"
 import { Publisher } from "./internal/worker/events.js"
-import { boundedWait } from "./internal/worker/bounded.js"
+import { boundedWait, Budget, forkDetached, interruptWithin } from "./internal/worker/bounded.js"
 import { Executor } from "./internal/worker/executor.js"
 import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
@@ -107,8 +108,15 @@ export interface Service {
 /** The `Worker` service tag: the running pool. */
 export class Worker extends Context.Tag("docket/Worker")<Worker, Service>() {}
 
-/** On shutdown, how long the outcomes still unwritten may take to be written (the database may be down). */
-const OUTCOME_GRACE_MS = 10_000
+/**
+ * On shutdown, how long its database waits may take in all, beyond the grace
+ * (the claim in flight, releasing the prefetched items and the leases of runs
+ * cut off, the outcomes still unwritten, leaving the live-workers table): the
+ * database may be down, or silent.
+ */
+const SHUTDOWN_DB_MS = 10_000
+/** On shutdown, how long the claim in flight may take to end. */
+const CLAIM_END_MS = 5000
 
 
 /** The parts of one pool, as `build` wires them. */
@@ -227,36 +235,51 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
  * buffer back, let running items finish for up to the grace, then interrupt
  * them (their interruption releases their leases, attempt not counted), write
  * the outcomes not yet written, leave the live-workers table, stop renewing.
+ * Each database wait is bounded, by its own bound and by what is left of one
+ * budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database gone silent
+ * (a partition) nothing answers, and a stop must still end. The claim in
+ * flight gets up to 5 s of it (past that it is interrupted: the items it may
+ * have leased run again once their leases run out).
  */
 const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.RuntimeFiber<never>) =>
   Effect.gen(function*() {
     const { recorder, slots, state } = pool
-    // First: a pool that stops enqueues no more ticks (the others, or its next start, take them).
-    yield* pool.ticker.stop
+    // Every database wait below shares it (the grace is not charged to it).
+    const budget = new Budget(SHUTDOWN_DB_MS)
+    // First: a pool that stops enqueueing ticks (the others, or its next start, take them).
+    yield* Effect.asVoid(budget.wait(pool.ticker.stop))
     state.stopping = true
     pool.wakeup.notify() // the claimer sees `stopping` at its next turn
-    const stopped = yield* boundedWait(Fiber.await(claimer), 5000)
-    if (Option.isNone(stopped)) yield* Fiber.interrupt(claimer)
-    yield* Scope.close(pool.wakeupScope, Exit.void)
-    yield* recorder.release(state.buffer.takeAll())
+    const stopped = yield* budget.wait(Fiber.await(claimer), CLAIM_END_MS)
+    if (Option.isNone(stopped)) yield* interruptWithin(claimer, budget.left)
+    yield* Effect.asVoid(budget.wait(Scope.close(pool.wakeupScope, Exit.void)))
+    const prefetched = state.buffer.takeAll()
+    const released = yield* budget.wait(recorder.release(prefetched))
+    if (Option.isNone(released) && prefetched.length > 0) {
+      yield* Effect.logWarning(
+        `docket: ${prefetched.length} prefetched items not given back at shutdown (no answer from the database); ` +
+          "they run again once their leases run out"
+      )
+    }
     slots.dispatch() // parked slots wake, see `stopping` and end
     if (state.running.size > 0) {
       const ended = yield* boundedWait(state.noneRunning, pool.config.graceMs)
       if (Option.isNone(ended)) {
         yield* Effect.logWarning(`docket: ${state.running.size} items still running after the grace period; interrupting them`)
-        yield* Fiber.interruptAll(slots.runningFibers())
+        // Their interruption releases their leases: bounded like the rest.
+        yield* Effect.asVoid(budget.wait(Fiber.interruptAll(slots.runningFibers())))
       }
     }
     // Unwritten: the time ran out, or the writer died of a defect.
-    const unrecorded = yield* recorder.close(OUTCOME_GRACE_MS)
+    const unrecorded = yield* recorder.close(budget.left)
     if (unrecorded > 0) {
       yield* Effect.logWarning(
         `docket: ${unrecorded} outcomes not recorded at shutdown; their items run again once their leases run out`
       )
     }
     // Only now: until its outcomes are written the pool still holds work.
-    yield* pool.registry.stop
-    yield* Fiber.interrupt(renewer)
+    yield* pool.registry.stop(budget.left)
+    yield* interruptWithin(renewer, budget.left)
     yield* pool.publisher.publish({ _tag: "Stopped", counters: state.counters() })
   }).pipe(Effect.annotateLogs({ worker: pool.config.id }))
 
@@ -276,22 +299,24 @@ export const make = <H extends Handler.Any>(
     const scope = yield* Effect.scope
     yield* GlobalLimits.declare(pool.repo, pool.handlers.globalLimits)
     yield* pool.registry.start(scope)
-    const renewer = yield* Effect.forkIn(pool.renewer, scope)
+    // Every fiber of the pool is detached (bounded.ts): its interruption, at
+    // shutdown or when the scope closes, never waits on a silent database.
+    const renewer = yield* forkDetached(pool.renewer, scope)
     // Interrupted when the scope closes, after shutdown (a cancel heard during
     // the grace still stops its run).
-    yield* Effect.forkIn(pool.cancels.run, scope)
+    yield* forkDetached(pool.cancels.run, scope)
     // Every pool prunes (no leader to elect; concurrent pruners never take
     // the same row), by the repository's retention.
     const { pruneMs } = pool.config
     if (pruneMs !== null) {
-      yield* Effect.forkIn(
+      yield* forkDetached(
         Pruner.run({ repo: pool.repo, intervalMs: pruneMs, counts: pool.state.counts, publisher: pool.publisher }),
         scope
       )
     }
     yield* pool.recorder.start(scope)
     for (let i = 0; i < concurrency; i++) yield* pool.slots.start
-    const claimer = yield* Effect.forkIn(pool.claimer.run, scope)
+    const claimer = yield* forkDetached(pool.claimer.run, scope)
     // After the claimer: a tick's item enqueued at start is claimed at once.
     yield* pool.ticker.start(scope)
     yield* Effect.addFinalizer(() => shutdown(pool, claimer, renewer))

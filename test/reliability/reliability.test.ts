@@ -12,8 +12,10 @@ import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
+import { partitionScenario } from "./partition.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
+import { slowDatabaseScenario } from "./slowDatabase.js"
 import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
@@ -32,3 +34,5 @@ hostileScenario()
 controlScenario()
 recurringScenario()
 soakScenario()
+partitionScenario()
+slowDatabaseScenario()

@@ -66,7 +66,7 @@ describe("the registry", () => {
       yield* TestClock.adjust("1 millis")
       yield* settle(() => calls.beats === 2)
       expect(yield* until(rows(repo), (r) => r[0]?.running === 2)).toHaveLength(1)
-      yield* registry.stop
+      yield* registry.stop()
       expect(yield* rows(repo)).toEqual([])
       yield* TestClock.adjust("10 seconds")
       yield* Effect.yieldNow()
@@ -88,7 +88,7 @@ describe("the registry", () => {
       })
       const beat = yield* Effect.fork(registry.beat)
       yield* settle(() => calls.beats === 1)
-      const stop = yield* Effect.fork(registry.stop)
+      const stop = yield* Effect.fork(registry.stop())
       yield* Effect.yieldNow()
       expect(stop.unsafePoll()).toBeNull()
       yield* Deferred.succeed(gate, undefined)

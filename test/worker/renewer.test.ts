@@ -112,4 +112,41 @@ describe("the renewer", () => {
       expect(calls).toBe(0)
       expect(run.deadline).toBe(5)
     })))
+
+  // A database gone silent: the statement never answers, and its cancel hangs too.
+  it.live("a renewal with no answer ends at the earliest deadline: those runs are lost, and it does not wait for the cancel", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      const silent: QueueRepo.Service = {
+        ...repo,
+        extendMany: () => Effect.never.pipe(Effect.onInterrupt(() => Effect.sleep("1 hour")))
+      }
+      const leaseMs = 1200
+      const start = performance.now()
+      const soon = runOf(a, start + 300)
+      const later = runOf(b, start + 5_000)
+      const lost: Array<Running> = []
+      yield* Renewer.renewOnce({
+        repo: silent,
+        leaseMs,
+        running: new Set([soon, later]),
+        unrecorded: () => [],
+        publisher: yield* Publisher.make,
+        onLost: (entry) => Effect.sync(() => lost.push(entry))
+      })
+      const tookMs = performance.now() - start
+      expect(lost).toEqual([soon])
+      expect(later.lost).toBe(false)
+      // Bounded by the earliest deadline (at least a sixth of the lease), never by the cancel.
+      expect(tookMs).toBeGreaterThanOrEqual(leaseMs / 6 - 5)
+      expect(tookMs).toBeLessThan(1000)
+    })))
+
+  it("a renewal's bound: until the earliest deadline, at least a sixth of the lease, at most the lease", () => {
+    expect(Renewer.renewalBound([5_000, 2_000], 3_000, 1_000)).toBe(1_000)
+    expect(Renewer.renewalBound([1_100], 3_000, 1_000)).toBe(500)
+    expect(Renewer.renewalBound([], 3_000, 1_000)).toBe(3_000)
+    expect(Renewer.renewalBound([100_000], 3_000, 1_000)).toBe(3_000)
+  })
 })

@@ -42,8 +42,8 @@ const workerConfig = {
   ),
   grace: durationOption(
     "grace",
-    "On SIGINT/SIGTERM, how long running items may finish before they are given back; the outcomes " +
-      "not yet written then get up to 10s more."
+    "On SIGINT/SIGTERM, how long running items may finish before they are given back; the stop's " +
+      "database writes (outcomes not yet written, items given back) get up to 10s more in all."
   ).pipe(withDefault(10_000, "10s")),
   retention: Options.text("retention").pipe(
     Options.withPseudoName("<duration|state=duration,...>"),

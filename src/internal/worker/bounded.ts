@@ -1,10 +1,52 @@
 /**
- * A bounded wait on the shutdown path. Shutdown runs as the scope's
- * finalizer, which is uninterruptible: every bounded wait in it is made
- * interruptible, or its timeout could never fire.
+ * Bounded waits, for the shutdown path and the renewer. Shutdown runs as the
+ * scope's finalizer, which is uninterruptible: every bounded wait in it is
+ * made interruptible, or its timeout could never fire.
+ *
+ * A wait that times out does not wait for the interruption of what it waited
+ * on either (`Effect.disconnect`): interrupting a statement sends it a cancel
+ * and waits for it to end, up to 5 s (../directPool.ts), and on a database
+ * that has gone silent the cancel gets no answer. That interruption goes on
+ * in the background (its connection is then closed, never given back to the
+ * pool), and the caller moves on at the bound.
  */
-import { Duration, Effect, type Option } from "effect"
+import { Duration, Effect, Fiber, type Option, type Scope } from "effect"
 
-/** `effect`'s result, or None if it has not ended within `ms` (it is then interrupted). */
+/** `effect`'s result, or None if it has not ended within `ms` (it is then interrupted, in the background). */
 export const boundedWait = <A, E>(effect: Effect.Effect<A, E>, ms: number): Effect.Effect<Option.Option<A>, E> =>
-  Effect.timeoutOption(Effect.interruptible(effect), Duration.millis(ms))
+  Effect.timeoutOption(Effect.interruptible(Effect.disconnect(effect)), Duration.millis(Math.max(0, ms)))
+
+/** Interrupts a fiber, waiting at most `ms` for its finalizers (the rest of its interruption goes on in the background). */
+export const interruptWithin = <A, E>(fiber: Fiber.Fiber<A, E>, ms: number): Effect.Effect<void> =>
+  Effect.asVoid(boundedWait(Fiber.interrupt(fiber), ms))
+
+/**
+ * A budget of time shared by several waits (shutdown's database waits): each
+ * waits at most its own bound and what is left of the budget.
+ */
+export class Budget {
+  private readonly end: number
+  constructor(ms: number, private readonly now: () => number = () => performance.now()) {
+    this.end = now() + ms
+  }
+
+  /** What is left, in ms (0 once spent). */
+  get left(): number {
+    return Math.max(0, this.end - this.now())
+  }
+
+  /** `effect`'s result, or None if it has not ended within `ms` nor within what is left. */
+  wait<A, E>(effect: Effect.Effect<A, E>, ms = Infinity): Effect.Effect<Option.Option<A>, E> {
+    return Effect.suspend(() => boundedWait(effect, Math.min(ms, this.left)))
+  }
+}
+
+/**
+ * Forks a long-lived fiber of the pool (claimer, renewer, writer, heartbeat,
+ * ...) in `scope`. Interrupting it, or closing the scope, does not wait for
+ * its interruption to end: a statement it is in the middle of is cancelled in
+ * the background, which on a silent database takes up to 5 s and would hold
+ * up the shutdown and the scope's close.
+ */
+export const forkDetached = <A, E>(effect: Effect.Effect<A, E>, scope: Scope.Scope): Effect.Effect<Fiber.RuntimeFiber<A, E>> =>
+  Effect.forkIn(Effect.disconnect(effect), scope)

@@ -20,7 +20,7 @@ import type { Claim, FailNext } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { yieldToEventLoop } from "../eventLoop.js"
-import { boundedWait } from "./bounded.js"
+import { boundedWait, forkDetached, interruptWithin } from "./bounded.js"
 import { metrics, type Publisher } from "./events.js"
 import type { Tallies } from "./state.js"
 
@@ -104,14 +104,15 @@ export class Recorder {
         ),
       step: () => undefined
     })
-    return Effect.map(Effect.forkIn(loop, scope), (fiber) => {
+    return Effect.map(forkDetached(loop, scope), (fiber) => {
       this.fiber = fiber
     })
   }
 
   /**
    * Writes what is pending and stops the writer, waiting at most `ms` (then
-   * it is interrupted). Returns how many outcomes are left unwritten.
+   * it is interrupted, waiting at most 1 s more for its statement's cancel:
+   * the database may be silent). Returns how many outcomes are left unwritten.
    */
   close(ms: number): Effect.Effect<number> {
     const fiber = this.fiber
@@ -122,7 +123,7 @@ export class Recorder {
       yield* Queue.offer(this.flushes, undefined)
       const flushed = yield* boundedWait(Fiber.await(fiber), ms)
       const unwritten = this.size
-      if (Option.isNone(flushed)) yield* Fiber.interrupt(fiber)
+      if (Option.isNone(flushed)) yield* interruptWithin(fiber, 1000)
       else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
       return unwritten
     })

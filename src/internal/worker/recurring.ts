@@ -23,6 +23,7 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import type { Declaration } from "../../Recurring.js"
 import { HEARTBEAT_MAX_MS } from "../liveness.js"
 import type { Publisher } from "./events.js"
+import { forkDetached } from "./bounded.js"
 
 /** What the ticker needs from the pool. */
 export interface TickerDeps {
@@ -87,7 +88,7 @@ export class Ticker {
   start(scope: Scope.Scope): Effect.Effect<void> {
     if (this.deps.declarations.length === 0) return Effect.void
     const loop = Effect.forever(Effect.flatMap(this.turn, (ms) => Effect.sleep(Duration.millis(ms))))
-    return Effect.zipRight(this.declareRest, Effect.forkIn(loop, scope)).pipe(
+    return Effect.zipRight(this.declareRest, forkDetached(loop, scope)).pipe(
       Effect.map((fiber) => {
         this.fiber = fiber
       })

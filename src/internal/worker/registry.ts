@@ -10,14 +10,14 @@
  * failure, and the next one tries again; it inserts the row again if it was
  * removed meanwhile (the pool looked gone for an hour, or a person deleted it).
  */
-import { Duration, Effect, Fiber, Option, type Scope } from "effect"
+import { Duration, Effect, type Fiber, Option, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import type { WorkerRegistration } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { REMOVE_AFTER_MS } from "../liveness.js"
 import { docketVersion } from "../version.js"
-import { boundedWait } from "./bounded.js"
+import { boundedWait, forkDetached, interruptWithin } from "./bounded.js"
 import type { Publisher } from "./events.js"
 
 /** What the registry needs from the pool. */
@@ -97,28 +97,35 @@ export class Registry {
    */
   start(scope: Scope.Scope): Effect.Effect<void> {
     const loop = Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(this.deps.intervalMs)), this.beat))
-    return Effect.zipRight(this.beat, Effect.forkIn(loop, scope)).pipe(
+    return Effect.zipRight(this.beat, forkDetached(loop, scope)).pipe(
       Effect.map((fiber) => {
         this.fiber = fiber
       })
     )
   }
 
-  /** Removes the row (after the heartbeat in flight, within 5 s) and stops heartbeating. Never fails. */
-  readonly stop: Effect.Effect<void> = Effect.suspend(() => {
+  /**
+   * Removes the row (after the heartbeat in flight, within 5 s and `withinMs`)
+   * and stops heartbeating (the heartbeat in flight is interrupted in the
+   * background). Never fails.
+   */
+  stop(withinMs = REMOVE_WAIT_MS): Effect.Effect<void> {
+    return Effect.suspend(() => {
     const { publisher, registration, repo } = this.deps
     const remove = this.lock.withPermits(1)(Effect.suspend(() => {
       this.removed = true
       return Effect.catchAll(Effect.asVoid(repo.removeWorker(registration.id)), publisher.storageFailed("remove worker"))
     }))
-    return boundedWait(remove, REMOVE_WAIT_MS).pipe(
+    const waitMs = Math.min(REMOVE_WAIT_MS, withinMs)
+    return boundedWait(remove, waitMs).pipe(
       Effect.flatMap((done) =>
         Option.isSome(done) ? Effect.void : Effect.logWarning(
-          `docket: the live-workers row of ${registration.id} was not removed within ${REMOVE_WAIT_MS} ms; ` +
+          `docket: the live-workers row of ${registration.id} was not removed within ${Math.round(waitMs)} ms; ` +
             "it shows as gone until another pool removes it"
         )
       ),
-      Effect.zipRight(this.fiber === undefined ? Effect.void : Fiber.interrupt(this.fiber))
+      Effect.zipRight(this.fiber === undefined ? Effect.void : interruptWithin(this.fiber, 1000))
     )
-  })
+    })
+  }
 }

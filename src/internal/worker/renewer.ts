@@ -10,10 +10,26 @@
  * and records nothing. The items of refused renewals are read first, so a
  * cancelled one is marked as such (`cancelled`): it is logged and published
  * as a cancel, not as a lost lease.
+ *
+ * A renewal is bounded: it waits at most until the earliest lease it carries
+ * surely runs out here (its deadline: sent + lease, by this process's clock,
+ * never later than the database's), and at least a sixth of the lease. On a
+ * database gone silent (a partition: no answer, no error) the statement would
+ * otherwise wait until TCP gives up, and the next round would never come: the
+ * runs would go on after another worker took their items. So at the deadline
+ * the runs stop, and the next round tries again. The statement cut off is
+ * interrupted in the background (bounded.ts): its connection is closed.
+ *
+ * Each renewal's round trip is measured. A lease too short for it (a round
+ * trip over a sixth of the lease: two rounds that slow, back to back, leave
+ * a third of the lease before it runs out) is logged once per pool, as a
+ * warning naming the lease to use.
  */
-import { Duration, Effect, Schedule } from "effect"
+import { Duration, Effect, Option, Schedule } from "effect"
 import type { Claim } from "../../Domain.js"
+import { StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
+import { boundedWait } from "./bounded.js"
 import { markCancelled } from "./cancels.js"
 import type { Publisher } from "./events.js"
 import type { Running } from "./state.js"
@@ -33,6 +49,32 @@ export interface RenewerDeps {
   readonly now?: (() => number) | undefined
 }
 
+/** A renewal's round trip over this share of the lease is warned of. */
+export const SLOW_RENEWAL_SHARE = 1 / 6
+
+// The pools already warned of a lease too short for their round trip (once per pool).
+const warned = new WeakSet<RenewerDeps>()
+
+/**
+ * How long one renewal may wait: until the earliest deadline of the runs it
+ * carries, at least a sixth of the lease (a deadline already past still gets
+ * a chance: the database's lease may not have run out yet), at most the lease.
+ */
+export const renewalBound = (deadlines: ReadonlyArray<number>, leaseMs: number, now: number): number => {
+  const earliest = deadlines.reduce((a, b) => Math.min(a, b), Infinity)
+  return Math.min(leaseMs, Math.max(leaseMs * SLOW_RENEWAL_SHARE, earliest - now))
+}
+
+const slowWarning = (deps: RenewerDeps, rttMs: number) => {
+  if (rttMs <= deps.leaseMs * SLOW_RENEWAL_SHARE || warned.has(deps)) return Effect.void
+  warned.add(deps)
+  return Effect.logWarning(
+    `docket: a lease renewal took ${Math.round(rttMs)} ms, more than a sixth of the ${deps.leaseMs} ms lease: ` +
+      `leases may be lost when the database slows further; use a lease of at least ${Math.ceil(rttMs / SLOW_RENEWAL_SHARE / 1000)} s ` +
+      `(six round trips)`
+  )
+}
+
 /** One renewal round. */
 export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -46,7 +88,24 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
       entry.lost = true
       return onLost(entry)
     }
-    return repo.extendMany([...entries.map((e) => e.claim), ...unrecorded], Duration.millis(leaseMs)).pipe(
+    const boundMs = renewalBound(entries.map((e) => e.deadline), leaseMs, sent)
+    const extend = boundedWait(
+      repo.extendMany([...entries.map((e) => e.claim), ...unrecorded], Duration.millis(leaseMs)),
+      boundMs
+    ).pipe(
+      Effect.flatMap(Option.match({
+        onNone: () =>
+          Effect.fail(
+            new StorageError({
+              operation: "extend lease",
+              cause: new Error(`no answer within ${Math.round(boundMs)} ms (the database is silent or too slow)`)
+            })
+          ),
+        onSome: Effect.succeed
+      }))
+    )
+    return extend.pipe(
+      Effect.tap(() => slowWarning(deps, now() - sent)),
       Effect.flatMap((applied) => {
         const refused = entries.filter((entry, i) => {
           if (applied[i]) entry.deadline = sent + leaseMs
@@ -65,7 +124,9 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
           publisher.storageFailed("extend lease")(error),
           // Cannot renew: once a lease has surely run out, another worker may
           // run the item, so this run stops.
-          Effect.forEach(entries, (e) => (now() > e.deadline ? lose(e) : Effect.void), { discard: true })
+          Effect.forEach(entries, (e) => (running.has(e) && !e.lost && now() >= e.deadline ? lose(e) : Effect.void), {
+            discard: true
+          })
         )
       )
     )
