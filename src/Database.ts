@@ -91,7 +91,8 @@ const pgLayer = (url: string, options: Options) =>
           // reports what is wrong.
           pool.on("error", () => {})
           const timeoutMs = Duration.toMillis(Duration.decode(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS))
-          pool.on("connect", (client) => StatementTimeout.bound(client, timeoutMs))
+          let bound = timeoutMs
+          pool.on("connect", (client) => StatementTimeout.bound(client, () => bound))
           yield* Effect.addFinalizer(() =>
             Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
           )
@@ -120,7 +121,18 @@ const pgLayer = (url: string, options: Options) =>
               } finally {
                 await canceller.end().catch(() => {})
               }
-            }
+            },
+            unbounded: (effect) =>
+              Effect.acquireUseRelease(
+                Effect.sync(() => {
+                  bound = 0
+                }),
+                () => effect,
+                () =>
+                  Effect.sync(() => {
+                    bound = timeoutMs
+                  })
+              )
           }
           return Context.make(PgClient.PgClient, client).pipe(
             Context.add(SqlClient.SqlClient, client),
@@ -190,7 +202,11 @@ export const layer = (
       )
     )
   if (options.migrate === false) return client
-  return Layer.effectDiscard(Migrations.run).pipe(Layer.provideMerge(client))
+  // Migrations run without the client-side statement timeout: a backfill or
+  // an index build on a large table may rightly take minutes.
+  const migrate = Effect.flatMap(Effect.serviceOption(DirectPool.DirectPool), (direct) =>
+    Option.isSome(direct) ? direct.value.unbounded(Migrations.run) : Migrations.run)
+  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
 }
 
 /** The layer from `DOCKET_DATABASE_URL` (default `./docket.db`). */

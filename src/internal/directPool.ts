@@ -20,6 +20,8 @@ export interface Service {
   readonly pool: Pool
   /** Asks the server to cancel a session's statement, over a connection of its own (never the pool's). */
   readonly cancel: (processId: number) => Promise<void>
+  /** Runs `effect` with the pool's client-side statement timeout lifted (the migrations: Database.ts). */
+  readonly unbounded: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /** The parts of pg's Pool and PoolClient Docket uses. */

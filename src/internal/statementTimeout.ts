@@ -14,6 +14,9 @@
  *
  * Only callback calls are bounded (every statement of @effect/sql-pg and of
  * Docket's own pool runner); promise and cursor calls are left as they are.
+ * The bound is read at each statement (`limit`), so the migrations, whose
+ * statements on a large table may rightly take minutes, run without it
+ * (Database.ts).
  */
 import type { EventEmitter } from "node:events"
 
@@ -23,13 +26,13 @@ interface BoundedClient extends EventEmitter {
   readonly connection?: { readonly stream?: { destroy(error?: Error): void } }
 }
 
-/** Bounds every callback statement of `client` to `ms` (0 or less, or not finite: no bound). */
-export const bound = (client: BoundedClient, ms: number): void => {
-  if (!(ms > 0) || !Number.isFinite(ms)) return
+/** Bounds every callback statement of `client` to `limit()` ms, read as it is sent (0 or less, or not finite: no bound). */
+export const bound = (client: BoundedClient, limit: () => number): void => {
   const query = client.query
   client.query = function(this: unknown, ...args: Array<any>) {
     const callback = args[args.length - 1]
-    if (typeof callback !== "function") return query.apply(this, args)
+    const ms = limit()
+    if (typeof callback !== "function" || !(ms > 0) || !Number.isFinite(ms)) return query.apply(this, args)
     const timer = setTimeout(() => {
       // pg fails every statement of the connection with this error, emits it
       // as the connection's error (the pool's user drops the connection), and
