@@ -12,6 +12,7 @@ import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
+import { poisonScenario } from "./poison.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
 import { rollingScenario } from "./rolling.js"
@@ -31,4 +32,5 @@ modelScenario()
 hostileScenario()
 controlScenario()
 recurringScenario()
+poisonScenario()
 soakScenario()
