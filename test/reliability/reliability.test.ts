@@ -7,6 +7,7 @@
  */
 import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
+import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
@@ -33,4 +34,5 @@ hostileScenario()
 controlScenario()
 recurringScenario()
 poisonScenario()
+connectionsScenario()
 soakScenario()
