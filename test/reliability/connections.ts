@@ -1,24 +1,27 @@
 /**
  * Connections exhausted: a PostgreSQL cluster of the test's own with
- * `max_connections` 20. Two `docket worker` processes run items (long ones
- * that outlast the outage, short ones, and some delayed to fall due in it);
- * then the test's own clients take every connection left, until the server
- * refuses them ("too many clients"; they connect as the superuser, so the
+ * `max_connections` 20. Two `docket worker` processes run items; then the
+ * test's own clients take every connection left, until the server refuses
+ * them ("too many clients"; they connect as the superuser, so the
  * superuser_reserved_connections go too), and keep taking any that frees up.
  * Meanwhile an application (a `Docket.layerClient` in this process, whose
  * connection was closed) enqueues, one at a time and in bursts; another, whose
  * one pooled connection is busy, waits for a pool slot; and `docket enqueue`
- * runs. Then the test lets the connections go.
+ * runs. In phase A the workers keep the connections they hold; at the cut
+ * (3.5 s in) those are closed and taken too (the workers SIGSTOPped for the
+ * moment, so that none wins one back), and in phase B the workers have none
+ * but their LISTEN connections. Then the test lets every connection go.
  *
  * Checked: every enqueue during the outage fails with a typed `StorageError`
- * saying "too many clients" (a wait for a pool slot with the pool's own
- * "timeout exceeded"), none hangs: the refusals within the connection
- * timeout, 10 s; the command exits 1 naming the cause; no refused item was
- * stored. The workers stay up, the items they held are done, and they claim
- * again once connections are free; every accepted item is done. The
- * connections counted in pg_stat_activity (by application_name) before,
- * during and after: after the outage no pool holds more than its bound, the
- * enqueuing application's pool holds no half-made client.
+ * saying "too many clients", at once (a wait for a pool slot: with the pool's
+ * "timeout exceeded", after its 10 s connection timeout); the command exits 1
+ * naming the cause; no refused item was stored. In phase A the workers record
+ * outcomes on the connections they hold; in phase B they are refused (typed,
+ * logged) and stay up; once connections are free they claim again within a
+ * claim retry (500 ms); what they held, what ran across the cut and every
+ * accepted item are done. Connections counted in pg_stat_activity (by
+ * application_name) before, during and after: no pool above its bound after
+ * the outage, and the enqueuing application's pool holds no half-made client.
  */
 import { SqlClient } from "@effect/sql"
 import { execFile } from "node:child_process"
@@ -52,7 +55,7 @@ const WORKERS = 2
 /** Database.ts's default pool size (Database.Options.maxConnections). */
 const POOL_MAX = 10
 const LEASE_MS = 3000
-const LONG_MS = 9000
+const HELD_MS = 3000
 
 interface Attempt {
   readonly n: number
@@ -169,22 +172,27 @@ export const connectionsScenario = () =>
             accepted.push(n)
           }
         }
-        // Long items, one per worker slot and a spare, that outlast the outage; short ones.
-        await enqueueAll(1, 4, LONG_MS)
-        await enqueueAll(100, 20, 50)
         const runsOf = (from: number, to: number) => readRuns(logs.dir).filter((r) => r.n >= from && r.n < to)
-        await waitFor("the long items running, the short ones done", () =>
+        const doneCount = async () =>
+          Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM docket_items WHERE state = 'done'")).rows[0].n)
+        // Items held when the outage starts (3 s each), and short ones.
+        await enqueueAll(1, 4, HELD_MS)
+        await enqueueAll(100, 20, 50)
+        await waitFor("the held items running, the short ones done", () =>
           runsOf(1, 5).length === 4 && runsOf(100, 120).filter((r) => r.end !== null).length === 20, 30_000)
         const before = await connections(admin)
 
-        // Items that fall due during the outage (claimed on the workers' held connections, or after).
-        await enqueueAll(200, 10, 50, { delay: "2 seconds" })
+        // Phase A, the workers keep their connections: items due 1 s in (4 s each:
+        // still running at the cut). Phase B, the workers cut off: items due 5 s in.
+        const t0 = Date.now()
+        await enqueueAll(200, 6, 4000, { delay: "1 second" })
+        await enqueueAll(300, 10, 50, { delay: "5 seconds" })
         // The busy application's one connection sleeps through the outage.
         const busySql = await busy.runPromise(SqlClient.SqlClient)
         const sleeping = busy.runPromise(busySql.unsafe("SELECT pg_sleep(14)")).catch(() => undefined)
         // The enqueuing application's connection goes (as an idle one does after 10 s).
         const appPool = await poolOf(app)
-        await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'rel-enqueuer'")
+        await admin.query("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = 'rel-enqueuer'")
         await waitFor("the application's pool dropped its closed connection", () => appPool.totalCount === 0, 10_000, 20)
 
         // Take every connection left, until the server refuses.
@@ -204,6 +212,7 @@ export const connectionsScenario = () =>
         }
         await fill()
         const outageStart = Date.now()
+        const doneAtStart = await doneCount()
         // Any connection that frees up (a worker's idle one closing) is taken too.
         keeping = true
         keeper = (async () => {
@@ -216,20 +225,43 @@ export const connectionsScenario = () =>
         const busyWait = enqueueOnce(busy, -2)
         const command = commandEnqueue(url)
         const attempts: Array<Attempt> = []
-        let n = 1000
-        while (attempts.length < 60) {
-          attempts.push(await enqueueOnce(app, n++))
-          // A burst of five at once, every tenth: more than the pool's two connections.
-          if (attempts.length % 10 === 0) attempts.push(...await Promise.all(Array.from({ length: 5 }, () => enqueueOnce(app, n++))))
-          await delay(30)
+        const enqueuer = (async () => {
+          let n = 1000
+          while (attempts.length < 60) {
+            attempts.push(await enqueueOnce(app, n++))
+            // A burst of five at once, every tenth: more than the pool's two connections.
+            if (attempts.length % 10 === 0) attempts.push(...await Promise.all(Array.from({ length: 5 }, () => enqueueOnce(app, n++))))
+            await delay(30)
+          }
+        })()
+
+        // The cut, 3.5 s in: the workers' pooled and claim connections are closed
+        // and taken by the test's clients (the workers stopped meanwhile, so that
+        // none of them wins a freed connection back); their LISTEN ones stay.
+        await waitFor("phase A over", () => Date.now() - t0 >= 3500, 10_000, 20)
+        const duringA = await connections(admin)
+        const doneAtCut = await doneCount()
+        const runningAtCut = runsOf(200, 206).length
+        for (const w of workers) w.child.kill("SIGSTOP")
+        let cutConnections = 0
+        try {
+          cutConnections = (await admin.query(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = 'docket'"
+          )).rowCount ?? 0
+          await fill()
+        } finally {
+          for (const w of workers) w.child.kill("SIGCONT")
         }
+        const cutAt = Date.now()
+        const errorsAtCut = workers.map((w) => w.counted())
+        const duringB = await connections(admin)
+
+        await enqueuer
         const appPoolDuring = { total: appPool.totalCount, waiting: appPool.waitingCount }
-        const during = await connections(admin)
         const [busyAttempt, commandResult] = await Promise.all([busyWait, command])
-        await waitFor("the delayed items due for a second", () => Date.now() - outageStart >= 3000, 10_000)
-        const workerErrors = workers.map((w) => w.counted())
-        const runsInOutage = runsOf(200, 210).filter((r) => r.start < Date.now()).length
-        const longDoneInOutage = runsOf(1, 5).filter((r) => r.end !== null).length
+        // The phase-B items due for a second and more, the workers still cut off.
+        await waitFor("the phase-B items due", () => Date.now() - t0 >= 6500, 20_000, 20)
+        const workerErrors = workers.map((w, i) => w.counted() - errorsAtCut[i])
 
         // Let the connections go.
         keeping = false
@@ -238,15 +270,15 @@ export const connectionsScenario = () =>
         await Promise.all(fillers.splice(0).map((c) => c.end().catch(() => undefined)))
         const freed = Date.now()
         const firstAfter = performance.now()
-        await enqueueAll(300, 1, 50)
+        await enqueueAll(400, 1, 50)
         const enqueueBackMs = Math.round(performance.now() - firstAfter)
-        await enqueueAll(301, 29, 50)
+        await enqueueAll(401, 29, 50)
         accepted.push(...attempts.filter((a) => a.outcome === "accepted").map((a) => a.n))
-        const doneCount = async () =>
-          Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM docket_items WHERE state = 'done'")).rows[0].n)
         await waitFor("every accepted item done", async () => (await doneCount()) >= accepted.length, 60_000)
+        const phaseB = runsOf(300, 310)
+        const resumeMs = Math.min(...phaseB.map((r) => r.start)) - freed
         // Both workers claimed again after the outage.
-        const claimedAfter = workers.map((w) => runsOf(300, 330).filter((r) => r.pid === w.pid).length)
+        const claimedAfter = workers.map((w) => readRuns(logs.dir).filter((r) => r.pid === w.pid && r.start >= freed).length)
         const after = await connections(admin)
         const appPoolAfter = { total: appPool.totalCount, waiting: appPool.waitingCount }
         await sleeping
@@ -260,7 +292,8 @@ export const connectionsScenario = () =>
         const refused = attempts.filter((a) => a.outcome === "refused")
         const refusedButStored = refused.filter((a) => stored.has(a.n)).map((a) => a.n)
         const lost = accepted.filter((n) => stored.get(n)?.state !== "done")
-        const long = [1, 2, 3, 4].map((i) => stored.get(i)!)
+        const held = [1, 2, 3, 4].map((i) => stored.get(i)!)
+        const across = [200, 201, 202, 203, 204, 205].map((i) => stored.get(i)!)
         const messages = [...new Set(refused.map((a) => a.message))]
         const workerLines = workers.flatMap((w) => w.kept).filter((l) => !l.startsWith("docket worker "))
         report("connections exhausted", {
@@ -277,13 +310,19 @@ export const connectionsScenario = () =>
           commandExit: commandResult.code,
           commandMs: commandResult.ms,
           enqueueBackMs,
-          workerStorageErrors: workerErrors.join("/"),
-          delayedRunInOutage: runsInOutage,
-          longDoneInOutage,
-          longAttempts: long.map((i) => i.attempts).join("/"),
+          doneInPhaseA: doneAtCut - doneAtStart,
+          heldAttempts: held.map((i) => i.attempts).join("/"),
+          runningAtCut,
+          cutConnections,
+          phaseBMs: freed - cutAt,
+          workerStorageErrorsInB: workerErrors.join("/"),
+          leaseLostLines: workerLines.filter((l) => /lease lost/.test(l)).length,
+          acrossCutAttempts: across.map((i) => i.attempts).join("/"),
+          resumeMs,
           claimedAfter: claimedAfter.join("/"),
           before: show(before),
-          during: show(during),
+          duringA: show(duringA),
+          duringB: show(duringB),
           after: show(after),
           appPoolDuring: appPoolDuring.total,
           appPoolAfter: appPoolAfter.total,
@@ -310,9 +349,17 @@ export const connectionsScenario = () =>
         expect(busyAttempt.ms).toBeLessThan(15_000)
         expect(commandResult.code).toBe(1)
         expect(commandResult.stderr).toMatch(/too many clients/)
-        // Workers kept their items and claimed again; nothing lost.
-        expect(long.map((i) => i.state)).toEqual(["done", "done", "done", "done"])
+        // Phase A: the workers recorded outcomes on the connections they held.
+        expect(doneAtCut).toBeGreaterThan(doneAtStart)
+        // Phase B: cut off, refused (typed) and logged; claiming again within a claim retry of the end.
+        expect(duringB["docket"] ?? 0).toBe(0)
+        for (const e of workerErrors) expect(e).toBeGreaterThan(0)
+        expect(phaseB).toHaveLength(10)
+        for (const r of phaseB) expect(r.start).toBeGreaterThanOrEqual(freed)
+        expect(resumeMs).toBeLessThan(3000)
         for (const c of claimedAfter) expect(c).toBeGreaterThan(0)
+        // Nothing lost: what they held, what ran across the cut, everything accepted.
+        expect([...held, ...across].map((i) => i.state)).toEqual(Array(10).fill("done"))
         expect(lost).toEqual([])
         for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
         // No pool holds more than its bound; the application's holds no half-made client.
@@ -322,6 +369,7 @@ export const connectionsScenario = () =>
         expect(appPoolAfter.waiting).toBe(0)
         expect(after["docket"] ?? 0).toBeLessThanOrEqual(WORKERS * POOL_MAX)
         expect(after["docket"] ?? 0).toBeLessThanOrEqual((before["docket"] ?? 0) + WORKERS * POOL_MAX)
+        expect(after["rel-enqueuer"] ?? 0).toBeLessThanOrEqual(2)
         expect(after["docket listen"]).toBe(WORKERS)
         expect(after["rel-filler"]).toBeUndefined()
       } finally {
