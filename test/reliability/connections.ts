@@ -7,10 +7,12 @@
  * Meanwhile an application (a `Docket.layerClient` in this process, whose
  * connection was closed) enqueues, one at a time and in bursts; another, whose
  * one pooled connection is busy, waits for a pool slot; and `docket enqueue`
- * runs. In phase A the workers keep the connections they hold; at the cut
- * (3.5 s in) those are closed and taken too (the workers SIGSTOPped for the
- * moment, so that none wins one back), and in phase B the workers have none
- * but their LISTEN connections. Then the test lets every connection go.
+ * runs. The workers and applications connect as an ordinary role, so a
+ * connection freed for a moment (before the test's clients take it) is not
+ * theirs: PostgreSQL keeps the last 3 for superusers. In phase A the workers
+ * keep the connections they hold; at the cut (3.5 s in) those are closed and
+ * taken too, and in phase B the workers have none but their LISTEN
+ * connections. Then the test lets every connection go.
  *
  * Checked: every enqueue during the outage fails with a typed `StorageError`
  * saying "too many clients", at once (a wait for a pool slot: with the pool's
@@ -124,7 +126,9 @@ export const connectionsScenario = () =>
         return
       }
       const logs = freshDir()
-      const url = withDatabase(cluster.adminUrl, "docket_rel")
+      // The workers and the applications connect as an ordinary role; the test's
+      // own clients as the superuser (they may take superuser_reserved_connections too).
+      const url = withDatabase(cluster.adminUrl.replace("//root@", "//docket_app@"), "docket_rel")
       // The test's own single connections (a pool's idle one would close in 10 s, during the outage).
       const client = (name: string, on = url) => {
         const c = new pg.Client({ connectionString: on, application_name: name, connectionTimeoutMillis: 5000 })
@@ -132,7 +136,7 @@ export const connectionsScenario = () =>
         return c
       }
       const admin = client("rel-admin", cluster.adminUrl)
-      const db = client("rel-admin")
+      const db = client("rel-admin", withDatabase(cluster.adminUrl, "docket_rel"))
       const workers: Array<WorkerProcess> = []
       const fillers: Array<pg.Client> = []
       const runtimes: Array<Runtime> = []
@@ -140,7 +144,8 @@ export const connectionsScenario = () =>
       let keeper: Promise<void> = Promise.resolve()
       try {
         await admin.connect()
-        await admin.query("CREATE DATABASE docket_rel")
+        await admin.query("CREATE ROLE docket_app LOGIN")
+        await admin.query("CREATE DATABASE docket_rel OWNER docket_app")
         await db.connect()
         const layer = (applicationName: string, maxConnections: number) => {
           const runtime: Runtime = ManagedRuntime.make(Docket.layerClient(url, { databaseOptions: { applicationName, maxConnections } }))
@@ -213,12 +218,14 @@ export const connectionsScenario = () =>
         await fill()
         const outageStart = Date.now()
         const doneAtStart = await doneCount()
-        // Any connection that frees up (a worker's idle one closing) is taken too.
+        // Any connection that frees up (a worker's idle one closing) is taken too. Until
+        // then the ordinary role is refused anyway: with 3 or fewer connections free,
+        // PostgreSQL keeps them for superusers.
         keeping = true
         keeper = (async () => {
           while (keeping) {
             await fill().catch(() => undefined)
-            await delay(100)
+            await delay(50)
           }
         })()
 
@@ -236,22 +243,22 @@ export const connectionsScenario = () =>
         })()
 
         // The cut, 3.5 s in: the workers' pooled and claim connections are closed
-        // and taken by the test's clients (the workers stopped meanwhile, so that
-        // none of them wins a freed connection back); their LISTEN ones stay.
+        // one at a time, each taken by the test's clients before the next is closed
+        // (never more than one free: none goes back to the ordinary role); their
+        // LISTEN connections stay.
         await waitFor("phase A over", () => Date.now() - t0 >= 3500, 10_000, 20)
         const duringA = await connections(admin)
         const doneAtCut = await doneCount()
         const runningAtCut = runsOf(200, 206).length
-        for (const w of workers) w.child.kill("SIGSTOP")
-        let cutConnections = 0
-        try {
-          cutConnections = (await admin.query(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = 'docket'"
-          )).rowCount ?? 0
+        const { rows: held } = await admin.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity
+           WHERE usename = 'docket_app' AND application_name LIKE 'docket%' AND application_name <> 'docket listen'`
+        )
+        for (const { pid } of held) {
+          await admin.query("SELECT pg_terminate_backend($1, 5000)", [pid])
           await fill()
-        } finally {
-          for (const w of workers) w.child.kill("SIGCONT")
         }
+        const cutConnections = held.length
         const cutAt = Date.now()
         const errorsAtCut = workers.map((w) => w.counted())
         const duringB = await connections(admin)
@@ -292,7 +299,7 @@ export const connectionsScenario = () =>
         const refused = attempts.filter((a) => a.outcome === "refused")
         const refusedButStored = refused.filter((a) => stored.has(a.n)).map((a) => a.n)
         const lost = accepted.filter((n) => stored.get(n)?.state !== "done")
-        const held = [1, 2, 3, 4].map((i) => stored.get(i)!)
+        const heldItems = [1, 2, 3, 4].map((i) => stored.get(i)!)
         const across = [200, 201, 202, 203, 204, 205].map((i) => stored.get(i)!)
         const messages = [...new Set(refused.map((a) => a.message))]
         const workerLines = workers.flatMap((w) => w.kept).filter((l) => !l.startsWith("docket worker "))
@@ -311,12 +318,14 @@ export const connectionsScenario = () =>
           commandMs: commandResult.ms,
           enqueueBackMs,
           doneInPhaseA: doneAtCut - doneAtStart,
-          heldAttempts: held.map((i) => i.attempts).join("/"),
+          heldAttempts: heldItems.map((i) => i.attempts).join("/"),
           runningAtCut,
           cutConnections,
           phaseBMs: freed - cutAt,
           workerStorageErrorsInB: workerErrors.join("/"),
-          leaseLostLines: workerLines.filter((l) => /lease lost/.test(l)).length,
+          // Each such line is printed twice (the log line and the event line).
+          leaseLost: workerLines.filter((l) => /lease lost/.test(l)).length / 2,
+          completionRefused: workerLines.filter((l) => /completion refused/.test(l)).length / 2,
           acrossCutAttempts: across.map((i) => i.attempts).join("/"),
           resumeMs,
           claimedAfter: claimedAfter.join("/"),
@@ -340,7 +349,7 @@ export const connectionsScenario = () =>
         // Enqueues refused, typed, at once (within the connection timeout in any case).
         expect(refused.length).toBeGreaterThanOrEqual(60)
         expect(refused.filter((a) => a.tag !== "StorageError")).toEqual([])
-        for (const a of refused) expect(a.message).toMatch(/^storage error in enqueue: .*too many clients/)
+        for (const a of refused) expect(a.message).toMatch(/^storage error in enqueue: .*(too many clients|connection slots are reserved)/)
         expect(Math.max(...refused.map((a) => a.ms))).toBeLessThan(10_000)
         expect(refusedButStored).toEqual([])
         // A wait for a pool slot ends with the pool's connection timeout (10 s), typed.
@@ -348,7 +357,7 @@ export const connectionsScenario = () =>
         expect(busyAttempt.message).toMatch(/timeout exceeded when trying to connect/)
         expect(busyAttempt.ms).toBeLessThan(15_000)
         expect(commandResult.code).toBe(1)
-        expect(commandResult.stderr).toMatch(/too many clients/)
+        expect(commandResult.stderr).toMatch(/too many clients|connection slots are reserved/)
         // Phase A: the workers recorded outcomes on the connections they held.
         expect(doneAtCut).toBeGreaterThan(doneAtStart)
         // Phase B: cut off, refused (typed) and logged; claiming again within a claim retry of the end.
@@ -359,7 +368,7 @@ export const connectionsScenario = () =>
         expect(resumeMs).toBeLessThan(3000)
         for (const c of claimedAfter) expect(c).toBeGreaterThan(0)
         // Nothing lost: what they held, what ran across the cut, everything accepted.
-        expect([...held, ...across].map((i) => i.state)).toEqual(Array(10).fill("done"))
+        expect([...heldItems, ...across].map((i) => i.state)).toEqual(Array(10).fill("done"))
         expect(lost).toEqual([])
         for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
         // No pool holds more than its bound; the application's holds no half-made client.
