@@ -323,9 +323,9 @@ export const connectionsScenario = () =>
           cutConnections,
           phaseBMs: freed - cutAt,
           workerStorageErrorsInB: workerErrors.join("/"),
-          // Each such line is printed twice (the log line and the event line).
+          // A lost lease is printed twice (the log line and the event line), a refused completion once.
           leaseLost: workerLines.filter((l) => /lease lost/.test(l)).length / 2,
-          completionRefused: workerLines.filter((l) => /completion refused/.test(l)).length / 2,
+          completionRefused: workerLines.filter((l) => /completion refused/.test(l)).length,
           acrossCutAttempts: across.map((i) => i.attempts).join("/"),
           resumeMs,
           claimedAfter: claimedAfter.join("/"),

@@ -132,6 +132,8 @@ export const poisonScenario = () =>
         // The workers up now (the first ones and the replacements) stop gracefully.
         supervising = false
         const survivors = [...live]
+        // A replacement may still be starting (SIGTERM before its handler is in kills it by the signal).
+        await Promise.all(survivors.map((w) => w.ready(60_000)))
         const stops = await Promise.all(survivors.map((w) => stopWorker(w)))
 
         const runs = readRuns(logs.dir)
