@@ -10,7 +10,7 @@
  * runs. The workers and applications connect as an ordinary role, so a
  * connection freed for a moment (before the test's clients take it) is not
  * theirs: PostgreSQL keeps the last 3 for superusers. In phase A the workers
- * keep the connections they hold; at the cut (3.5 s in) those are closed and
+ * keep the connections they hold; at the cut (4 s in) those are closed and
  * taken too, and in phase B the workers have none but their LISTEN
  * connections. Then the test lets every connection go.
  *
@@ -188,10 +188,11 @@ export const connectionsScenario = () =>
         const before = await connections(admin)
 
         // Phase A, the workers keep their connections: items due 1 s in (4 s each:
-        // still running at the cut). Phase B, the workers cut off: items due 5 s in.
+        // still running at the cut, 4 s in). Phase B, the workers cut off: items due 7.5 s in
+        // (the cut has 3.5 s to happen before they are due, on a loaded machine).
         const t0 = Date.now()
         await enqueueAll(200, 6, 4000, { delay: "1 second" })
-        await enqueueAll(300, 10, 50, { delay: "5 seconds" })
+        await enqueueAll(300, 10, 50, { delay: "7500 millis" })
         // The busy application's one connection sleeps through the outage.
         const busySql = await busy.runPromise(SqlClient.SqlClient)
         const sleeping = busy.runPromise(busySql.unsafe("SELECT pg_sleep(14)")).catch(() => undefined)
@@ -242,11 +243,11 @@ export const connectionsScenario = () =>
           }
         })()
 
-        // The cut, 3.5 s in: the workers' pooled and claim connections are closed
+        // The cut, 4 s in: the workers' pooled and claim connections are closed
         // one at a time, each taken by the test's clients before the next is closed
         // (never more than one free: none goes back to the ordinary role); their
         // LISTEN connections stay.
-        await waitFor("phase A over", () => Date.now() - t0 >= 3500, 10_000, 20)
+        await waitFor("phase A over", () => Date.now() - t0 >= 4000, 10_000, 20)
         const duringA = await connections(admin)
         const doneAtCut = await doneCount()
         const runningAtCut = runsOf(200, 206).length
@@ -267,7 +268,7 @@ export const connectionsScenario = () =>
         const appPoolDuring = { total: appPool.totalCount, waiting: appPool.waitingCount }
         const [busyAttempt, commandResult] = await Promise.all([busyWait, command])
         // The phase-B items due for a second and more, the workers still cut off.
-        await waitFor("the phase-B items due", () => Date.now() - t0 >= 6500, 20_000, 20)
+        await waitFor("the phase-B items due", () => Date.now() - t0 >= 8500, 20_000, 20)
         const workerErrors = workers.map((w, i) => w.counted() - errorsAtCut[i])
 
         // Let the connections go.
