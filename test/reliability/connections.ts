@@ -141,6 +141,7 @@ export const connectionsScenario = () =>
       const fillers: Array<pg.Client> = []
       const runtimes: Array<Runtime> = []
       let keeping = false
+      let releaseBusy = () => {}
       let keeper: Promise<void> = Promise.resolve()
       try {
         await admin.connect()
@@ -193,9 +194,14 @@ export const connectionsScenario = () =>
         const t0 = Date.now()
         await enqueueAll(200, 6, 4000, { delay: "1 second" })
         await enqueueAll(300, 10, 50, { delay: "7500 millis" })
-        // The busy application's one connection sleeps through the outage.
+        // The busy application's one connection is checked out (reserved, no statement
+        // running: no statement timeout can end it) until its enqueue has given up.
         const busySql = await busy.runPromise(SqlClient.SqlClient)
-        const sleeping = busy.runPromise(busySql.unsafe("SELECT pg_sleep(14)")).catch(() => undefined)
+        const busyPool = await poolOf(busy)
+        const holding = new Promise<void>((resolve) => (releaseBusy = resolve))
+        const busyHeld = busy.runPromise(Effect.scoped(Effect.zipRight(busySql.reserve, Effect.promise(() => holding))))
+        await waitFor("the busy application's connection checked out", () =>
+          busyPool.totalCount === 1 && busyPool.idleCount === 0, 10_000, 20)
         // The enqueuing application's connection goes (as an idle one does after 10 s).
         const appPool = await poolOf(app)
         await admin.query("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = 'rel-enqueuer'")
@@ -267,6 +273,8 @@ export const connectionsScenario = () =>
         await enqueuer
         const appPoolDuring = { total: appPool.totalCount, waiting: appPool.waitingCount }
         const [busyAttempt, commandResult] = await Promise.all([busyWait, command])
+        releaseBusy()
+        await busyHeld
         // The phase-B items due for a second and more, the workers still cut off.
         await waitFor("the phase-B items due", () => Date.now() - t0 >= 8500, 20_000, 20)
         const workerErrors = workers.map((w, i) => w.counted() - errorsAtCut[i])
@@ -289,7 +297,6 @@ export const connectionsScenario = () =>
         const claimedAfter = workers.map((w) => readRuns(logs.dir).filter((r) => r.pid === w.pid && r.start >= freed).length)
         const after = await connections(admin)
         const appPoolAfter = { total: appPool.totalCount, waiting: appPool.waitingCount }
-        await sleeping
 
         for (const w of workers) expect(w.alive(), `worker ${w.name} still running`).toBe(true)
         const exits = await Promise.all(workers.map((w) => stopWorker(w)))
@@ -384,6 +391,7 @@ export const connectionsScenario = () =>
         expect(after["rel-filler"]).toBeUndefined()
       } finally {
         keeping = false
+        releaseBusy()
         await keeper.catch(() => undefined)
         await Promise.all(workers.map((w) => killWorker(w)))
         await Promise.all(fillers.map((c) => c.end().catch(() => undefined)))
