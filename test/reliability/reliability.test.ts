@@ -7,12 +7,14 @@
  */
 import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
+import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
 import { partitionScenario } from "./partition.js"
+import { poisonScenario } from "./poison.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
 import { slowDatabaseScenario } from "./slowDatabase.js"
@@ -33,6 +35,8 @@ modelScenario()
 hostileScenario()
 controlScenario()
 recurringScenario()
+poisonScenario()
+connectionsScenario()
 soakScenario()
 partitionScenario()
 slowDatabaseScenario()

@@ -316,13 +316,19 @@ export interface PrivateCluster {
   readonly destroy: () => Promise<void>
 }
 
+/** How `privateCluster` configures its server. */
+export interface ClusterOptions {
+  /** The server's `max_connections` (default 200; superuser_reserved_connections stays 3). */
+  readonly maxConnections?: number
+}
+
 /**
  * A PostgreSQL cluster of this test's own (initdb into a temporary folder, a
  * free port): restarting it disturbs no other test. Run as the `postgres`
  * user when this process is root (initdb refuses root). Throws when the
  * server binaries are missing or the cluster cannot start.
  */
-export const privateCluster = async (): Promise<PrivateCluster> => {
+export const privateCluster = async (options: ClusterOptions = {}): Promise<PrivateCluster> => {
   const bin = pgBinDir()
   if (bin === undefined) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
   const dir = mkdtempSync(join(tmpdir(), "docket-rel-pg-"))
@@ -341,7 +347,7 @@ export const privateCluster = async (): Promise<PrivateCluster> => {
   const data = join(dir, "data")
   await run("initdb", ["-D", data, "-A", "trust", "-U", "root", "--no-sync", "-E", "UTF8", "--locale=C"])
   const port = await freePort()
-  const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`
+  const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=${options.maxConnections ?? 200}`
   const start = () => run("pg_ctl", ["-D", data, "-o", serverOptions, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"])
   const stop = (mode: "fast" | "immediate") => run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
   try {
