@@ -16,6 +16,7 @@ import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { markCancelled } from "./cancels.js"
 import type { Publisher } from "./events.js"
+import * as Stall from "./stall.js"
 import type { Running } from "./state.js"
 
 /** What the renewer needs from the pool. */
@@ -47,6 +48,7 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
       return onLost(entry)
     }
     return repo.extendMany([...entries.map((e) => e.claim), ...unrecorded], Duration.millis(leaseMs)).pipe(
+      Effect.tap(() => publisher.storageWorked("extend lease")),
       Effect.flatMap((applied) => {
         const refused = entries.filter((entry, i) => {
           if (applied[i]) entry.deadline = sent + leaseMs
@@ -71,8 +73,14 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
     )
   })
 
-/** Renews every third of the lease (at least every 10 ms), for ever. */
+/**
+ * Renews every third of the lease (at least every 10 ms), for ever; beside it
+ * the stall watch says when the event loop was blocked long enough to lose leases.
+ */
 export const run = (deps: RenewerDeps): Effect.Effect<never> =>
-  Effect.repeat(renewOnce(deps), Schedule.spaced(Duration.millis(Math.max(10, Math.floor(deps.leaseMs / 3))))).pipe(
-    Effect.zipRight(Effect.never)
+  Effect.zipRight(
+    Effect.fork(Stall.watch({ leaseMs: deps.leaseMs, held: () => deps.running.size + deps.unrecorded().length })),
+    Effect.repeat(renewOnce(deps), Schedule.spaced(Duration.millis(Math.max(10, Math.floor(deps.leaseMs / 3))))).pipe(
+      Effect.zipRight(Effect.never)
+    )
   )
