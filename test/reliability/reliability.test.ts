@@ -8,6 +8,7 @@
 import { afterAll } from "vitest"
 import { clockSkewScenario } from "./clockSkew.js"
 import { controlScenario } from "./control.js"
+import { diskFullScenario } from "./diskFull.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -25,6 +26,7 @@ killScenario()
 rollingScenario()
 restartScenario()
 sqliteKillScenario()
+diskFullScenario()
 clockSkewScenario()
 longJobsScenario()
 modelScenario()
