@@ -6,6 +6,7 @@
  * RELIABILITY_SCALE (default 1) multiplies the job counts.
  */
 import { afterAll } from "vitest"
+import { blockingHandlerScenario } from "./blockingHandler.js"
 import { clockSkewScenario } from "./clockSkew.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
@@ -29,6 +30,7 @@ sqliteKillScenario()
 diskFullScenario()
 clockSkewScenario()
 longJobsScenario()
+blockingHandlerScenario()
 modelScenario()
 hostileScenario()
 controlScenario()
