@@ -8,7 +8,7 @@
  * is deleted.
  *
  * Checked: every refused enqueue is a typed `StorageError` (SQLITE_FULL) from
- * the library, and wrote nothing; nothing accepted is lost; the workers stay
+ * the library, and wrote nothing (`docket enqueue` exits 1 saying so); nothing accepted is lost; the workers stay
  * up, retry at their pace (CPU measured) and log each failing operation at
  * most once per period (STORAGE_LOG_PERIOD_MS) plus once when it works again,
  * far fewer lines than failures; once space is freed every accepted item is
@@ -24,6 +24,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { StorageError } from "../../src/Errors.js"
 import { STORAGE_LOG_PERIOD_MS } from "../../src/internal/worker/events.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
+import { docket } from "../cli.support.js"
 import { repoLayer } from "../support/db.js"
 import { delay, fixture, killWorker, report, startWorker, stopWorker, waitFor, type WorkerProcess } from "./support.js"
 
@@ -122,8 +123,7 @@ export const diskFullScenario = () =>
       const mount = mountTmpfs(FS_BYTES)
       if ("reason" in mount) {
         console.warn(`RELIABILITY: disk full scenario skipped: ${mount.reason}`)
-        ctx.skip()
-        return
+        return ctx.skip(mount.reason)
       }
       mounted.push(mount.dir)
       const file = join(mount.dir, "queue.db")
@@ -185,6 +185,8 @@ export const diskFullScenario = () =>
         }
         const fullAt = performance.now()
         const acceptedBeforeFull = accepted.size
+        // The command too: exit 1 and one line saying why (job 0: were it stored, it would run, and be caught below).
+        const command = await docket(["enqueue", "--database", file, "rel.append", JSON.stringify({ job: 0, ms: 1 })])
         const cpuBefore = workers.map((w) => cpuMs(w.pid))
         while (performance.now() - fullAt < FULL_MS) {
           await delay(200)
@@ -232,6 +234,7 @@ export const diskFullScenario = () =>
           refusedUntyped: refusals.filter((r) => r.tag !== "StorageError").length,
           maxRefusalMs: Math.round(Math.max(...refusals.map((r) => r.ms))),
           refusedStored,
+          commandExit: command.code ?? String(command.signal),
           fullS: Math.round(fullMs / 100) / 10,
           leftWhileFull,
           workerCpuWhileFullPct: cpuFull.join("/"),
@@ -248,6 +251,7 @@ export const diskFullScenario = () =>
           seconds: Math.round((performance.now() - started) / 100) / 10
         })
         if (refusals.length > 0) console.log(`RELIABILITY: sqlite disk full: a refusal: ${refusals[0].message}`)
+        console.log(`RELIABILITY: sqlite disk full: docket enqueue exited ${command.code}: ${command.stderr.trim()}`)
         console.log(`RELIABILITY: sqlite disk full: the first worker's storage lines:\n${workers[0].kept.filter((l) => l.startsWith("stderr:")).join("\n")}`)
 
         expect(refusals.length).toBeGreaterThan(0)
@@ -255,6 +259,8 @@ export const diskFullScenario = () =>
           expect(r.tag).toBe("StorageError")
           expect(r.message).toMatch(/disk is full/)
         }
+        expect(command.code).toBe(1)
+        expect(command.stderr).toMatch(/disk is full/)
         expect(refusedStored).toBe(0)
         expect(lost).toEqual([])
         expect(integrity).toBe("ok")
