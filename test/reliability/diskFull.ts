@@ -30,9 +30,9 @@ import { delay, fixture, killWorker, report, startWorker, stopWorker, waitFor, t
 
 /** The tmpfs's size, and the free space the filler leaves once the database is made. */
 const FS_BYTES = 24 * 1024 * 1024
-const FREE_BYTES = 5 * 1024 * 1024
+const FREE_BYTES = 4 * 1024 * 1024
 /** How long the disk is kept full once the first enqueue is refused. */
-const FULL_MS = 14_000
+const FULL_MS = 12_000
 
 /** Mounts a tmpfs of `bytes` on a fresh folder: its path, or why it cannot. */
 const mountTmpfs = (bytes: number): { readonly dir: string } | { readonly reason: string } => {
