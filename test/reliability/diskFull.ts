@@ -202,7 +202,17 @@ export const diskFullScenario = () =>
         await waitFor("every accepted item done after the space was freed", () => {
           const { states } = inspect(file)
           return [...accepted.values()].every((id) => states.get(id) === "done")
-        }, 60_000, 200)
+        }, 60_000, 200).catch((error: unknown) => {
+          // What was left, and what the workers said last.
+          const db = new Sqlite(file, { readonly: true })
+          const left = db.prepare(
+            "SELECT state, claimed_by, count(*) AS n, min(lease_until) AS lease FROM docket_items WHERE state <> 'done' GROUP BY 1, 2"
+          ).all()
+          db.close()
+          console.log(`RELIABILITY: sqlite disk full: not drained, at ${Date.now()}: ${JSON.stringify(left)}`)
+          for (const w of workers) console.log(`worker ${w.pid} (alive ${w.alive()}):\n${w.tail()}`)
+          throw error
+        })
         const drainedMs = performance.now() - freedAt
         // A few accepted at once again.
         expect(await enqueue()).toBe(true)
