@@ -8,7 +8,8 @@
  * is deleted.
  *
  * Checked: every refused enqueue is a typed `StorageError` (SQLITE_FULL) from
- * the library, and wrote nothing (`docket enqueue` exits 1 saying so); nothing accepted is lost; the workers stay
+ * the library, keyed batches too (one transaction: its COMMIT fails, which
+ * @effect/sql makes a defect; src/internal/transaction.ts types it), and wrote nothing (`docket enqueue` exits 1 saying so); nothing accepted is lost; the workers stay
  * up, retry at their pace (CPU measured) and log each failing operation at
  * most once per period (STORAGE_LOG_PERIOD_MS) plus once when it works again,
  * far fewer lines than failures; once space is freed every accepted item is
@@ -155,23 +156,31 @@ export const diskFullScenario = () =>
 
         // Enqueue until the disk is full (batches of 100), then keep trying while it stays full.
         const accepted = new Map<number, number>()
-        const refusals: Array<{ tag: string; message: string; ms: number }> = []
+        const refusals: Array<{ keyed: boolean; tag: string; message: string; ms: number }> = []
         let acceptedWhileFull = 0
         let next = 1
+        // Every other batch keyed: a keyed batch is one transaction (its COMMIT is what fails).
+        let batches = 0
         const enqueue = async () => {
+          const keyed = batches++ % 2 === 1
           const batch = Array.from({ length: 100 }, (_, i) => ({
             kind: "rel.append",
-            payload: { job: next + i, ms: 1 + Math.floor(Math.random() * 4) }
+            payload: { job: next + i, ms: 1 + Math.floor(Math.random() * 4) },
+            key: keyed ? `job-${next + i}` : undefined
           }))
           next += batch.length
           const at = performance.now()
-          const result = await runtime.runPromise(Effect.either(repo.enqueueMany(batch)))
+          // A defect (not a typed failure) rejects: counted as untyped.
+          const result = await runtime.runPromise(Effect.either(repo.enqueueMany(batch))).catch((defect: unknown) =>
+            Either.left(defect as StorageError)
+          )
           if (Either.isRight(result)) {
             result.right.forEach((r, i) => accepted.set(batch[i].payload.job, r.id))
             return true
           }
           const error = result.left
           refusals.push({
+            keyed,
             tag: error instanceof StorageError ? error._tag : `untyped ${String((error as { _tag?: string })._tag)}`,
             message: error.message,
             ms: performance.now() - at
@@ -249,6 +258,7 @@ export const diskFullScenario = () =>
           acceptedWhileFull,
           accepted: accepted.size,
           refusedEnqueues: refusals.length,
+          refusedKeyed: refusals.filter((r) => r.keyed).length,
           refusedUntyped: refusals.filter((r) => r.tag !== "StorageError").length,
           maxRefusalMs: Math.round(Math.max(...refusals.map((r) => r.ms))),
           refusedStored,
@@ -274,6 +284,7 @@ export const diskFullScenario = () =>
         console.log(`RELIABILITY: sqlite disk full: the first worker's storage lines:\n${workers[0].kept.filter((l) => l.startsWith("stderr:")).join("\n")}`)
 
         expect(refusals.length).toBeGreaterThan(0)
+        expect(refusals.some((r) => r.keyed) && refusals.some((r) => !r.keyed)).toBe(true)
         for (const r of refusals) {
           expect(r.tag).toBe("StorageError")
           expect(r.message).toMatch(/disk is full/)
