@@ -6,6 +6,7 @@
  */
 import { Cause, Duration, Effect, HashMap, Logger, Queue, type Scope } from "effect"
 import type { Event } from "../Events.js"
+import { StorageErrorLog } from "../internal/worker/events.js"
 import type * as Worker from "../Worker.js"
 import { oneLine } from "./format.js"
 
@@ -127,10 +128,13 @@ export const show = (worker: Worker.Service, tty: boolean): Effect.Effect<void, 
 const showEvents = (worker: Worker.Service) =>
   Effect.gen(function*() {
     const events = yield* worker.subscribe
+    // Storage errors as the pool logs them: at most one line per operation and period.
+    const storageLog = new StorageErrorLog()
     yield* Queue.take(events).pipe(
       Effect.flatMap((event) => {
-        const line = describeEvent(event)
-        return line === null ? Effect.void : printLine(line)
+        const note = event._tag === "StorageFailed" ? storageLog.failed(event.operation, Date.now()) : ""
+        const line = note === undefined ? null : describeEvent(event)
+        return line === null ? Effect.void : printLine(line + note)
       }),
       Effect.forever,
       Effect.catchAllCause(() => Effect.void),

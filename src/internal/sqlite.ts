@@ -14,6 +14,7 @@ import { Effect, Option } from "effect"
 import * as Bindings from "./bindings.js"
 import type { Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
+import * as Transaction from "./transaction.js"
 import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Complete from "./sql/complete.js"
@@ -66,7 +67,7 @@ const compiled = (text: string, params: ReadonlyArray<unknown>) => {
 // their next renewal), then the waiting ones, then every id's outcome.
 const cancelWith = (sql: SqlClient, run: Bindings.Run): Dialect["cancel"] => (ids, error) => {
   const json = JSON.stringify(ids)
-  return sql.withTransaction(Effect.gen(function*() {
+  return Transaction.typed(sql)(Effect.gen(function*() {
     const changed = [
       ...yield* run<CancelRow>(Cancel.sqliteRunning, [json, error]),
       ...yield* run<CancelRow>(Cancel.sqliteWaiting, [json, error])
@@ -79,13 +80,14 @@ const cancelWith = (sql: SqlClient, run: Bindings.Run): Dialect["cancel"] => (id
 
 /** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
+  const transaction = Transaction.typed(sql)
   const claimUnsynced = SqliteClaim.unsynced(sql, compiled)
   const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) => {
     const c = compiled(text, params)
     return sql.unsafe<A>(c.text, c.params)
   }
   const both = <A>(first: Effect.Effect<ReadonlyArray<A>, SqlError>, second: Effect.Effect<ReadonlyArray<A>, SqlError>) =>
-    sql.withTransaction(Effect.zipWith(first, second, (a, b) => [...a, ...b]))
+    transaction(Effect.zipWith(first, second, (a, b) => [...a, ...b]))
   return {
     name: "sqlite",
     insert: (rows, traceContext) =>
@@ -141,7 +143,7 @@ export const make = (sql: SqlClient): Dialect => {
       declare: Kinds.sqliteDeclare,
       dropSlots: Kinds.sqliteDropSlots,
       addSlots: Kinds.sqliteAddSlots
-    }, (b) => (b ? 1 : 0), run, sql.withTransaction),
+    }, (b) => (b ? 1 : 0), run, transaction),
     ...Bindings.workers(run, {
       heartbeat: Workers.sqliteHeartbeat, remove: Workers.sqliteRemove, prune: Workers.sqlitePrune, list: Workers.sqliteList
     }),
@@ -153,12 +155,12 @@ export const make = (sql: SqlClient): Dialect => {
       lastItem: Schedules.sqliteLastItem,
       touch: Schedules.sqliteTouch
     }, (list: ReadonlyArray<string>) => JSON.stringify(list)),
-    transaction: sql.withTransaction,
+    transaction,
     isUniqueViolation: (error: SqlError) => {
       const cause = error.cause
       return typeof cause === "object" && cause !== null && "code" in cause &&
         (cause.code === "SQLITE_CONSTRAINT_UNIQUE" || cause.code === "SQLITE_CONSTRAINT_PRIMARYKEY")
     },
-    atomic: (effect) => sql.withTransaction(effect)
+    atomic: transaction
   }
 }

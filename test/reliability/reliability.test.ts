@@ -6,9 +6,11 @@
  * RELIABILITY_SCALE (default 1) multiplies the job counts.
  */
 import { afterAll } from "vitest"
+import { blockingHandlerScenario } from "./blockingHandler.js"
 import { clockSkewScenario } from "./clockSkew.js"
 import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
+import { diskFullScenario } from "./diskFull.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -29,14 +31,16 @@ killScenario()
 rollingScenario()
 restartScenario()
 sqliteKillScenario()
+diskFullScenario()
 clockSkewScenario()
 longJobsScenario()
+blockingHandlerScenario()
 modelScenario()
 hostileScenario()
 controlScenario()
 recurringScenario()
 poisonScenario()
 connectionsScenario()
-soakScenario()
 partitionScenario()
 slowDatabaseScenario()
+soakScenario()

@@ -114,6 +114,7 @@ export class Claimer {
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
     const lease = Duration.millis(leaseMs)
     const claims = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax }).pipe(
+      Effect.tap(() => publisher.storageWorked("claim")),
       Effect.catchAll((error) =>
         Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
       )

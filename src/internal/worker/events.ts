@@ -3,7 +3,7 @@
  * a pool with no subscriber spends nothing on them. They go into a sliding
  * buffer, so a slow subscriber loses its oldest events and never slows the pool.
  */
-import { Effect, Metric, MetricBoundaries, PubSub, type Queue, type Scope } from "effect"
+import { Clock, Effect, Metric, MetricBoundaries, PubSub, type Queue, type Scope } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Event } from "../../Events.js"
 
@@ -53,10 +53,88 @@ export class Publisher {
     Effect.acquireRelease(Effect.sync(() => this.subscribers++), () => Effect.sync(() => this.subscribers--))
   )
 
-  /** Logs and publishes a failed storage operation (the pool goes on and retries). */
+  private readonly storageLog = new StorageErrorLog()
+
+  /**
+   * Logs (rate-limited: `StorageErrorLog`) and publishes a failed storage
+   * operation (the pool goes on and retries). Every failure is published.
+   */
   readonly storageFailed = (operation: string) => (error: StorageError | InvalidInput): Effect.Effect<void> =>
-    Effect.zipRight(
-      Effect.logWarning(`docket: ${operation} failed`, error.message),
-      this.publish({ _tag: "StorageFailed", operation, error: error.message })
-    )
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const note = this.storageLog.failed(operation, now)
+      const publish = this.publish({ _tag: "StorageFailed", operation, error: error.message })
+      return note === undefined ? publish : Effect.zipRight(Effect.logWarning(`docket: ${operation} failed${note}`, error.message), publish)
+    })
+
+  /** The operation worked: after failures, one line says so (nothing otherwise). */
+  readonly storageWorked = (operation: string): Effect.Effect<void> =>
+    this.storageLog.failing(operation)
+      ? Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const line = this.storageLog.worked(operation, now)
+        return line === undefined ? Effect.void : Effect.logWarning(line)
+      })
+      : Effect.void
+}
+
+/** How often a storage operation that keeps failing is logged again. */
+export const STORAGE_LOG_PERIOD_MS = 10_000
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
+
+/**
+ * The rate limit of storage-error log lines, per operation: a database that
+ * is down or a disk that is full fails every claim, write and renewal, and a
+ * line for each (several a second per pool) would bury everything else. The
+ * first failure of an operation is logged at once; while it keeps failing, at
+ * most one line per period, with the count of failures not logged since; when
+ * it works again (for the operations whose callers say so: `worked`), one
+ * line with the count and the time it failed for. A failure after two
+ * periods without one starts afresh (logged at once).
+ */
+export class StorageErrorLog {
+  private readonly operations = new Map<
+    string,
+    { since: number; loggedAt: number; lastAt: number; unlogged: number; total: number }
+  >()
+
+  constructor(private readonly periodMs = STORAGE_LOG_PERIOD_MS) {}
+
+  /** Whether the operation's last outcome was a failure. */
+  failing(operation: string): boolean {
+    return this.operations.has(operation)
+  }
+
+  /**
+   * A failure at `now`: undefined when it is not to be logged (it is counted
+   * for the next line), else what to add to the line ("" for the first).
+   */
+  failed(operation: string, now: number): string | undefined {
+    const state = this.operations.get(operation)
+    // A first failure, or the first after a quiet period (an operation whose
+    // caller does not report its successes: a new episode).
+    if (state === undefined || now - state.lastAt > 2 * this.periodMs) {
+      this.operations.set(operation, { since: now, loggedAt: now, lastAt: now, unlogged: 0, total: 1 })
+      return ""
+    }
+    state.total++
+    state.lastAt = now
+    if (now - state.loggedAt < this.periodMs) {
+      state.unlogged++
+      return undefined
+    }
+    const note = ` (${state.unlogged} more failures not logged in the last ${seconds(now - state.loggedAt)}; failing for ${
+      seconds(now - state.since)
+    }, logged at most once per ${seconds(this.periodMs)})`
+    state.loggedAt = now
+    state.unlogged = 0
+    return note
+  }
+
+  /** A success at `now`: after failures, the line that says it works again. */
+  worked(operation: string, now: number): string | undefined {
+    const state = this.operations.get(operation)
+    if (state === undefined) return undefined
+    this.operations.delete(operation)
+    return `docket: ${operation} works again, after ${state.total} failures in ${seconds(now - state.since)}`
+  }
 }

@@ -191,7 +191,9 @@ export class Recorder {
       Effect.flatMap((results) => {
         const again = results.flatMap((r, i) => (Either.isLeft(r) ? groups[i][0] : []))
         const errors = results.flatMap((r) => (Either.isLeft(r) ? [r.left] : []))
-        return Effect.as(Effect.forEach(errors, this.deps.publisher.storageFailed("record outcome"), { discard: true }), again)
+        const { publisher } = this.deps
+        if (errors.length === 0) return Effect.as(publisher.storageWorked("record outcome"), again)
+        return Effect.as(Effect.forEach(errors, publisher.storageFailed("record outcome"), { discard: true }), again)
       })
     )
   }

@@ -32,6 +32,7 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import { boundedWait } from "./bounded.js"
 import { markCancelled } from "./cancels.js"
 import type { Publisher } from "./events.js"
+import * as Stall from "./stall.js"
 import type { Running } from "./state.js"
 
 /** What the renewer needs from the pool. */
@@ -106,6 +107,7 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
     )
     return extend.pipe(
       Effect.tap(() => slowWarning(deps, now() - sent)),
+      Effect.tap(() => publisher.storageWorked("extend lease")),
       Effect.flatMap((applied) => {
         const refused = entries.filter((entry, i) => {
           if (applied[i]) entry.deadline = sent + leaseMs
@@ -132,8 +134,14 @@ export const renewOnce = (deps: RenewerDeps): Effect.Effect<void> =>
     )
   })
 
-/** Renews every third of the lease (at least every 10 ms), for ever. */
+/**
+ * Renews every third of the lease (at least every 10 ms), for ever; beside it
+ * the stall watch says when the event loop was blocked long enough to lose leases.
+ */
 export const run = (deps: RenewerDeps): Effect.Effect<never> =>
-  Effect.repeat(renewOnce(deps), Schedule.spaced(Duration.millis(Math.max(10, Math.floor(deps.leaseMs / 3))))).pipe(
-    Effect.zipRight(Effect.never)
+  Effect.zipRight(
+    Effect.fork(Stall.watch({ leaseMs: deps.leaseMs, held: () => deps.running.size + deps.unrecorded().length })),
+    Effect.repeat(renewOnce(deps), Schedule.spaced(Duration.millis(Math.max(10, Math.floor(deps.leaseMs / 3))))).pipe(
+      Effect.zipRight(Effect.never)
+    )
   )
