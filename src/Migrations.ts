@@ -15,6 +15,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import { Effect, Schedule } from "effect"
 import { MigrationFailed } from "./Errors.js"
 import { files, type MigrationFile } from "./internal/migrationFiles.js"
+import * as Transaction from "./internal/transaction.js"
 
 /** The bookkeeping table (migration id, name, time applied). */
 export const TABLE = "docket_migrations"
@@ -52,7 +53,7 @@ export const run: Effect.Effect<ReadonlyArray<number>, MigrationFailed, SqlClien
   if (dialect === "pg") {
     // Effect's Migrator checks for its table and then creates it: two migrators
     // starting together could both try to create it. Create it first, under a lock.
-    yield* sql.withTransaction(
+    yield* Transaction.typed(sql)(
       Effect.zipRight(
         sql.unsafe(`SELECT pg_advisory_xact_lock(hashtext('${TABLE}'))`),
         sql.unsafe(`CREATE TABLE IF NOT EXISTS ${TABLE} (

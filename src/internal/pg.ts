@@ -25,6 +25,7 @@ import * as FindWaiting from "./sql/findWaiting.js"
 import * as Get from "./sql/get.js"
 import * as Insert from "./sql/insert.js"
 import * as KindLimits from "./kindLimits.js"
+import * as Transaction from "./transaction.js"
 import * as Kinds from "./sql/kinds.js"
 import * as List from "./sql/list.js"
 import * as ListDead from "./sql/listDead.js"
@@ -115,7 +116,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       declare: Kinds.pgDeclare,
       dropSlots: Kinds.pgDropSlots,
       addSlots: Kinds.pgAddSlots
-    }, (b) => b, run, sql.withTransaction),
+    }, (b) => b, run, Transaction.typed(sql)),
     ...Bindings.workers(run, {
       heartbeat: Workers.pgHeartbeat, remove: Workers.pgRemove, prune: Workers.pgPrune, list: Workers.pgList
     }),
@@ -127,7 +128,8 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       lastItem: Schedules.pgLastItem,
       touch: Schedules.pgTouch
     }, (list: ReadonlyArray<string>) => list),
-    transaction: sql.withTransaction,
+    // A COMMIT lost with its connection fails typed, not as a defect (transaction.ts).
+    transaction: Transaction.typed(sql),
     isUniqueViolation: (error: SqlError) => pgCode(error.cause) === "23505",
     atomic: (effect) => effect
   }
