@@ -106,7 +106,10 @@ export const describeEvent = (event: Event): string | null => {
     case "LeaseLost":
       return `${time} lease lost ${event.claim.kind} #${event.claim.id} (run interrupted, nothing recorded)`
     case "StorageFailed":
-      return `${time} storage error in ${event.operation}: ${oneLine(event.error)}`
+      // A StorageError's message already says "storage error in <operation>: ...".
+      return event.error.startsWith(`storage error in ${event.operation}`)
+        ? `${time} ${oneLine(event.error)}`
+        : `${time} storage error in ${event.operation}: ${oneLine(event.error)}`
     case "Stopped":
       return null
   }

@@ -34,7 +34,7 @@ describe("the stall watch", () => {
       expect(lines).toHaveLength(1)
       expect(lines[0]).toBe(
         "WARN: docket: the event loop was blocked for 4.1 s (longer than the lease, 2.0 s): the lease of the item this " +
-          "worker held ran out, so it may run again elsewhere and its outcome here be refused; a handler doing " +
+          "worker held ran out, so it may run again elsewhere, and its outcome here will be refused; a handler doing " +
           "synchronous CPU work should run it in a worker thread (or yield to the event loop), or raise the lease " +
           "(the pool's `lease`, `docket worker --lease`)"
       )

@@ -36,8 +36,8 @@ export const describeStall = (blockedMs: number, leaseMs: number, held: number):
   const leases = one ? "the lease of the item this worker held" : `the leases of the ${held} items this worker held`
   return blockedMs >= leaseMs
     ? `docket: the event loop was blocked for ${seconds(blockedMs)} (longer than the lease, ${seconds(leaseMs)}): ` +
-      `${leases} ran out, so ${one ? "it" : "they"} may run again elsewhere and ${one ? "its outcome" : "their outcomes"} ` +
-      `here be refused; ${ADVICE}`
+      `${leases} ran out, so ${one ? "it" : "they"} may run again elsewhere, and ${one ? "its outcome" : "their outcomes"} ` +
+      `here will be refused; ${ADVICE}`
     : `docket: the event loop was blocked for ${seconds(blockedMs)} (over half the lease, ${seconds(leaseMs)}): ` +
       `${leases} came close to running out before ${one ? "its" : "their"} renewal; ${ADVICE}`
 }
