@@ -45,6 +45,8 @@ export type InvalidField =
   | "text"
   /** A `finishedPerMinute` window out of range. */
   | "minutes"
+  /** A dashboard's options (the reason names which). */
+  | "dashboard"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

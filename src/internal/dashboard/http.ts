@@ -1,0 +1,116 @@
+/**
+ * What every route shares: the configuration, the headers every response
+ * carries (the Content-Security-Policy among them), reading a request's
+ * query, form and cookies, and the guard every action passes.
+ */
+import { HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret } from "./auth.js"
+import type { View } from "./layout.js"
+import { Problem } from "./model.js"
+
+/** The dashboard's configuration, checked (Dashboard.ts). */
+export interface Config {
+  /** "" or a path like "/docket" (no trailing slash). */
+  readonly base: string
+  /** The token actions need; null for a read-only dashboard. */
+  readonly token: string | null
+  /** The database as pages show it (never its password), or null to show none. */
+  readonly database: string | null
+}
+
+/** No inline script or style, nothing from another origin, no framing, forms only to this origin. */
+export const CSP =
+  "default-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+/** The headers of every response. */
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  "content-security-policy": CSP,
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "same-origin",
+  "cross-origin-opener-policy": "same-origin",
+  "cross-origin-resource-policy": "same-origin"
+}
+
+/** A response with the security headers, not cached unless it says so. */
+export const secured = (response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.setHeaders(response, {
+    ...SECURITY_HEADERS,
+    ...(response.headers["cache-control"] === undefined ? { "cache-control": "no-store" } : {})
+  })
+
+/** The request's headers and cookies, as the auth checks read them. */
+export const factsOf = (request: HttpServerRequest.HttpServerRequest): RequestFacts => ({
+  headers: request.headers,
+  cookies: request.cookies
+})
+
+/** What this request may do. */
+export const accessOf = (config: Config, request: HttpServerRequest.HttpServerRequest): Access =>
+  access(factsOf(request), config.token, Date.now())
+
+/** The view of a page for this request. */
+export const viewOf = (config: Config, request: HttpServerRequest.HttpServerRequest): View => ({
+  base: config.base,
+  access: accessOf(config, request),
+  database: config.database
+})
+
+/** The request's query string. */
+export const queryOf = (request: HttpServerRequest.HttpServerRequest): URLSearchParams =>
+  new URL(request.url, "http://dashboard.invalid").searchParams
+
+/** A POST's form fields (urlencoded), or none for another body; at most 64 KiB are read. */
+export const formOf = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<UrlParams.UrlParams, Problem> => {
+  const type = request.headers["content-type"] ?? ""
+  if (!type.startsWith("application/x-www-form-urlencoded")) return Effect.succeed(UrlParams.empty)
+  return request.text.pipe(
+    Effect.filterOrFail((text) => text.length <= 65_536, () => new Problem({ status: 413, message: "the form is too large" })),
+    Effect.map((text) => UrlParams.fromInput(new URLSearchParams(text))),
+    Effect.catchTag("RequestError", () => Effect.fail(new Problem({ status: 400, message: "the body could not be read" })))
+  )
+}
+
+/** A form field's value, or "". */
+export const field = (form: UrlParams.UrlParams, name: string): string => Option.getOrElse(UrlParams.getFirst(form, name), () => "")
+
+/**
+ * The guard of every action (a POST): refused when cross-site (403), when
+ * the dashboard is read-only (403), without credentials (401), with a wrong
+ * bearer token (403), or for a session without its CSRF token (403). A
+ * bearer request needs no CSRF token: no browser adds that header by itself.
+ */
+export const authorize = (
+  config: Config,
+  request: HttpServerRequest.HttpServerRequest,
+  form: UrlParams.UrlParams
+): Effect.Effect<void, Problem> => {
+  const foreign = crossSite(factsOf(request))
+  if (foreign !== null) return Effect.fail(new Problem({ status: 403, message: `refused: ${foreign} cannot act here` }))
+  const who = accessOf(config, request)
+  switch (who._tag) {
+    case "ReadOnly":
+      return Effect.fail(new Problem({ status: 403, message: "read-only: this dashboard was started without a token" }))
+    case "BadToken":
+      return Effect.fail(new Problem({ status: 403, message: "the bearer token is not this dashboard's token" }))
+    case "Anonymous":
+      return Effect.fail(new Problem({ status: 401, message: "log in, or send Authorization: Bearer <token>" }))
+    case "Bearer":
+      return Effect.void
+    case "Session": {
+      const given = request.headers["x-docket-csrf"] ?? field(form, CSRF_FIELD)
+      return given !== "" && sameSecret(given, who.csrf)
+        ? Effect.void
+        : Effect.fail(new Problem({ status: 403, message: "missing or wrong CSRF token (reload the page and try again)" }))
+    }
+  }
+}
+
+/** A JSON answer with the security headers. */
+export const json = (body: unknown, status = 200): HttpServerResponse.HttpServerResponse =>
+  secured(HttpServerResponse.unsafeJson(body, { status }))
+
+/** A Problem as the API answers it: `{ "error": message }` with its status. */
+export const jsonProblem = (problem: Problem): HttpServerResponse.HttpServerResponse =>
+  json({ error: problem.message, status: problem.status }, problem.status)
