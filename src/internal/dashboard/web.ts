@@ -61,8 +61,7 @@ export const routes = (config: Config) => {
         Effect.zipRight(handler(request, repo, view, params))
       ))
   const overview = page((_, repo, view) => show(Effect.map(Model.overview(repo), (o) => Pages.overviewPage(view, o))))
-  const home = config.base === "" ? HttpRouter.empty : HttpRouter.empty.pipe(HttpRouter.get(at(""), overview))
-  return home.pipe(
+  return HttpRouter.empty.pipe(
     HttpRouter.get(at("/"), overview),
     HttpRouter.get(at("/items"), page((request, repo, view) =>
       show(Effect.gen(function*() {
