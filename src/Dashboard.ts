@@ -68,7 +68,7 @@ export const describeDatabase = (url: string): string => {
   }
 }
 
-/** The options checked; a bad one is an `InvalidInput` (field "dashboard"... thrown: a program's mistake). */
+/** The options checked; a bad one throws an `InvalidInput` on "dashboard" (a program's mistake, found when it starts). */
 const configOf = (options: Options): Config => {
   const base = options.basePath ?? ""
   if (base !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(base)) {
