@@ -118,3 +118,9 @@ export const parseMetrics = (text: string): Map<string, number> => {
   }
   return samples
 }
+
+/** The one script tag a page may hold: the package's own file, no inline code. */
+export const scriptTag = (base: string) => `<script src="${base}/assets/dashboard-1.js" defer></script>`
+
+/** A page's body without its one allowed script tag (to check that nothing else is a script). */
+export const withoutOwnScript = (body: string, base: string) => body.split(scriptTag(base)).join("")

@@ -7,7 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cliBackends } from "./cli.support.js"
-import { CSP, get, parseMetrics, type Seeded, seed, serve, type Served } from "./dashboard.support.js"
+import { Script } from "node:vm"
+import { CSP, get, parseMetrics, type Seeded, scriptTag, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -61,15 +62,34 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
         expect(body, path).not.toContain("sslpassword")
         // Read-only: no action is offered on any page.
         expect(body, path).not.toMatch(/<form[^>]*method="post"/)
-        expect(body, path).not.toContain("<script")
+        // One script, the package's file: no inline script (the CSP would refuse it anyway).
+        expect(body.split(scriptTag("")).length, path).toBe(2)
+        expect(withoutOwnScript(body, ""), path).not.toContain("<script")
       }
       const css = await get(`${served.root}/assets/dashboard-1.css`)
       expect(css.status).toBe(200)
       expect(css.headers.get("content-type")).toBe("text/css; charset=utf-8")
       expect(await css.text()).toContain("font")
+      const js = await get(`${served.root}/assets/dashboard-1.js`)
+      expect(js.status).toBe(200)
+      expect(js.headers.get("content-type")).toBe("text/javascript; charset=utf-8")
+      expect(js.headers.get("content-security-policy")).toBe(CSP)
+      const source = await js.text()
+      expect(() => new Script(source)).not.toThrow()
+      expect(source).toContain("[data-live]")
       const missing = await page("/no/such/page")
       expect(missing.response.status).toBe(404)
       expect(missing.response.headers.get("content-security-policy")).toBe(CSP)
+    })
+
+    it("the pages that refresh by themselves mark their live regions, each with an id the refreshed page has too", async () => {
+      for (const [path, id] of [["/", "live-overview"], ["/items", "live-items"], [`/items/${ids.dead}`, "live-item"], ["/kinds", "live-kinds"],
+        ["/recurring", "live-recurring"], ["/workers", "live-workers"]] as const) {
+        const { body } = await page(path)
+        expect(body, path).toContain(`<div id="${id}" data-live>`)
+        expect(body, path).toContain(`<span id="live-status" class="muted"></span>`)
+      }
+      expect((await page("/login")).body).not.toContain("data-live")
     })
 
     it("the overview counts each kind by state and shows the oldest due age, the last hour's throughput and live workers", async () => {

@@ -34,6 +34,7 @@ export const overviewPage = (view: View, o: Overview): Html => {
   const peak = Math.max(1, ...o.throughput.map((m) => m.done + m.dead + m.cancelled))
   const controlled = o.kinds.filter((k) => k.paused || k.concurrency !== null || k.rate !== null)
   return page(view, "Overview", html`<h1>Overview</h1>
+<div id="live-overview" data-live>
 <div class="cards">
 <div class="card"><div class="muted">waiting</div><div class="v">${total((k) => k.counts.waiting + k.counts.expired)}</div></div>
 <div class="card"><div class="muted">running</div><div class="v">${total((k) => k.counts.running)}</div></div>
@@ -69,7 +70,8 @@ ${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last
 <h2>Paused and limited kinds</h2>
 ${controlled.length === 0 ? html`<p class="muted">None.</p>` : html`<ul>${controlled.map((k) => html`<li>${kindLink(view, k.kind)}: ${controls(k)}</li>`)}</ul>`}
 <h2>Live workers</h2>
-${live.length === 0 ? html`<p class="muted">No live worker.</p>` : workerTable(view, live)}`)
+${live.length === 0 ? html`<p class="muted">No live worker.</p>` : workerTable(view, live)}
+</div>`)
 }
 
 const controls = (k: KindInfo): Html =>
@@ -94,6 +96,7 @@ export const itemsPage = (
 <label>key <input name="key" value="${filter.key ?? ""}"></label>
 <label>text in payload or error <input name="q" value="${filter.q ?? ""}"></label>
 <button type="submit">Filter</button> <a href="${view.base}/items">clear</a></form>
+<div id="live-items" data-live>
 ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === null ? "" : " in these rows"}.</p>` : html`<table id="items">
 <thead><tr><th class="n">id</th><th>kind</th><th>state</th><th>key</th><th class="n">attempts</th><th>created (UTC)</th><th>finished (UTC)</th><th>last error</th></tr></thead>
 <tbody>${
@@ -107,7 +110,8 @@ ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === 
     result.cursor === null
       ? html`<span class="muted">End of the list.</span>`
       : html`<a rel="next" href="${link(view, "/items", { ...query, cursor: result.cursor })}">Next page</a>`
-  } · <a href="${link(view, "/items", query)}">First page</a></p>`)
+  } · <a href="${link(view, "/items", query)}">First page</a></p>
+</div>`)
 }
 
 /** One item: its fields, payload, result, every attempt's error, its timeline, and the actions its state allows. */
@@ -127,6 +131,7 @@ export const itemPage = (view: View, item: Item, now: number, notice: string | n
   ]
   return page(view, `Item ${item.id}`, html`<h1>Item ${item.id} <span class="badge">${stateCell(state)}</span></h1>
 ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
+<div id="live-item" data-live>
 ${canAct(view) ? html`<p id="actions">${actions}</p>` : ""}
 <table id="fields"><tbody>
 <tr><th>kind</th><td>${kindLink(view, item.kind)}</td></tr>
@@ -152,12 +157,14 @@ ${canAct(view) ? html`<p id="actions">${actions}</p>` : ""}
     timeline.sort((a, b) => a[0] - b[0]).map(([at, what, worker]) =>
       html`<tr><td>${time(at)}</td><td>${what}</td><td>${worker ?? ""}</td></tr>`
     )
-  }</tbody></table>`)
+  }</tbody></table>
+</div>`)
 }
 
 /** The kinds: counts, controls, and (with a session) pause, resume and limits. */
 export const kindsPage = (view: View, kinds: ReadonlyArray<KindInfo>): Html =>
   page(view, "Kinds", html`<h1>Kinds</h1>
+<div id="live-kinds"${canAct(view) ? "" : html` data-live`}>
 ${kinds.length === 0 ? html`<p class="muted">No kinds yet.</p>` : html`<table id="kinds">
 <thead><tr><th>kind</th><th>paused</th><th class="n">concurrency</th><th>rate</th><th>set by</th><th class="n">waiting</th><th class="n">running</th><th class="n">dead</th>${
     canAct(view) ? html`<th>actions</th>` : ""
@@ -172,7 +179,8 @@ ${kinds.length === 0 ? html`<p class="muted">No kinds yet.</p>` : html`<table id
         canAct(view) ? html`<td>${kindActions(view, k)}</td>` : ""
       }</tr>`
     )
-  }</tbody></table>`}`)
+  }</tbody></table>`}
+</div>`)
 
 const kindActions = (view: View, k: KindInfo): Html => {
   const path = `/kinds/${encodeURIComponent(k.kind)}`
@@ -188,6 +196,7 @@ const kindActions = (view: View, k: KindInfo): Html => {
 /** The recurring schedules: next and last tick, the last tick's item, live or stopped. */
 export const recurringPage = (view: View, schedules: ReadonlyArray<ScheduleInfo>): Html =>
   page(view, "Recurring", html`<h1>Recurring schedules</h1>
+<div id="live-recurring" data-live>
 ${schedules.length === 0 ? html`<p class="muted">No recurring schedules.</p>` : html`<table id="recurring">
 <thead><tr><th>name</th><th>kind</th><th>cron</th><th>zone</th><th>next tick (UTC)</th><th>last tick (UTC)</th><th>last item</th><th>status</th></tr></thead>
 <tbody>${
@@ -198,7 +207,8 @@ ${schedules.length === 0 ? html`<p class="muted">No recurring schedules.</p>` : 
         s.lastItem === null ? "-" : html`<a href="${view.base}/items/${s.lastItem.id}">${s.lastItem.id}</a> ${s.lastItem.state ?? "pruned"}`
       }</td><td>${s.status === "live" ? html`<span class="good">live</span>` : html`<span class="warn">stopped</span> (${age(s.declaredAgeMs)})`}</td></tr>`
     )
-  }</tbody></table>`}`)
+  }</tbody></table>`}
+</div>`)
 
 const workerTable = (view: View, workers: ReadonlyArray<WorkerInfo>): Html =>
   html`<table id="workers">
@@ -215,4 +225,10 @@ const workerTable = (view: View, workers: ReadonlyArray<WorkerInfo>): Html =>
 
 /** The worker pools, live and gone. */
 export const workersPage = (view: View, workers: ReadonlyArray<WorkerInfo>): Html =>
-  page(view, "Workers", html`<h1>Workers</h1>${workers.length === 0 ? html`<p class="muted">No worker pool has registered.</p>` : workerTable(view, workers)}`)
+  page(
+    view,
+    "Workers",
+    html`<h1>Workers</h1><div id="live-workers" data-live>${
+      workers.length === 0 ? html`<p class="muted">No worker pool has registered.</p>` : workerTable(view, workers)
+    }</div>`
+  )

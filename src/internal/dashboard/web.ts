@@ -109,6 +109,11 @@ export const routes = (config: Config) => {
         HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable")
       ))
     )),
+    HttpRouter.get(at(Assets.JS_PATH), Effect.succeed(
+      secured(HttpServerResponse.text(Assets.JS, { contentType: "text/javascript; charset=utf-8" }).pipe(
+        HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable")
+      ))
+    )),
     HttpRouter.all(at("/*"), page((_, __, view) => Effect.succeed(htmlResponse(errorPage(view, 404, "No such page."), 404))))
   )
 }
