@@ -9,6 +9,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platf
 import { Effect } from "effect"
 import * as QueueRepo from "../../QueueRepo.js"
 import { authorize, type Config, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
+import * as Bulk from "./bulk.js"
 import * as Metrics from "./metrics.js"
 import * as Model from "./model.js"
 import { type ItemAction, type LimitsInput, Problem } from "./model.js"
@@ -68,6 +69,25 @@ export const routes = (config: Config) => {
     HttpRouter.get(at("/api/overview"), route((_, repo) => ok(Model.overview(repo)))),
     HttpRouter.get(at("/api/items"), route((request, repo) => ok(Effect.flatMap(Model.readFilter(queryOf(request)), (f) => Model.items(repo, f))))),
     HttpRouter.get(at("/api/items/:id"), route((_, repo, p) => ok(Effect.flatMap(Model.readId(p.id), (id) => Model.item(repo, id))))),
+    HttpRouter.post(
+      at("/api/items/bulk/:action"),
+      route(action((request, repo, p) =>
+        Effect.gen(function*() {
+          const name = p.action as Bulk.BulkAction
+          if (!Bulk.BULK_ACTIONS.includes(name)) {
+            return yield* new Problem({ status: 404, message: `no bulk action ${String(p.action)} (${Bulk.BULK_ACTIONS.join(", ")})` })
+          }
+          const filter = yield* Model.readFilter(queryOf(request))
+          const matched = yield* Bulk.collect(repo, filter, name)
+          const changed = yield* Bulk.apply(repo, matched.ids, name)
+          return json({ action: name, matched: matched.ids.length, changed, more: matched.more })
+        })
+      ))
+    ),
+    HttpRouter.post(
+      at("/api/recurring/:name/run"),
+      route(action((_, repo, p) => Effect.map(Bulk.runSchedule(repo, p.name ?? ""), (id) => json({ name: p.name, id }))))
+    ),
     HttpRouter.post(
       at("/api/items/:id/:action"),
       route(action((_, repo, p) =>

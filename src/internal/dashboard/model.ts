@@ -84,11 +84,14 @@ export const readFilter = (params: URLSearchParams): Effect.Effect<ItemFilter, P
     return { state: state as ListState | undefined, kind: get("kind"), key: get("key"), q: get("q"), cursor: get("cursor"), limit }
   })
 
+/** A page of items and the cursor of the next. */
+export interface ItemPageResult {
+  readonly items: ReadonlyArray<Item>
+  readonly cursor: string | null
+}
+
 /** A page of items, newest first: `list` (indexed) without a key or text, else the bounded `searchItems`. */
-export const items = (
-  repo: Service,
-  f: ItemFilter
-): Effect.Effect<{ readonly items: ReadonlyArray<Item>; readonly cursor: string | null }, Problem> =>
+export const items = (repo: Service, f: ItemFilter): Effect.Effect<ItemPageResult, Problem> =>
   (f.key === undefined && f.q === undefined
     ? repo.list({ state: f.state, kind: f.kind, cursor: f.cursor, limit: f.limit ?? 50 })
     : repo.searchItems({ state: f.state, kind: f.kind, key: f.key, text: f.q, cursor: f.cursor, limit: f.limit ?? 50 }))

@@ -6,6 +6,7 @@
 import type { Item, KindInfo, ListState, ScheduleInfo, WorkerInfo } from "../../Domain.js"
 import { type Html, html, pretty } from "./html.js"
 import { actionForm, age, canAct, link, page, time, type View } from "./layout.js"
+import type { BulkAction, Matched } from "./bulk.js"
 import { type ItemFilter, type Overview, periodText } from "./model.js"
 
 const STATES: ReadonlyArray<ListState> = ["waiting", "scheduled", "running", "done", "dead", "cancelled"]
@@ -84,10 +85,12 @@ export const itemsPage = (
   view: View,
   filter: ItemFilter,
   result: { readonly items: ReadonlyArray<Item>; readonly cursor: string | null },
-  now: number
+  now: number,
+  notice: string | null
 ): Html => {
   const query = { state: filter.state, kind: filter.kind, key: filter.key, q: filter.q }
   return page(view, "Items", html`<h1>Items</h1>
+${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <form class="filters" method="get" action="${view.base}/items">
 <label>state <select name="state"><option value="">any</option>${
     STATES.map((s) => html`<option value="${s}"${filter.state === s ? html` selected` : ""}>${s}</option>`)
@@ -96,6 +99,9 @@ export const itemsPage = (
 <label>key <input name="key" value="${filter.key ?? ""}"></label>
 <label>text in payload or error <input name="q" value="${filter.q ?? ""}"></label>
 <button type="submit">Filter</button> <a href="${view.base}/items">clear</a></form>
+${canAct(view) && result.items.length > 0 ? html`<p id="bulk">Every item of this filter: ${
+    BULK.map(([action, label]) => actionForm(view, `/items/bulk/${action}`, label, { danger: action !== "retry", fields: filterFields(filter) }))
+  }</p>` : ""}
 <div id="live-items" data-live>
 ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === null ? "" : " in these rows"}.</p>` : html`<table id="items">
 <thead><tr><th class="n">id</th><th>kind</th><th>state</th><th>key</th><th class="n">attempts</th><th>created (UTC)</th><th>finished (UTC)</th><th>last error</th></tr></thead>
@@ -198,14 +204,18 @@ export const recurringPage = (view: View, schedules: ReadonlyArray<ScheduleInfo>
   page(view, "Recurring", html`<h1>Recurring schedules</h1>
 <div id="live-recurring" data-live>
 ${schedules.length === 0 ? html`<p class="muted">No recurring schedules.</p>` : html`<table id="recurring">
-<thead><tr><th>name</th><th>kind</th><th>cron</th><th>zone</th><th>next tick (UTC)</th><th>last tick (UTC)</th><th>last item</th><th>status</th></tr></thead>
+<thead><tr><th>name</th><th>kind</th><th>cron</th><th>zone</th><th>next tick (UTC)</th><th>last tick (UTC)</th><th>last item</th><th>status</th>${
+    canAct(view) ? html`<th></th>` : ""
+  }</tr></thead>
 <tbody>${
     schedules.map((s) =>
       html`<tr><td>${s.name}</td><td>${kindLink(view, s.kind)}</td><td><code>${s.cron}</code></td><td>${s.tz ?? "UTC"}</td><td>${time(s.nextTick)}</td><td>${
         time(s.lastTick)
       }</td><td>${
         s.lastItem === null ? "-" : html`<a href="${view.base}/items/${s.lastItem.id}">${s.lastItem.id}</a> ${s.lastItem.state ?? "pruned"}`
-      }</td><td>${s.status === "live" ? html`<span class="good">live</span>` : html`<span class="warn">stopped</span> (${age(s.declaredAgeMs)})`}</td></tr>`
+      }</td><td>${s.status === "live" ? html`<span class="good">live</span>` : html`<span class="warn">stopped</span> (${age(s.declaredAgeMs)})`}</td>${
+        canAct(view) ? html`<td>${actionForm(view, `/recurring/${encodeURIComponent(s.name)}/run`, "Run now")}</td>` : ""
+      }</tr>`
     )
   }</tbody></table>`}
 </div>`)
@@ -232,3 +242,39 @@ export const workersPage = (view: View, workers: ReadonlyArray<WorkerInfo>): Htm
       workers.length === 0 ? html`<p class="muted">No worker pool has registered.</p>` : workerTable(view, workers)
     }</div>`
   )
+
+const BULK: ReadonlyArray<readonly [BulkAction, string]> = [["retry", "Retry the dead…"], ["cancel", "Cancel the waiting and running…"], [
+  "delete",
+  "Delete the dead…"
+]]
+
+// The filter as hidden fields of a bulk action's form.
+const filterFields = (filter: ItemFilter): Html =>
+  html`${
+    (["state", "kind", "key", "q"] as const).map((name) =>
+      filter[name] === undefined ? "" : html`<input type="hidden" name="${name}" value="${filter[name]}">`
+    )
+  }`
+
+const describeFilter = (filter: ItemFilter): string => {
+  const parts = (["state", "kind", "key", "q"] as const).flatMap((name) => (filter[name] === undefined ? [] : [`${name} = ${filter[name]}`]))
+  return parts.length === 0 ? "every item" : parts.join(", ")
+}
+
+/** The confirmation of a bulk action: how many items it would change, and the button that does it. */
+export const confirmBulkPage = (view: View, filter: ItemFilter, action: BulkAction, matched: Matched): Html => {
+  const what = action === "cancel" ? "waiting or running" : "dead"
+  return page(view, "Confirm", html`<h1>${action === "retry" ? "Retry" : action === "cancel" ? "Cancel" : "Delete"} ${matched.ids.length} ${what} items?</h1>
+<p>Filter: ${describeFilter(filter)}.${matched.more ? html` <strong>More items may match</strong>: one action takes the newest ${matched.ids.length}.` : ""}</p>
+${
+    matched.ids.length === 0
+      ? html`<p class="muted">Nothing to do.</p>`
+      : html`<p id="confirm">${
+        actionForm(view, `/items/bulk/${action}`, `Yes, ${action} ${matched.ids.length} items`, {
+          danger: action !== "retry",
+          fields: html`${filterFields(filter)}<input type="hidden" name="confirm" value="${matched.ids.length}">`
+        })
+      }</p>`
+  }
+<p><a href="${link(view, "/items", { state: filter.state, kind: filter.kind, key: filter.key, q: filter.q })}">Back to the list</a></p>`)
+}

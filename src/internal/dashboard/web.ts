@@ -7,6 +7,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platf
 import { Effect } from "effect"
 import * as QueueRepo from "../../QueueRepo.js"
 import * as Assets from "./assets.js"
+import * as Bulk from "./bulk.js"
 import { crossSite, newSession, SESSION_COOKIE, SESSION_MS, sameSecret } from "./auth.js"
 import type { Html } from "./html.js"
 import { authorize, type Config, factsOf, field, formOf, queryOf, secured, viewOf } from "./http.js"
@@ -48,7 +49,8 @@ const NOTICES: Readonly<Record<string, string>> = {
   retried: "Retried: the item waits to run again.",
   cancelled: "Cancelled: the item will not run.",
   cancelledRunning: "Cancelled: its worker stops the run.",
-  "due now": "Due now: a worker takes it at its next claim."
+  "due now": "Due now: a worker takes it at its next claim.",
+  enqueued: "Enqueued now from its recurring schedule."
 }
 
 /** The pages' and forms' routes, under the base path. */
@@ -66,13 +68,32 @@ export const routes = (config: Config) => {
     HttpRouter.get(at("/items"), page((request, repo, view) =>
       show(Effect.gen(function*() {
         const filter = yield* Model.readFilter(queryOf(request))
-        return Pages.itemsPage(view, filter, yield* Model.items(repo, filter), Date.now())
+        return Pages.itemsPage(view, filter, yield* Model.items(repo, filter), Date.now(), bulkNotice(queryOf(request)))
       })))),
     HttpRouter.get(at("/items/:id"), page((request, repo, view, p) =>
       show(Effect.gen(function*() {
         const item = yield* Model.item(repo, yield* Model.readId(p.id))
         return Pages.itemPage(view, item, Date.now(), NOTICES[queryOf(request).get("done") ?? ""] ?? null)
       })))),
+    HttpRouter.post(at("/items/bulk/:action"), action((request, repo, view, p) =>
+      Effect.gen(function*() {
+        const name = p.action as Bulk.BulkAction
+        if (!Bulk.BULK_ACTIONS.includes(name)) return yield* new Problem({ status: 404, message: "no such action" })
+        const form = yield* formOf(request)
+        const filter = yield* Model.readFilter(new URLSearchParams(["state", "kind", "key", "q"].map((f): [string, string] => [f, field(form, f)])))
+        const matched = yield* Bulk.collect(repo, filter, name)
+        // The first post shows the count; the confirmation's post (confirm=N) acts.
+        if (field(form, "confirm") === "") return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched))
+        const changed = yield* Bulk.apply(repo, matched.ids, name)
+        const back = new URLSearchParams()
+        for (const f of ["state", "kind", "key", "q"] as const) if (filter[f] !== undefined) back.set(f, filter[f])
+        back.set("bulk", name)
+        back.set("n", String(changed))
+        return seeOther(`${config.base}/items?${back.toString()}`)
+      }))),
+    HttpRouter.post(at("/recurring/:name/run"), action((_, repo, __, p) =>
+      Effect.map(Bulk.runSchedule(repo, p.name ?? ""), (id) => seeOther(`${config.base}/items/${id}?done=enqueued`))
+    )),
     HttpRouter.post(at("/items/:id/:action"), action((_, repo, __, p) =>
       Effect.gen(function*() {
         const id = yield* Model.readId(p.id)
@@ -116,6 +137,15 @@ export const routes = (config: Config) => {
     )),
     HttpRouter.all(at("/*"), page((_, __, view) => Effect.succeed(htmlResponse(errorPage(view, 404, "No such page."), 404))))
   )
+}
+
+// A bulk action's notice, from its redirect: a known action and a count only.
+const bulkNotice = (query: URLSearchParams): string | null => {
+  const action = query.get("bulk")
+  const n = Number(query.get("n"))
+  if (!Number.isSafeInteger(n) || n < 0) return null
+  const done = action === "retry" ? "Retried" : action === "cancel" ? "Cancelled" : action === "delete" ? "Deleted" : null
+  return done === null ? null : `${done} ${n} ${n === 1 ? "item" : "items"}.`
 }
 
 const cookiePath = (config: Config) => (config.base === "" ? "/" : config.base)
