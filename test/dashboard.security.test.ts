@@ -160,6 +160,10 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       expect((await postForm(`${guarded.root}/kinds/report.build/limits`, { _csrf: csrf, concurrency: "x" }, { cookie })).status).toBe(400)
       expect((await postForm(`${guarded.root}/kinds/report.build/resume`, { _csrf: csrf }, { cookie })).status).toBe(303)
       expect((await guarded.repo((r) => r.listKinds)).find((k) => k.kind === "report.build")?.paused).toBe(false)
+      // The API with the session: its CSRF token as a header instead of a field.
+      expect((await postJson(`${guarded.root}/api/kinds/report.build/pause`, undefined, { cookie })).status).toBe(403)
+      expect((await postJson(`${guarded.root}/api/kinds/report.build/pause`, undefined, { cookie, "x-docket-csrf": csrf })).status).toBe(200)
+      expect((await postJson(`${guarded.root}/api/kinds/report.build/resume`, undefined, { cookie, "x-docket-csrf": csrf })).status).toBe(200)
       // Logout clears the cookie.
       const out = await postForm(`${guarded.root}/logout`, { _csrf: csrf }, { cookie })
       expect(out.status).toBe(303)

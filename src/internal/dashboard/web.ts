@@ -75,22 +75,7 @@ export const routes = (config: Config) => {
         const item = yield* Model.item(repo, yield* Model.readId(p.id))
         return Pages.itemPage(view, item, Date.now(), NOTICES[queryOf(request).get("done") ?? ""] ?? null)
       })))),
-    HttpRouter.post(at("/items/bulk/:action"), action((request, repo, view, p) =>
-      Effect.gen(function*() {
-        const name = p.action as Bulk.BulkAction
-        if (!Bulk.BULK_ACTIONS.includes(name)) return yield* new Problem({ status: 404, message: "no such action" })
-        const form = yield* formOf(request)
-        const filter = yield* Model.readFilter(new URLSearchParams(["state", "kind", "key", "q"].map((f): [string, string] => [f, field(form, f)])))
-        const matched = yield* Bulk.collect(repo, filter, name)
-        // The first post shows the count; the confirmation's post (confirm=N) acts.
-        if (field(form, "confirm") === "") return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched))
-        const changed = yield* Bulk.apply(repo, matched.ids, name)
-        const back = new URLSearchParams()
-        for (const f of ["state", "kind", "key", "q"] as const) if (filter[f] !== undefined) back.set(f, filter[f])
-        back.set("bulk", name)
-        back.set("n", String(changed))
-        return seeOther(`${config.base}/items?${back.toString()}`)
-      }))),
+    HttpRouter.post(at("/items/bulk/:action"), action(bulkAction(config))),
     HttpRouter.post(at("/recurring/:name/run"), action((_, repo, __, p) =>
       Effect.map(Bulk.runSchedule(repo, p.name ?? ""), (id) => seeOther(`${config.base}/items/${id}?done=enqueued`))
     )),
@@ -103,20 +88,7 @@ export const routes = (config: Config) => {
         return seeOther(name === "delete" ? `${config.base}/items?state=dead` : `${config.base}/items/${id}?done=${encodeURIComponent(outcome)}`)
       }))),
     HttpRouter.get(at("/kinds"), page((_, repo, view) => show(Effect.map(Model.kinds(repo), (k) => Pages.kindsPage(view, k))))),
-    HttpRouter.post(at("/kinds/:kind/:action"), action((request, repo, _, p) =>
-      Effect.gen(function*() {
-        const kind = p.kind ?? ""
-        if (p.action === "pause" || p.action === "resume") {
-          yield* Model.actOnKind(repo, kind, { _tag: p.action })
-        } else if (p.action === "limits") {
-          const form = yield* formOf(request)
-          const limits = { concurrency: yield* Model.readConcurrency(field(form, "concurrency")), rate: yield* Model.readRate(field(form, "rate")) }
-          yield* Model.actOnKind(repo, kind, { _tag: "limits", limits })
-        } else {
-          return yield* new Problem({ status: 404, message: "no such action" })
-        }
-        return seeOther(`${config.base}/kinds`)
-      }))),
+    HttpRouter.post(at("/kinds/:kind/:action"), action(kindAction(config))),
     HttpRouter.get(at("/recurring"), page((_, repo, view) => show(Effect.map(Model.schedules(repo), (s) => Pages.recurringPage(view, s))))),
     HttpRouter.get(at("/workers"), page((_, repo, view) => show(Effect.map(Model.workers(repo), (w) => Pages.workersPage(view, w))))),
     HttpRouter.get(at("/login"), page((_, __, view) => Effect.succeed(htmlResponse(loginPage(view, null))))),
@@ -125,19 +97,53 @@ export const routes = (config: Config) => {
       Effect.succeed(seeOther(`${config.base}/`).pipe(
         HttpServerResponse.unsafeSetCookie(SESSION_COOKIE, "", { httpOnly: true, sameSite: "strict", path: cookiePath(config), maxAge: 0 })
       )))),
-    HttpRouter.get(at(Assets.CSS_PATH), Effect.succeed(
-      secured(HttpServerResponse.text(Assets.CSS, { contentType: "text/css; charset=utf-8" }).pipe(
-        HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable")
-      ))
-    )),
-    HttpRouter.get(at(Assets.JS_PATH), Effect.succeed(
-      secured(HttpServerResponse.text(Assets.JS, { contentType: "text/javascript; charset=utf-8" }).pipe(
-        HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable")
-      ))
-    )),
+    HttpRouter.get(at(Assets.CSS_PATH), asset(Assets.CSS, "text/css; charset=utf-8")),
+    HttpRouter.get(at(Assets.JS_PATH), asset(Assets.JS, "text/javascript; charset=utf-8")),
     HttpRouter.all(at("/*"), page((_, __, view) => Effect.succeed(htmlResponse(errorPage(view, 404, "No such page."), 404))))
   )
 }
+
+// A file of the package: cached for a year (its name changes with its content).
+const asset = (body: string, contentType: string) =>
+  Effect.succeed(secured(HttpServerResponse.text(body, { contentType }).pipe(
+    HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable")
+  )))
+
+const FILTER_FIELDS = ["state", "kind", "key", "q"] as const
+
+// A bulk action by form: the first post shows the count and asks to
+// confirm; the confirmation's post (confirm=N) acts, then goes back to the list.
+const bulkAction = (config: Config): Handler => (request, repo, view, p) =>
+  Effect.gen(function*() {
+    const name = p.action as Bulk.BulkAction
+    if (!Bulk.BULK_ACTIONS.includes(name)) return yield* new Problem({ status: 404, message: "no such action" })
+    const form = yield* formOf(request)
+    const filter = yield* Model.readFilter(new URLSearchParams(FILTER_FIELDS.map((f): [string, string] => [f, field(form, f)])))
+    const matched = yield* Bulk.collect(repo, filter, name)
+    if (field(form, "confirm") === "") return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched))
+    const changed = yield* Bulk.apply(repo, matched.ids, name)
+    const back = new URLSearchParams()
+    for (const f of FILTER_FIELDS) if (filter[f] !== undefined) back.set(f, filter[f])
+    back.set("bulk", name)
+    back.set("n", String(changed))
+    return seeOther(`${config.base}/items?${back.toString()}`)
+  })
+
+// Pause, resume or limits of a kind by form, then back to the kinds.
+const kindAction = (config: Config): Handler => (request, repo, _, p) =>
+  Effect.gen(function*() {
+    const kind = p.kind ?? ""
+    if (p.action === "pause" || p.action === "resume") {
+      yield* Model.actOnKind(repo, kind, { _tag: p.action })
+    } else if (p.action === "limits") {
+      const form = yield* formOf(request)
+      const limits = { concurrency: yield* Model.readConcurrency(field(form, "concurrency")), rate: yield* Model.readRate(field(form, "rate")) }
+      yield* Model.actOnKind(repo, kind, { _tag: "limits", limits })
+    } else {
+      return yield* new Problem({ status: 404, message: "no such action" })
+    }
+    return seeOther(`${config.base}/kinds`)
+  })
 
 // A bulk action's notice, from its redirect: a known action and a count only.
 const bulkNotice = (query: URLSearchParams): string | null => {
