@@ -26,11 +26,12 @@
  *   Layer.launch, NodeRuntime.runMain)
  * ```
  */
-import { HttpRouter, HttpServer } from "@effect/platform"
-import { Layer } from "effect"
+import { HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
+import { Effect, Layer } from "effect"
 import { InvalidInput } from "./Errors.js"
 import * as Api from "./internal/dashboard/api.js"
-import type { Config } from "./internal/dashboard/http.js"
+import { hostAllowed, LOOPBACK_HOSTS } from "./internal/dashboard/auth.js"
+import { type Config, json } from "./internal/dashboard/http.js"
 import * as Web from "./internal/dashboard/web.js"
 import type * as QueueRepo from "./QueueRepo.js"
 
@@ -45,7 +46,17 @@ export interface Options {
   readonly token?: string | undefined
   /** The database URL, shown in the header with its password and query left out; none shows nothing. */
   readonly database?: string | undefined
+  /**
+   * The host names (any port) the dashboard answers to, from the request's
+   * Host header; others get 421 and nothing. Default: any. `docket dashboard`
+   * bound to a loopback address sets `LOOPBACK_HOSTS`, so that a web page
+   * whose name an attacker points at 127.0.0.1 (DNS rebinding) cannot read it.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
 }
+
+/** The names a dashboard bound to a loopback address answers to: 127.0.0.1, localhost, [::1]. */
+export { LOOPBACK_HOSTS }
 
 /** The port `docket dashboard` listens on by default. */
 export const DEFAULT_PORT = 4680
@@ -92,7 +103,13 @@ const configOf = (options: Options): Config => {
  */
 export const router = (options: Options = {}): HttpRouter.HttpRouter<never, QueueRepo.QueueRepo> => {
   const config = configOf(options)
-  return HttpRouter.concat(Api.routes(config), Web.routes(config))
+  const routes = HttpRouter.concat(Api.routes(config), Web.routes(config))
+  const hosts = options.allowedHosts
+  if (hosts === undefined) return routes
+  const misdirected = json({ error: "this dashboard does not answer to that host name", status: 421 }, 421)
+  return HttpRouter.use(routes, (route) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      hostAllowed(request.headers["host"], hosts) ? route : Effect.succeed(misdirected)))
 }
 
 /** Serves the dashboard on the `HttpServer` in context (e.g. `NodeHttpServer.layer`). */

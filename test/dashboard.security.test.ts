@@ -7,7 +7,9 @@
  * posts are refused; the actions change what they say.
  */
 import { Option } from "effect"
+import { request } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Dashboard } from "../src/index.js"
 import { cliBackends } from "./cli.support.js"
 import { get, HOSTILE, postForm, postJson, type Seeded, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
 
@@ -28,8 +30,9 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
     let readOnly: Served
     let guarded: Served
     let ids: Seeded
+    let url: string
     beforeAll(async () => {
-      const url = await backend.fresh()
+      url = await backend.fresh()
       readOnly = await serve(url, {})
       cleanups.push(readOnly.dispose)
       guarded = await serve(url, { token: TOKEN, basePath: BASE })
@@ -51,6 +54,27 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       expect(csrf).not.toBeNull()
       return { cookie: session, csrf: csrf![1] }
     }
+
+    it("bound to loopback names, it answers 421 to any other Host (DNS rebinding), and its pages to 127.0.0.1 and localhost", async () => {
+      const local = await serve(url, { allowedHosts: Dashboard.LOOPBACK_HOSTS })
+      cleanups.push(local.dispose)
+      const port = Number(local.host.split(":")[1])
+      // fetch cannot set Host: a plain request does.
+      const status = (host: string) =>
+        new Promise<number>((resolve, reject) => {
+          const req = request({ host: "127.0.0.1", port, path: "/items", headers: { host } }, (res) => {
+            res.resume()
+            resolve(res.statusCode ?? 0)
+          })
+          req.on("error", reject)
+          req.end()
+        })
+      expect(await status(`127.0.0.1:${port}`)).toBe(200)
+      expect(await status(`localhost:${port}`)).toBe(200)
+      expect(await status(`LOCALHOST:${port}`)).toBe(200)
+      expect(await status(`evil.example:${port}`)).toBe(421)
+      expect(await status("127.0.0.1.evil.example")).toBe(421)
+    })
 
     it("hostile payloads, keys, errors, results and worker names show as text and make no element", async () => {
       const pages = ["/", "/items", `/items/${ids.waiting}`, `/items/${ids.done}`, `/items/${ids.dead}`, "/workers", "/kinds",

@@ -42,6 +42,8 @@ const tokenOf = (option: Option.Option<string>): string | undefined =>
     return env !== undefined && env.trim() !== "" ? env.trim() : undefined
   })
 
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
+
 /** The command. */
 export const dashboard = Command.make(
   "dashboard",
@@ -50,17 +52,20 @@ export const dashboard = Command.make(
     Effect.gen(function*() {
       const url = databaseUrl(database)
       yield* refuseMissing(url)
+      const listenHost = Option.getOrElse(host, () => "127.0.0.1")
       const options: Dashboard.Options = {
         basePath: Option.getOrUndefined(basePath),
         token: tokenOf(token),
-        database: url
+        database: url,
+        // Bound to this machine only: answer only to its loopback names (no DNS rebinding).
+        allowedHosts: LOOPBACK.has(listenHost) ? Dashboard.LOOPBACK_HOSTS : undefined
       }
       // Checked before anything opens: a bad base path or token is bad usage (exit 2).
       const app = yield* Effect.try({
         try: () => Dashboard.layer(options),
         catch: (e) => usage(e instanceof InvalidInput ? e.reason : String(e))
       })
-      const listen = { port: Option.getOrElse(port, () => Dashboard.DEFAULT_PORT), host: Option.getOrElse(host, () => "127.0.0.1") }
+      const listen = { port: Option.getOrElse(port, () => Dashboard.DEFAULT_PORT), host: listenHost }
       const announce = Layer.effectDiscard(HttpServer.addressFormattedWith((address) =>
         Console.log(
           `docket dashboard listening on ${address}${options.basePath ?? ""}/ over ${Dashboard.describeDatabase(url)} (${

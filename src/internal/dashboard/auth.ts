@@ -98,3 +98,13 @@ export const crossSite = (request: RequestFacts): string | null => {
   }
   return host !== undefined && originHost === host ? null : `a request from ${origin}`
 }
+
+/** The names a loopback-bound dashboard answers to: a page of another name is a DNS-rebinding attempt. */
+export const LOOPBACK_HOSTS: ReadonlyArray<string> = ["127.0.0.1", "localhost", "[::1]"]
+
+/** Whether the Host header names one of `hosts` (any port), case-insensitively. */
+export const hostAllowed = (host: string | undefined, hosts: ReadonlyArray<string>): boolean => {
+  if (host === undefined) return false
+  const name = (host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.replace(/:\d+$/, "")).toLowerCase()
+  return hosts.some((h) => h.toLowerCase() === name)
+}
