@@ -265,6 +265,7 @@ describe("npm start (docket demo)", () => {
     expect(out).toContain(`npx docket dead list --database ${db}`)
     expect(out).toContain(`npx docket dead retry --all --database ${db}`)
     expect(out).toContain(`npx docket list --state done --database ${db}`)
+    expect(out).toContain(`npx docket dashboard --database ${db}`)
     const stats = await docket(["stats", "--json", "--database", db])
     expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, done: 25, dead: 1 })
     // The demo's temporary folder.
