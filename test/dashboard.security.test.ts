@@ -154,6 +154,30 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
         expect(response.status, why).toBe(403)
         expect(await stateOf(guarded, ids.dead), why).toBe("dead")
       }
+      // A body over 64 KiB is refused unread, changing nothing.
+      const big = await postForm(url, { _csrf: csrf, pad: "x".repeat(200_000) }, { cookie })
+      expect(big.status).toBe(413)
+      const bigJson = await postJson(`${guarded.root}/api/kinds/hostile.kind/limits`, { concurrency: 1, pad: "x".repeat(200_000) }, {
+        authorization: `Bearer ${TOKEN}`
+      })
+      expect(bigJson.status).toBe(413)
+      // Chunked, without a length: cut off at the limit (answered 400, or the connection closed mid-body).
+      const chunked = await new Promise<number | "reset">((resolve) => {
+        const req = request({
+          host: "127.0.0.1", port: Number(guarded.host.split(":")[1]), method: "POST", path: `${BASE}/api/kinds/hostile.kind/limits`,
+          headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", "transfer-encoding": "chunked" }
+        }, (res) => {
+          res.resume()
+          resolve(res.statusCode ?? 0)
+        })
+        req.on("error", () => resolve("reset"))
+        req.write(`{"concurrency":1,"pad":"`)
+        for (let i = 0; i < 20; i++) req.write("x".repeat(10_000))
+        req.end(`"}`)
+      })
+      expect([400, "reset"]).toContain(chunked)
+      expect((await guarded.repo((r) => r.listKinds)).find((k) => k.kind === "hostile.kind")?.concurrency).toBeNull()
+      expect(await stateOf(guarded, ids.dead)).toBe("dead")
       // The bearer API is refused cross-site too.
       expect((await postJson(`${guarded.root}/api/items/${ids.dead}/retry`, undefined, {
         authorization: `Bearer ${TOKEN}`, "sec-fetch-site": "cross-site"

@@ -8,7 +8,7 @@
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import * as QueueRepo from "../../QueueRepo.js"
-import { authorize, type Config, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
+import { authorize, bodyText, type Config, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
 import * as Bulk from "./bulk.js"
 import * as Metrics from "./metrics.js"
 import * as Model from "./model.js"
@@ -34,9 +34,11 @@ const ok = <A>(read: Effect.Effect<A, Problem>) => Effect.map(read, (body) => js
 /** The body of POST .../limits: `{ concurrency?: number | null, rate?: { limit, period } | "100/1m" | null }`. */
 const readLimits = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<LimitsInput, Problem> =>
   Effect.gen(function*() {
-    const body = yield* request.json.pipe(
-      Effect.mapError(() => new Problem({ status: 400, message: "the body must be a JSON object" }))
-    )
+    const text = yield* bodyText(request)
+    const body = yield* Effect.try({
+      try: (): unknown => JSON.parse(text),
+      catch: () => new Problem({ status: 400, message: "the body must be a JSON object" })
+    })
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
       return yield* new Problem({ status: 400, message: "the body must be a JSON object" })
     }

@@ -3,7 +3,7 @@
  * carries (the Content-Security-Policy among them), reading a request's
  * query, form and cookies, and the guard every action passes.
  */
-import { HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
+import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret } from "./auth.js"
 import type { View } from "./layout.js"
@@ -61,15 +61,23 @@ export const viewOf = (config: Config, request: HttpServerRequest.HttpServerRequ
 export const queryOf = (request: HttpServerRequest.HttpServerRequest): URLSearchParams =>
   new URL(request.url, "http://dashboard.invalid").searchParams
 
-/** A POST's form fields (urlencoded), or none for another body; at most 64 KiB are read. */
+/** The largest body an action reads (a form, a JSON body): a bigger one is refused unread. */
+export const MAX_BODY_BYTES = 64 * 1024
+
+/** A request's body as text, at most MAX_BODY_BYTES (413 beyond, 400 when it cannot be read). */
+export const bodyText = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<string, Problem> =>
+  Number(request.headers["content-length"] ?? 0) > MAX_BODY_BYTES
+    ? Effect.fail(new Problem({ status: 413, message: `the body is over ${MAX_BODY_BYTES} bytes` }))
+    : request.text.pipe(
+      HttpIncomingMessage.withMaxBodySize(Option.some(MAX_BODY_BYTES)),
+      Effect.catchTag("RequestError", () => Effect.fail(new Problem({ status: 400, message: "the body could not be read (or is too large)" })))
+    )
+
+/** A POST's form fields (urlencoded), or none for another body. */
 export const formOf = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<UrlParams.UrlParams, Problem> => {
   const type = request.headers["content-type"] ?? ""
   if (!type.startsWith("application/x-www-form-urlencoded")) return Effect.succeed(UrlParams.empty)
-  return request.text.pipe(
-    Effect.filterOrFail((text) => text.length <= 65_536, () => new Problem({ status: 413, message: "the form is too large" })),
-    Effect.map((text) => UrlParams.fromInput(new URLSearchParams(text))),
-    Effect.catchTag("RequestError", () => Effect.fail(new Problem({ status: 400, message: "the body could not be read" })))
-  )
+  return Effect.map(bodyText(request), (text) => UrlParams.fromInput(new URLSearchParams(text)))
 }
 
 /** A form field's value, or "". */
