@@ -30,7 +30,7 @@ import { HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { InvalidInput } from "./Errors.js"
 import * as Api from "./internal/dashboard/api.js"
-import { hostAllowed, LOOPBACK_HOSTS } from "./internal/dashboard/auth.js"
+import { hostAllowed, LOOPBACK_HOSTS, WrongTokens } from "./internal/dashboard/auth.js"
 import { type Config, json } from "./internal/dashboard/http.js"
 import * as Web from "./internal/dashboard/web.js"
 import type * as QueueRepo from "./QueueRepo.js"
@@ -92,7 +92,12 @@ const configOf = (options: Options): Config => {
       reason: `the token must be ${MIN_TOKEN_LENGTH} to 1024 characters without spaces (openssl rand -hex 24 makes one)`
     })
   }
-  return { base, token, database: options.database === undefined ? null : describeDatabase(options.database) }
+  return {
+    base,
+    token,
+    database: options.database === undefined ? null : describeDatabase(options.database),
+    wrongTokens: new WrongTokens()
+  }
 }
 
 /**

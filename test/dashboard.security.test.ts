@@ -76,6 +76,19 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       expect(await status("127.0.0.1.evil.example")).toBe(421)
     })
 
+    it("after 10 wrong tokens in a minute an address is refused (429), the right token too, and nothing changes", async () => {
+      const fresh = await serve(url, { token: TOKEN })
+      cleanups.push(fresh.dispose)
+      const retry = `${fresh.root}/api/items/${ids.dead}/retry`
+      for (let i = 0; i < 10; i++) expect((await postJson(retry, undefined, { authorization: `Bearer wrong-${i}-0123456789abcdef` })).status).toBe(403)
+      expect((await postJson(retry, undefined, { authorization: "Bearer wrong-again-0123456789abcdef" })).status).toBe(429)
+      expect((await postJson(retry, undefined, { authorization: `Bearer ${TOKEN}` })).status).toBe(429)
+      expect((await postForm(`${fresh.root}/login`, { token: TOKEN })).status).toBe(429)
+      expect(await stateOf(fresh, ids.dead)).toBe("dead")
+      // Another dashboard (another count) is not affected.
+      expect((await postJson(`${guarded.root}/api/items/999999/retry`, undefined, { authorization: `Bearer ${TOKEN}` })).status).toBe(404)
+    })
+
     it("hostile payloads, keys, errors, results and worker names show as text and make no element", async () => {
       const pages = ["/", "/items", `/items/${ids.waiting}`, `/items/${ids.done}`, `/items/${ids.dead}`, "/workers", "/kinds",
         `/items?q=${encodeURIComponent(HOSTILE.img)}`, `/items?key=${encodeURIComponent(HOSTILE.key)}`]

@@ -108,3 +108,39 @@ export const hostAllowed = (host: string | undefined, hosts: ReadonlyArray<strin
   const name = (host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.replace(/:\d+$/, "")).toLowerCase()
   return hosts.some((h) => h.toLowerCase() === name)
 }
+
+/** Wrong tokens (logins or bearer headers) one address may present in a minute; then it is refused for the rest of it. */
+export const MAX_WRONG_TOKENS = 10
+const WINDOW_MS = 60_000
+const MAX_ADDRESSES = 10_000
+
+/**
+ * The wrong tokens presented lately, by remote address: past
+ * MAX_WRONG_TOKENS in a minute, every token from that address is refused
+ * (429), the right one too, until the minute has passed. Guessing online is
+ * then hopeless for any token of 16 characters or more. Behind a proxy every
+ * client shares the proxy's address: a guesser locks the others out for a
+ * minute, not in.
+ */
+export class WrongTokens {
+  private readonly byAddress = new Map<string, Array<number>>()
+
+  private recent(address: string, nowMs: number): Array<number> {
+    const list = (this.byAddress.get(address) ?? []).filter((t) => nowMs - t < WINDOW_MS)
+    if (list.length === 0) this.byAddress.delete(address)
+    else this.byAddress.set(address, list)
+    return list
+  }
+
+  /** Whether tokens from this address are refused now. */
+  blocked(address: string, nowMs: number): boolean {
+    return this.recent(address, nowMs).length >= MAX_WRONG_TOKENS
+  }
+
+  /** Records a wrong token from this address. */
+  failed(address: string, nowMs: number): void {
+    // A flood of addresses cannot grow the map without bound.
+    if (this.byAddress.size >= MAX_ADDRESSES && !this.byAddress.has(address)) this.byAddress.clear()
+    this.byAddress.set(address, [...this.recent(address, nowMs), nowMs])
+  }
+}

@@ -5,7 +5,7 @@
  */
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret } from "./auth.js"
+import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret, type WrongTokens } from "./auth.js"
 import type { View } from "./layout.js"
 import { Problem } from "./model.js"
 
@@ -17,7 +17,18 @@ export interface Config {
   readonly token: string | null
   /** The database as pages show it (never its password), or null to show none. */
   readonly database: string | null
+  /** The wrong tokens presented lately, by address (this router's own). */
+  readonly wrongTokens: WrongTokens
 }
+
+/** The address a request came from, as the wrong-token count keys it. */
+export const addressOf = (request: HttpServerRequest.HttpServerRequest): string => Option.getOrElse(request.remoteAddress, () => "unknown")
+
+/** A 429 when this address presented too many wrong tokens lately. */
+export const tooManyWrongTokens = (config: Config, request: HttpServerRequest.HttpServerRequest): Effect.Effect<void, Problem> =>
+  config.wrongTokens.blocked(addressOf(request), Date.now())
+    ? Effect.fail(new Problem({ status: 429, message: "too many wrong tokens from this address: try again in a minute" }))
+    : Effect.void
 
 /** No inline script or style, nothing from another origin, no framing, forms only to this origin. */
 export const CSP =
@@ -97,10 +108,14 @@ export const authorize = (
   const foreign = crossSite(factsOf(request))
   if (foreign !== null) return Effect.fail(new Problem({ status: 403, message: `refused: ${foreign} cannot act here` }))
   const who = accessOf(config, request)
+  if (who._tag === "Bearer" || who._tag === "BadToken") {
+    if (config.wrongTokens.blocked(addressOf(request), Date.now())) return tooManyWrongTokens(config, request)
+  }
   switch (who._tag) {
     case "ReadOnly":
       return Effect.fail(new Problem({ status: 403, message: "read-only: this dashboard was started without a token" }))
     case "BadToken":
+      config.wrongTokens.failed(addressOf(request), Date.now())
       return Effect.fail(new Problem({ status: 403, message: "the bearer token is not this dashboard's token" }))
     case "Anonymous":
       return Effect.fail(new Problem({ status: 401, message: "log in, or send Authorization: Bearer <token>" }))

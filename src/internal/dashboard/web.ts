@@ -10,7 +10,7 @@ import * as Assets from "./assets.js"
 import * as Bulk from "./bulk.js"
 import { crossSite, newSession, SESSION_COOKIE, SESSION_MS, sameSecret } from "./auth.js"
 import type { Html } from "./html.js"
-import { authorize, type Config, factsOf, field, formOf, queryOf, secured, viewOf } from "./http.js"
+import { addressOf, authorize, type Config, factsOf, field, formOf, queryOf, secured, tooManyWrongTokens, viewOf } from "./http.js"
 import { errorPage, loginPage, type View } from "./layout.js"
 import * as Model from "./model.js"
 import { type ItemAction, Problem } from "./model.js"
@@ -164,8 +164,12 @@ const login = (config: Config, request: HttpServerRequest.HttpServerRequest, vie
     const foreign = crossSite(factsOf(request))
     if (foreign !== null) return yield* new Problem({ status: 403, message: `refused: ${foreign} cannot log in here` })
     if (config.token === null) return htmlResponse(loginPage(view, null), 403)
+    yield* tooManyWrongTokens(config, request)
     const given = field(yield* formOf(request), "token")
-    if (given === "" || !sameSecret(given, config.token)) return htmlResponse(loginPage(view, "That is not the token."), 403)
+    if (given === "" || !sameSecret(given, config.token)) {
+      config.wrongTokens.failed(addressOf(request), Date.now())
+      return htmlResponse(loginPage(view, "That is not the token."), 403)
+    }
     const secure = request.headers["x-forwarded-proto"] === "https"
     return seeOther(`${config.base}/`).pipe(
       HttpServerResponse.unsafeSetCookie(SESSION_COOKIE, newSession(config.token, Date.now()), {
