@@ -53,6 +53,35 @@ export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
     return { kinds, oldestDue, throughput: byMinute(finished), finishedByKind: finished, workers }
   }).pipe(Effect.mapError(toProblem))
 
+/** How long one read of the overview serves every viewer and scrape (its reads scan the items). */
+export const OVERVIEW_TTL_MS = 2000
+
+/**
+ * The overview read at most once per OVERVIEW_TTL_MS, however many pages
+ * refresh and scrapers scrape: what a dashboard adds to the database's load
+ * is bounded by time, not by its viewers. (Actions do not wait for it: a
+ * page after an action may show the state of up to 2 s before.)
+ */
+export class OverviewCache {
+  private last: { readonly at: number; readonly value: Overview } | undefined
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  read(repo: Service): Effect.Effect<Overview, Problem> {
+    return Effect.suspend(() => {
+      const now = this.clock()
+      const last = this.last
+      if (last !== undefined && now - last.at < OVERVIEW_TTL_MS && now >= last.at) return Effect.succeed(last.value)
+      return Effect.tap(overview(repo), (value) => Effect.sync(() => (this.last = { at: now, value })))
+    })
+  }
+
+  /** Forgets the last read: the next one reads the database (after an action, so its page shows it). */
+  clear(): void {
+    this.last = undefined
+  }
+}
+
 /** The filters of an item listing, as its URL gives them (`/items?state=&kind=&key=&q=&cursor=`). */
 export interface ItemFilter {
   readonly state?: ListState | undefined
