@@ -43,7 +43,7 @@ const byMinute = (rows: ReadonlyArray<FinishedMinute>): Overview["throughput"] =
   return [...minutes.values()].sort((a, b) => a.minute - b.minute)
 }
 
-/** Reads the overview (five statements, run one after another: a dashboard takes one connection at a time). */
+/** Reads the overview (four statements, one after another: a dashboard takes one connection at a time). */
 export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
   Effect.gen(function*() {
     const kinds = yield* repo.listKinds
