@@ -53,6 +53,30 @@ export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
     return { kinds, oldestDue, throughput: byMinute(finished), finishedByKind: finished, workers }
   }).pipe(Effect.mapError(toProblem))
 
+/** Finished items per minute as aligned columns (what a time-series chart takes): every minute of the window, zeros included. */
+export interface Series {
+  /** Each minute's start, epoch ms (database clock), oldest first. */
+  readonly minutes: ReadonlyArray<number>
+  readonly done: ReadonlyArray<number>
+  readonly dead: ReadonlyArray<number>
+  readonly cancelled: ReadonlyArray<number>
+}
+
+/** The last `minutes` minutes (1 to 1,440; the current one included) as aligned columns, summed over kinds (or of one kind). */
+export const throughput = (repo: Service, minutes: number, kind: string | undefined): Effect.Effect<Series, Problem> =>
+  Effect.gen(function*() {
+    const rows = yield* repo.finishedPerMinute(minutes).pipe(Effect.mapError(toProblem))
+    const last = Math.floor(Date.now() / 60_000) * 60_000
+    const starts = Array.from({ length: minutes }, (_, i) => last - (minutes - 1 - i) * 60_000)
+    const index = new Map(starts.map((m, i) => [m, i]))
+    const columns = { done: starts.map(() => 0), dead: starts.map(() => 0), cancelled: starts.map(() => 0) }
+    for (const r of rows) {
+      const i = index.get(r.minute)
+      if (i !== undefined && (kind === undefined || r.kind === kind)) columns[r.state][i] += r.count
+    }
+    return { minutes: starts, ...columns }
+  })
+
 /** How long one read of the overview serves every viewer and scrape (its reads scan the items). */
 export const OVERVIEW_TTL_MS = 2000
 
