@@ -41,6 +41,12 @@ export type InvalidField =
   | "retention"
   /** A recurring schedule's declaration given to the store unchecked (the reason names what). */
   | "schedule"
+  /** A `searchItems` text that is empty or too long. */
+  | "text"
+  /** A `finishedPerMinute` window out of range. */
+  | "minutes"
+  /** A dashboard's options (the reason names which). */
+  | "dashboard"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

@@ -29,6 +29,7 @@ import * as Dead from "./internal/store/dead.js"
 import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
 import * as History from "./internal/store/history.js"
+import * as Insights from "./internal/store/insights.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as Schedules from "./internal/store/schedules.js"
@@ -144,7 +145,8 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
     ...Cancel.make(dialect, wakeups),
     nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
     ...Workers.make(dialect),
-    ...Schedules.make(dialect, wakeups, enqueue.enqueueMany)
+    ...Schedules.make(dialect, wakeups, enqueue.enqueueMany),
+    ...Insights.make(dialect, wakeups)
   }
 }
 

@@ -9,6 +9,8 @@
 
 /** Backoff policies: how long a failed item waits before its next attempt. */
 export * as Backoff from "./Backoff.js"
+/** A web dashboard, a JSON API and Prometheus metrics over a queue's database. */
+export * as Dashboard from "./Dashboard.js"
 /** The database: a migrated `SqlClient` layer for a PostgreSQL URL or a SQLite file. */
 export * as Database from "./Database.js"
 /** One layer for database, queue and worker pool; typed clients; try-at-once-or-enqueue. */

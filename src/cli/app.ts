@@ -9,6 +9,7 @@
  */
 import { Command, CommandDescriptor } from "@effect/cli"
 import { cancel } from "./commands/cancel.js"
+import { dashboard } from "./commands/dashboard.js"
 import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
@@ -55,10 +56,11 @@ export const tree: CommandNode = node(docketGroup, [
   node(kindGroup, kindCommands.map((c) => node(c))),
   node(recurringGroup, recurringCommands.map((c) => node(c))),
   node(cancel),
+  node(dashboard),
   node(demoCommand)
 ])
 
 /** The root command: `docket <subcommand>`. */
 export const root = docketGroup.pipe(Command.withSubcommands([
-  migrate, enqueue, worker, stats, workers, list, show, dead, kind, recurring, cancel, demoCommand
+  migrate, enqueue, worker, stats, workers, list, show, dead, kind, recurring, cancel, dashboard, demoCommand
 ]))

@@ -28,7 +28,10 @@ export const withRepo = <A, E>(
 export const withExistingRepo = <A, E>(
   url: string,
   f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
-) =>
+) => refuseMissing(url).pipe(Effect.zipRight(withRepo(url, f)))
+
+/** Fails with a usage error when `url` is a SQLite file that does not exist (in a folder that does). */
+export const refuseMissing = (url: string) =>
   Effect.suspend(() => {
     const target = Database.parse(url)
     const missing = target._tag === "Sqlite" && target.filename !== ":memory:" && !existsSync(target.filename) &&
@@ -36,7 +39,7 @@ export const withExistingRepo = <A, E>(
     return missing
       ? Effect.fail(usage(`no queue at ${url} (docket migrate, enqueue or worker makes one)`))
       : Effect.void
-  }).pipe(Effect.zipRight(withRepo(url, f)))
+  })
 
 /** The database of a URL as the command names it in its output. */
 export const describeDatabase = (url: string): string => Database.describe(Database.parse(url))

@@ -116,6 +116,13 @@ export interface ScheduleFields {
 export interface Dialect {
   readonly name: "pg" | "sqlite"
   /**
+   * Runs one of internal/sql's constant texts of this dialect (its `pg` or
+   * `sqlite` text, chosen by `name`) with positional parameters: for the
+   * statement groups bound in their store part (internal/store/insights.ts),
+   * whose parameters are the same in both dialects.
+   */
+  readonly run: <A extends object>(text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /**
    * Inserts rows in order, skipping those whose key a waiting item holds;
    * returns inserted rows in id order. `traceContext`: the enqueuer's W3C
    * traceparent, stored with every row (null outside a trace).

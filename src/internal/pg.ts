@@ -64,6 +64,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
   const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, pooled)
   return {
     name: "pg",
+    run,
     insert: (rows, traceContext) => {
       if (rows.length === 1) {
         const r = rows[0]

@@ -90,6 +90,7 @@ export const make = (sql: SqlClient): Dialect => {
     transaction(Effect.zipWith(first, second, (a, b) => [...a, ...b]))
   return {
     name: "sqlite",
+    run,
     insert: (rows, traceContext) =>
       run<KeyRow>(Insert.sqlite, [
         JSON.stringify(rows.map((r) => [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts])),

@@ -109,7 +109,8 @@ export const runDemo = (database: Option.Option<string>) =>
     }
     lines.push(
       `What ran, kept for 24 h (its attempts' errors and results): npx docket list --state done --database ${db}`,
-      `Queue counts: npx docket stats --database ${db}`
+      `Queue counts: npx docket stats --database ${db}`,
+      `All of it in a browser (http://127.0.0.1:4680/): npx docket dashboard --database ${db}`
     )
     yield* Console.log(lines.join("\n"))
   })

@@ -7,9 +7,9 @@ import type { Duration, Effect, Option } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
-  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, GlobalLimits, Item, ItemPage, KindInfo,
-  ListOptions, PruneResult, ReleaseOutcome, ScheduleInfo, SnoozeOutcome, SnoozeRequest, Stats, TickPass,
-  WorkerHeartbeat, WorkerInfo, WorkerListOptions
+  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage,
+  KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
+  SnoozeRequest, Stats, TickPass, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 import type { Declaration } from "../../Recurring.js"
 
@@ -160,4 +160,30 @@ export interface Service {
   readonly touchSchedules: (names: ReadonlyArray<string>) => Effect.Effect<void, E>
   /** Every stored schedule by name, live or stopped, with its next and last tick and the last tick's item. */
   readonly listSchedules: Effect.Effect<ReadonlyArray<ScheduleInfo>, E>
+  /**
+   * Per kind with due items (waiting and due, or running with an ended
+   * lease), how long its oldest due item has been due, on the database's
+   * clock: the latency to alert on. A paused kind's items count (they wait).
+   */
+  readonly oldestDue: Effect.Effect<ReadonlyArray<OldestDue>, E>
+  /**
+   * Items finished (done, dead, cancelled) in each minute of the last
+   * `minutes` (default 60, at most 1,440), by kind and state, oldest minute
+   * first; minutes with none are left out. Read from the kept history, so a
+   * retention shorter than the window undercounts.
+   */
+  readonly finishedPerMinute: (minutes?: number) => Effect.Effect<ReadonlyArray<FinishedMinute>, EI>
+  /**
+   * Items by state, kind, dedupe key and a text in the payload or last error,
+   * newest first by id, a page at a time. Each page reads at most
+   * `SearchPage.scanCap` rows (10,000), so a rare match may take several
+   * pages, some empty but with a cursor. A bad filter or cursor is an InvalidInput.
+   */
+  readonly searchItems: (options?: SearchOptions) => Effect.Effect<SearchPage, EI>
+  /**
+   * Scheduled items (waiting, due later) due now ("run now"); their ids.
+   * Others (due already, running, finished, unknown) are left as they are.
+   * Idle pools are woken (LISTEN on PostgreSQL, this process's at once).
+   */
+  readonly runNow: (ids: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<number>, EI>
 }

@@ -1,0 +1,84 @@
+/**
+ * /metrics in Prometheus' text format (version 0.0.4), read from the
+ * database, so one scrape covers every worker on every host. Every series is
+ * a gauge: the history is pruned, so a count read from it can fall, and a
+ * counter must never fall; "finished in the last hour" is what an alert on
+ * failures wants anyway (docs/dashboard.md has the rules).
+ */
+import type { Overview } from "./model.js"
+
+/** The Content-Type of the text format. */
+export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+// A label value escaped as the format asks: backslash, double quote, newline.
+const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n")
+
+const labels = (pairs: Readonly<Record<string, string>>) => {
+  const parts = Object.entries(pairs).map(([k, v]) => `${k}="${label(v)}"`)
+  return parts.length === 0 ? "" : `{${parts.join(",")}}`
+}
+
+interface Family {
+  readonly name: string
+  readonly help: string
+  readonly samples: ReadonlyArray<readonly [Readonly<Record<string, string>>, number]>
+}
+
+const family = (f: Family) =>
+  [`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} gauge`, ...f.samples.map(([l, v]) => `${f.name}${labels(l)} ${v}`)].join("\n")
+
+const STATES = ["waiting", "scheduled", "running", "expired", "done", "dead", "cancelled"] as const
+
+/** The exposition of an overview. */
+export const render = (o: Overview): string => {
+  const kindNames = o.kinds.map((k) => k.kind)
+  const due = new Map(o.oldestDue.map((d) => [d.kind, d]))
+  const live = o.workers.filter((w) => w.status === "live")
+  const finished = new Map<string, number>()
+  for (const r of o.finishedByKind) finished.set(`${r.kind}\u0000${r.state}`, (finished.get(`${r.kind}\u0000${r.state}`) ?? 0) + r.count)
+  const hosts = new Map<string, number>()
+  for (const w of live) hosts.set(w.host, (hosts.get(w.host) ?? 0) + 1)
+  const families: Array<Family> = [
+    {
+      name: "docket_items",
+      help: "Items stored, by kind and state (waiting: due now; scheduled: due later; expired: running with an ended lease).",
+      samples: o.kinds.flatMap((k) => STATES.map((state) => [{ kind: k.kind, state }, k.counts[state]] as const))
+    },
+    {
+      name: "docket_oldest_due_seconds",
+      help: "How long the kind's oldest due item has waited to start, in seconds (0 when none is due).",
+      samples: kindNames.map((kind) => [{ kind }, (due.get(kind)?.ageMs ?? 0) / 1000] as const)
+    },
+    {
+      name: "docket_finished_last_hour",
+      help: "Items that finished in the last hour, by kind and state (done, dead, cancelled), from the kept history.",
+      samples: kindNames.flatMap((kind) =>
+        (["done", "dead", "cancelled"] as const).map((state) => [{ kind, state }, finished.get(`${kind}\u0000${state}`) ?? 0] as const)
+      )
+    },
+    {
+      name: "docket_kind_paused",
+      help: "1 when the kind is paused (no worker starts its items).",
+      samples: o.kinds.map((k) => [{ kind: k.kind }, k.paused ? 1 : 0] as const)
+    },
+    {
+      name: "docket_kind_live_workers",
+      help: "Live worker pools that claim the kind (a pool claiming every kind counts for each).",
+      samples: kindNames.map((kind) => [{ kind }, live.filter((w) => w.kinds === null || w.kinds.includes(kind)).length] as const)
+    },
+    {
+      name: "docket_workers",
+      help: "Live worker pools, by host.",
+      samples: [...hosts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([host, n]) => [{ host }, n] as const)
+    },
+    {
+      name: "docket_workers_running",
+      help: "Items running in live worker pools at their last heartbeat, by host.",
+      samples: [...hosts.keys()].sort().map((host) => [
+        { host },
+        live.filter((w) => w.host === host).reduce((n, w) => n + w.running, 0)
+      ] as const)
+    }
+  ]
+  return families.map(family).join("\n") + "\n"
+}

@@ -1,0 +1,139 @@
+/**
+ * What a dashboard and /metrics read beyond `stats` and `list`: the age of
+ * each kind's oldest due item, finished items per minute, items found by key
+ * or by text (a bounded scan, sql/insights.ts says what each costs); and
+ * "run now", which makes scheduled items due at once.
+ */
+import { Effect, Either } from "effect"
+import type { FinishedMinute, FinishedState, ListState, OldestDue, SearchOptions } from "../../Domain.js"
+import { InvalidInput } from "../../Errors.js"
+import type * as Wakeups from "../../Wakeups.js"
+import type { Dialect } from "../dialect.js"
+import { type IdRow, type ItemRow, num, numOrNull } from "../rows.js"
+import * as Sql from "../sql/insights.js"
+import { TOP_KEY } from "../sql/list.js"
+import * as V from "../validate.js"
+import { storage, toIds, toItem } from "./decode.js"
+import type { Service } from "./service.js"
+
+const LIST_STATES: ReadonlyArray<ListState> = ["waiting", "scheduled", "running", "done", "dead", "cancelled"]
+
+/** The longest text a search takes. */
+export const SEARCH_TEXT_MAX = 200
+
+interface Filters {
+  readonly state: ListState | null
+  readonly kind: string | null
+  readonly key: string | null
+  readonly text: string | null
+}
+
+const badCursor = new InvalidInput({ field: "cursor", reason: "is not a cursor a page of this search returned" })
+
+// As list's cursor: the filters it belongs to and the id to go on below, as
+// base64url JSON, checked so that a cursor of another search is refused.
+const encodeCursor = (f: Filters, id: number) =>
+  Buffer.from(JSON.stringify([2, f.state, f.kind, f.key, f.text, id]), "utf8").toString("base64url")
+
+const decodeCursor = (cursor: unknown, f: Filters): Either.Either<number, InvalidInput> => {
+  if (typeof cursor !== "string" || cursor.length === 0 || cursor.length > 4000) return Either.left(badCursor)
+  try {
+    const p: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))
+    if (
+      Array.isArray(p) && p.length === 6 && p[0] === 2 && p[1] === f.state && p[2] === f.kind && p[3] === f.key &&
+      p[4] === f.text && Number.isSafeInteger(p[5]) && p[5] >= 1
+    ) return Either.right(p[5] as number)
+  } catch {
+    // falls through: not a cursor
+  }
+  return Either.left(badCursor)
+}
+
+const checkText = (text: unknown): Either.Either<string, InvalidInput> =>
+  typeof text === "string" && text.length >= 1 && text.length <= SEARCH_TEXT_MAX && !text.includes("\u0000") &&
+    text.isWellFormed()
+    ? Either.right(text)
+    : Either.left(new InvalidInput({ field: "text", reason: `must be a text of 1 to ${SEARCH_TEXT_MAX} characters` }))
+
+const checkFilters = (o: SearchOptions) =>
+  Effect.gen(function*() {
+    const state = o.state ?? null
+    if (state !== null && !LIST_STATES.includes(state)) {
+      return yield* new InvalidInput({ field: "state", reason: `must be one of ${LIST_STATES.join(", ")}` })
+    }
+    const kind = o.kind === undefined ? null : yield* V.lift(V.checkKind(o.kind))
+    const key = o.key === undefined ? null : yield* V.lift(V.checkKey(o.key))
+    const text = o.text === undefined ? null : yield* V.lift(checkText(o.text))
+    return { state, kind, key, text } satisfies Filters
+  })
+
+/** Checks ids of "run now" (as a cancel's: 1 to MAX_CANCEL_IDS positive integers). */
+const checkIds = (ids: ReadonlyArray<number>) =>
+  Effect.gen(function*() {
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > V.MAX_CANCEL_IDS) {
+      return yield* new InvalidInput({ field: "ids", reason: `give 1 to ${V.MAX_CANCEL_IDS} ids` })
+    }
+    for (const id of ids) yield* V.lift(V.checkIntegerIn("ids", id, 1, Number.MAX_SAFE_INTEGER))
+    return [...new Set(ids)]
+  })
+
+type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "searchItems" | "runNow">
+
+/** The read model's operations and "run now" over a dialect. */
+export const make = (dialect: Dialect, wakeups: Wakeups.Service): Ops => {
+  const sql = dialect.name === "pg" ? Sql.pg : Sql.sqlite
+  const search: Service["searchItems"] = (options = {}) =>
+    Effect.gen(function*() {
+      const f = yield* checkFilters(options)
+      const limit = options.limit === undefined ? 50 : yield* V.lift(V.checkIntegerIn("limit", options.limit, 1, 1000))
+      const before = options.cursor === undefined ? TOP_KEY : yield* V.lift(decodeCursor(options.cursor, f))
+      const [window] = yield* dialect.run<{ floor: number | string | null; n: number | string }>(
+        sql.searchFloor,
+        [before, Sql.SEARCH_SCAN_CAP]
+      ).pipe(Effect.mapError(storage("searchItems")))
+      const floor = numOrNull(window?.floor)
+      if (floor === null) return { items: [], cursor: null, scanCap: Sql.SEARCH_SCAN_CAP }
+      const rows = yield* dialect.run<ItemRow>(sql.search, [before, floor, f.state, f.kind, f.key, f.text, limit + 1])
+        .pipe(Effect.mapError(storage("searchItems")))
+      const items = rows.slice(0, limit).map(toItem)
+      // A full page goes on below its last item; a short one below the rows
+      // it read, when it read a full window (older rows remain).
+      const cursor = rows.length > limit
+        ? encodeCursor(f, items[items.length - 1].id)
+        : num(window.n) >= Sql.SEARCH_SCAN_CAP && floor > 1
+        ? encodeCursor(f, floor)
+        : null
+      return { items, cursor, scanCap: Sql.SEARCH_SCAN_CAP }
+    })
+  return {
+    oldestDue: dialect.run<{ kind: string; age_ms: number | string; n: number | string }>(sql.oldestDue, []).pipe(
+      Effect.map((rows) =>
+        rows.map((r): OldestDue => ({ kind: r.kind, ageMs: Math.max(0, num(r.age_ms)), due: num(r.n) }))
+      ),
+      Effect.mapError(storage("oldestDue"))
+    ),
+    finishedPerMinute: (minutes = 60) =>
+      V.lift(V.checkIntegerIn("minutes", minutes, 1, 24 * 60)).pipe(
+        Effect.flatMap((m) =>
+          dialect.run<{ kind: string; state: FinishedState; minute: number | string; n: number | string }>(
+            sql.finishedPerMinute,
+            [m * 60_000]
+          ).pipe(Effect.mapError(storage("finishedPerMinute")))
+        ),
+        Effect.map((rows) =>
+          rows.map((r): FinishedMinute => ({ minute: num(r.minute), kind: r.kind, state: r.state, count: num(r.n) }))
+        )
+      ),
+    searchItems: search,
+    runNow: (ids) =>
+      checkIds(ids).pipe(
+        Effect.flatMap((unique) =>
+          dialect.run<IdRow>(sql.runNow, [dialect.name === "pg" ? unique : JSON.stringify(unique)]).pipe(
+            Effect.mapError(storage("runNow"))
+          )
+        ),
+        Effect.map(toIds),
+        Effect.tap((moved) => (moved.length > 0 ? wakeups.enqueued : Effect.void))
+      )
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * The read model's operations (oldestDue, finishedPerMinute, searchItems)
+ * and runNow, written once and run on SQLite and PostgreSQL
+ * (test/insights.sqlite.test.ts, test/insights.pg.test.ts). Time is moved by
+ * editing rows, never by sleeping.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import { QueueRepo } from "../../src/index.js"
+import { type Backend, setRow } from "../support/db.js"
+import { dbNow, withRepo } from "./harness.js"
+
+const Repo = QueueRepo.QueueRepo
+
+/** Runs `program` on a fresh database, timed out after 30 s. */
+const run = <A, E>(backend: Backend, program: Effect.Effect<A, E, QueueRepo.QueueRepo | import("@effect/sql").SqlClient.SqlClient>) =>
+  withRepo(backend, program).pipe(Effect.timeout("30 seconds"))
+
+/** Fails one claimed item dead with `error`. */
+const killOne = (repo: QueueRepo.Service, kind: string, error: string) =>
+  Effect.gen(function*() {
+    const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: [kind] })
+    expect(yield* repo.fail(claim, error, { _tag: "Dead" })).toBe("dead")
+    return claim.id
+  })
+
+export const insightsConformance = (backend: Backend) => {
+  describe("the dashboard's read model", () => {
+    it.live("oldestDue: per kind, the age of the oldest due item (waiting, or running with an ended lease), on the database clock", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        expect(yield* repo.oldestDue).toEqual([])
+        const now = yield* dbNow
+        const a = yield* repo.enqueue("mail", 1)
+        yield* repo.enqueue("mail", 2)
+        yield* setRow(a.id, { run_at: now - 90_000 })
+        yield* repo.enqueue("mail", "later", { delay: "1 hour" })
+        const b = yield* repo.enqueue("report", 1)
+        const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["report"] })
+        expect(claim.id).toBe(b.id)
+        expect(yield* repo.oldestDue).toEqual([expect.objectContaining({ kind: "mail", due: 2 })])
+        yield* setRow(b.id, { lease_until: now - 30_000 })
+        const rows = yield* repo.oldestDue
+        expect(rows.map((r) => [r.kind, r.due])).toEqual([["mail", 2], ["report", 1]])
+        expect(rows[0].ageMs).toBeGreaterThanOrEqual(90_000)
+        expect(rows[0].ageMs).toBeLessThan(100_000)
+        expect(rows[1].ageMs).toBeGreaterThanOrEqual(30_000)
+        expect(rows[1].ageMs).toBeLessThan(40_000)
+      })))
+
+    it.live("finishedPerMinute: finished items by minute, kind and state within the window; older ones left out", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        yield* repo.enqueueMany([1, 2, 3].map((i) => ({ kind: "mail", payload: i })))
+        const claims = yield* repo.claim({ worker: "w", limit: 2, lease: "1 minute" })
+        yield* repo.completeMany(claims)
+        const dead = yield* killOne(repo, "mail", "boom")
+        const old = yield* repo.enqueue("mail", "old")
+        const [oldClaim] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute" })
+        yield* repo.complete(oldClaim)
+        const now = yield* dbNow
+        yield* setRow(old.id, { finished_at: now - 2 * 3600_000 })
+        yield* setRow(dead, { finished_at: now - 10 * 60_000 })
+        const rows = yield* repo.finishedPerMinute(60)
+        const minute = (t: number) => Math.floor(t / 60_000) * 60_000
+        expect(rows.find((r) => r.state === "dead")).toEqual({ minute: minute(now - 10 * 60_000), kind: "mail", state: "dead", count: 1 })
+        expect(rows.filter((r) => r.state === "done").reduce((n, r) => n + r.count, 0)).toBe(2)
+        expect(yield* repo.finishedPerMinute(5)).toEqual(rows.filter((r) => r.state === "done"))
+        expect((yield* repo.finishedPerMinute(3 * 60)).filter((r) => r.state === "done").reduce((n, r) => n + r.count, 0)).toBe(3)
+        const refused = yield* Effect.flip(repo.finishedPerMinute(0))
+        expect(refused).toMatchObject({ _tag: "InvalidInput", field: "minutes" })
+      })))
+
+    it.live("searchItems: by state, kind, key and text in the payload or the last error, newest first, paged by cursor", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        const ids: Array<number> = []
+        for (let i = 0; i < 7; i++) {
+          ids.push((yield* repo.enqueue(i % 2 === 0 ? "mail" : "report", { to: `User${i}@Example.com` }, { key: `k${i}` })).id)
+        }
+        const dead = yield* killOne(repo, "report", "SMTP said: Mailbox FULL")
+        expect((yield* repo.searchItems({ key: "k3" })).items.map((i) => i.id)).toEqual([ids[3]])
+        expect((yield* repo.searchItems({ text: "user4@example" })).items.map((i) => i.id)).toEqual([ids[4]])
+        expect((yield* repo.searchItems({ text: "mailbox full" })).items.map((i) => i.id)).toEqual([dead])
+        expect((yield* repo.searchItems({ state: "dead" })).items.map((i) => i.id)).toEqual([dead])
+        expect((yield* repo.searchItems({ state: "waiting", kind: "report" })).items.map((i) => i.id)).toEqual(
+          [ids[5], ids[3], ids[1]].filter((id) => id !== dead)
+        )
+        // Pages of 2, newest first, every item once.
+        const seen: Array<number> = []
+        let cursor: string | undefined
+        for (let page = 0; page < 10; page++) {
+          const got = yield* repo.searchItems({ text: "example.com", limit: 2, cursor })
+          seen.push(...got.items.map((i) => i.id))
+          if (got.cursor === null) break
+          cursor = got.cursor
+        }
+        expect(seen).toEqual([...ids].reverse())
+        // A cursor of another search is refused; bad filters are InvalidInput.
+        const first = yield* repo.searchItems({ text: "example.com", limit: 2 })
+        expect(yield* Effect.flip(repo.searchItems({ text: "other", cursor: first.cursor! }))).toMatchObject({ field: "cursor" })
+        expect(yield* Effect.flip(repo.searchItems({ text: "" }))).toMatchObject({ field: "text" })
+        expect(yield* Effect.flip(repo.searchItems({ state: "nope" as "dead" }))).toMatchObject({ field: "state" })
+        // Text is a parameter, never SQL or a LIKE pattern.
+        expect((yield* repo.searchItems({ text: "%' OR 1=1 --" })).items).toEqual([])
+        expect((yield* repo.searchItems({ text: "_" })).items).toEqual([])
+      })))
+
+    it.live("searchItems reads at most scanCap rows a page: a rare match is found on a later page through a cursor", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        const needle = yield* repo.enqueue("mail", { needle: true })
+        const cap = (yield* repo.searchItems({})).scanCap
+        for (let done = 0; done < cap + 10; done += 1000) {
+          yield* repo.enqueueMany(Array.from({ length: 1000 }, (_, i) => ({ kind: "mail", payload: { hay: done + i } })))
+        }
+        const first = yield* repo.searchItems({ text: "needle" })
+        expect(first.items).toEqual([])
+        expect(first.cursor).not.toBeNull()
+        const second = yield* repo.searchItems({ text: "needle", cursor: first.cursor! })
+        expect(second.items.map((i) => i.id)).toEqual([needle.id])
+        expect(second.cursor).toBeNull()
+      })), 60_000)
+
+    it.live("runNow: scheduled items become due now; due, running and finished ones and unknown ids are left alone", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        const later = yield* repo.enqueue("mail", 1, { delay: "1 hour" })
+        const due = yield* repo.enqueue("mail", 2)
+        const before = yield* dbNow
+        expect(yield* repo.runNow([later.id, due.id, 999_999])).toEqual([later.id])
+        const item = Option.getOrThrow(yield* repo.get(later.id))
+        expect(item.runAt).toBeGreaterThanOrEqual(before - 5)
+        expect(item.runAt).toBeLessThanOrEqual((yield* dbNow) + 5)
+        expect(yield* repo.runNow([later.id])).toEqual([])
+        const claims = yield* repo.claim({ worker: "w", limit: 10, lease: "1 minute" })
+        expect(claims.map((c) => c.id).sort((a, b) => a - b)).toEqual([later.id, due.id])
+        expect(yield* Effect.flip(repo.runNow([]))).toMatchObject({ field: "ids" })
+        expect(yield* Effect.flip(repo.runNow([0]))).toMatchObject({ field: "ids" })
+      })))
+  })
+}
