@@ -31,6 +31,7 @@ import { Effect, Layer } from "effect"
 import { InvalidInput } from "./Errors.js"
 import * as Api from "./internal/dashboard/api.js"
 import { hostAllowed, LOOPBACK_HOSTS, WrongTokens } from "./internal/dashboard/auth.js"
+import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
 import { OverviewCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
@@ -60,10 +61,10 @@ export interface Options {
 export { LOOPBACK_HOSTS }
 
 /** The port `docket dashboard` listens on by default. */
-export const DEFAULT_PORT = 4680
+export const DEFAULT_PORT = Constants.DEFAULT_PORT
 
 /** The shortest token accepted: a guessable token would be an open door. */
-export const MIN_TOKEN_LENGTH = 16
+export const MIN_TOKEN_LENGTH = Constants.MIN_TOKEN_LENGTH
 
 /**
  * A database URL as the dashboard shows it: PostgreSQL's without password
