@@ -99,9 +99,9 @@ ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <label>key <input name="key" value="${filter.key ?? ""}"></label>
 <label>text in payload or error <input name="q" value="${filter.q ?? ""}"></label>
 <button type="submit">Filter</button> <a href="${view.base}/items">clear</a></form>
-${canAct(view) && result.items.length > 0 ? html`<p id="bulk">Every item of this filter: ${
+${canAct(view) && result.items.length > 0 ? html`<div id="bulk">Every item of this filter: ${
     BULK.map(([action, label]) => actionForm(view, `/items/bulk/${action}`, label, { danger: action !== "retry", fields: filterFields(filter) }))
-  }</p>` : ""}
+  }</div>` : ""}
 <div id="live-items" data-live>
 ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === null ? "" : " in these rows"}.</p>` : html`<table id="items">
 <thead><tr><th class="n">id</th><th>kind</th><th>state</th><th>key</th><th class="n">attempts</th><th>created (UTC)</th><th>finished (UTC)</th><th>last error</th></tr></thead>
@@ -138,7 +138,7 @@ export const itemPage = (view: View, item: Item, now: number, notice: string | n
   return page(view, `Item ${item.id}`, html`<h1>Item ${item.id} <span class="badge">${stateCell(state)}</span></h1>
 ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <div id="live-item" data-live>
-${canAct(view) ? html`<p id="actions">${actions}</p>` : ""}
+${canAct(view) ? html`<div id="actions">${actions}</div>` : ""}
 <table id="fields"><tbody>
 <tr><th>kind</th><td>${kindLink(view, item.kind)}</td></tr>
 <tr><th>key</th><td>${item.key ?? html`<span class="muted">none</span>`}</td></tr>
@@ -269,12 +269,12 @@ export const confirmBulkPage = (view: View, filter: ItemFilter, action: BulkActi
 ${
     matched.ids.length === 0
       ? html`<p class="muted">Nothing to do.</p>`
-      : html`<p id="confirm">${
+      : html`<div id="confirm">${
         actionForm(view, `/items/bulk/${action}`, `Yes, ${action} ${matched.ids.length} items`, {
           danger: action !== "retry",
           fields: html`${filterFields(filter)}<input type="hidden" name="confirm" value="${matched.ids.length}">`
         })
-      }</p>`
+      }</div>`
   }
 <p><a href="${link(view, "/items", { state: filter.state, kind: filter.kind, key: filter.key, q: filter.q })}">Back to the list</a></p>`)
 }
