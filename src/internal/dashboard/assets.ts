@@ -95,3 +95,12 @@ export const JS = `"use strict";
 
 /** The script's path under the base path. */
 export const JS_PATH = "/assets/dashboard-1.js"
+
+/**
+ * The tab's icon: without one a browser asks for /favicon.ico, which is not
+ * the dashboard's under a base path, and logs its 404 on every page.
+ */
+export const ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2558c4"/><path d="M4 4h5a3 4 0 0 1 0 8H4z" fill="#fff"/></svg>`
+
+/** The icon's path under the base path. */
+export const ICON_PATH = "/assets/icon-1.svg"

@@ -4,7 +4,7 @@
  * token), and how times and ages read.
  */
 import { Duration } from "effect"
-import { CSS_PATH, JS_PATH } from "./assets.js"
+import { CSS_PATH, ICON_PATH, JS_PATH } from "./assets.js"
 import type { Access } from "./auth.js"
 import { CSRF_FIELD } from "./auth.js"
 import { type Html, html } from "./html.js"
@@ -75,7 +75,7 @@ export const page = (view: View, title: string, body: Html): Html =>
   html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="same-origin">
-<title>${title} · Docket</title><link rel="stylesheet" href="${view.base}${CSS_PATH}">
+<title>${title} · Docket</title><link rel="stylesheet" href="${view.base}${CSS_PATH}"><link rel="icon" href="${view.base}${ICON_PATH}" type="image/svg+xml">
 <script src="${view.base}${JS_PATH}" defer></script></head>
 <body data-refresh="5000"><header><span class="brand">Docket</span><nav>${
     NAV.map(([path, name]) => html`<a href="${view.base}${path}">${name}</a>`)

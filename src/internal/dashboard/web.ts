@@ -99,6 +99,7 @@ export const routes = (config: Config) => {
       )))),
     HttpRouter.get(at(Assets.CSS_PATH), asset(Assets.CSS, "text/css; charset=utf-8")),
     HttpRouter.get(at(Assets.JS_PATH), asset(Assets.JS, "text/javascript; charset=utf-8")),
+    HttpRouter.get(at(Assets.ICON_PATH), asset(Assets.ICON, "image/svg+xml")),
     HttpRouter.all(at("/*"), page((_, __, view) => Effect.succeed(htmlResponse(errorPage(view, 404, "No such page."), 404))))
   )
 }
