@@ -91,6 +91,7 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
           ], ["recurring", "/recurring"], ["workers", "/workers"]]
           for (const [name, path] of pages) {
             await page.goto(`${served.root}${path}`)
+            if (name === "overview") await page.waitForSelector("#throughput-chart[data-drawn=true] canvas")
             await page.screenshot({ path: join(SHOTS, `${name}.png`) })
           }
         })
@@ -109,6 +110,15 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
         const mail = page.locator("#kinds tbody tr", { hasText: "mail.send" }).locator("td")
         // kind, waiting, scheduled, running, done, dead, cancelled
         expect((await mail.allInnerTexts()).slice(0, 7)).toEqual(["mail.send", "1", "1", "0", "0", "0", "1"])
+      })
+
+      it("the overview draws the throughput chart (a canvas) from the API, with no CSP violation", async () => {
+        const page = await open("/")
+        await page.waitForSelector("#throughput-chart[data-drawn=true] canvas")
+        const legend = await page.locator("#throughput-chart .u-legend").innerText()
+        for (const label of ["done", "dead", "cancelled"]) expect(legend).toContain(label)
+        // The table below has the same figures (it is what a page without JavaScript shows).
+        expect(await page.locator("#throughput tbody tr").count()).toBeGreaterThan(0)
       })
 
       it("the item list filters by state, kind and text", async () => {
@@ -202,6 +212,11 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
           expect(await page.locator("#live-status").innerText(), path).toBe("")
         }
         expect(await page.locator("#workers tbody tr").count()).toBe(1)
+        // Without JavaScript the overview's throughput is its table, the chart's place empty.
+        await page.goto(`${served.root}/`)
+        expect(await page.locator("#throughput-chart canvas").count()).toBe(0)
+        const figures = await page.locator("#throughput tbody tr td").allInnerTexts()
+        expect(figures.slice(1, 4).map(Number).reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
         await login(page)
         await page.goto(`${served.root}/items/${ids.waiting}`)
         await Promise.all([page.waitForURL(/done=cancelled/), page.click("#actions button:text-is('Cancel')")])

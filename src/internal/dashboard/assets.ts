@@ -44,6 +44,8 @@ button { cursor: pointer; border: 1px solid var(--line); border-radius: 4px; bac
 button.danger { color: var(--dead); border-color: var(--dead); }
 .error { border: 1px solid var(--dead); padding: .8rem 1rem; border-radius: 6px; }
 meter { width: 10rem; }
+.chart { min-height: 220px; margin-bottom: .8rem; }
+.chart .u-legend { color: var(--fg); }
 .pager { margin-top: .6rem; }
 `
 

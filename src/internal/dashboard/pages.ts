@@ -7,6 +7,7 @@ import type { Item, KindInfo, ListState, ScheduleInfo, WorkerInfo } from "../../
 import { type Html, html, pretty } from "./html.js"
 import { actionForm, age, canAct, link, page, time, type View } from "./layout.js"
 import type { BulkAction, Matched } from "./bulk.js"
+import { CHART_JS_PATH, UPLOT_CSS_PATH, UPLOT_JS_PATH } from "./chart.js"
 import { type ItemFilter, type Overview, periodText } from "./model.js"
 
 const STATES: ReadonlyArray<ListState> = ["waiting", "scheduled", "running", "done", "dead", "cancelled"]
@@ -60,7 +61,10 @@ ${o.kinds.length === 0 ? html`<p class="muted">No items yet.</p>` : html`<table 
       }</td></tr>`
     })
   }</tbody></table>`}
+</div>
 <h2>Finished per minute, last hour</h2>
+<div id="throughput-chart" class="chart" data-src="${view.base}/api/overview" role="img" aria-label="items done, dead and cancelled per minute over the last hour (the table below has the figures)"></div>
+<div id="live-throughput" data-live>
 ${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last hour.</p>` : html`<table id="throughput">
 <thead><tr><th>minute (UTC)</th><th class="n">done</th><th class="n">dead</th><th class="n">cancelled</th><th></th></tr></thead>
 <tbody>${
@@ -72,8 +76,12 @@ ${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last
 ${controlled.length === 0 ? html`<p class="muted">None.</p>` : html`<ul>${controlled.map((k) => html`<li>${kindLink(view, k.kind)}: ${controls(k)}</li>`)}</ul>`}
 <h2>Live workers</h2>
 ${live.length === 0 ? html`<p class="muted">No live worker.</p>` : workerTable(view, live)}
-</div>`)
+</div>`, chartHead(view))
 }
+
+// The chart's files: uPlot's style sheet and script, then the dashboard's script that draws it.
+const chartHead = (view: View): Html =>
+  html`<link rel="stylesheet" href="${view.base}${UPLOT_CSS_PATH}"><script src="${view.base}${UPLOT_JS_PATH}" defer></script><script src="${view.base}${CHART_JS_PATH}" defer></script>`
 
 const controls = (k: KindInfo): Html =>
   html`${k.paused ? html`<span class="badge warn">paused</span> ` : ""}${

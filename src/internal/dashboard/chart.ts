@@ -1,0 +1,116 @@
+/**
+ * The overview's throughput chart: uPlot (a dependency of the package, read
+ * from its own installed files: nothing from a CDN) and a script of the
+ * dashboard's that fetches `<base>/api/overview` and draws items finished per
+ * minute over the last hour (done, dead, cancelled). uPlot needs no eval and
+ * sets its styles through the CSSOM (element.style), which `style-src 'self'`
+ * allows, so the CSP is unchanged. With JavaScript off the overview's table
+ * shows the same figures.
+ */
+import { HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { Problem } from "./model.js"
+
+const require = createRequire(import.meta.url)
+
+/** uPlot's version, in its files' names: a new uPlot gets new URLs. */
+const UPLOT_VERSION: string = (() => {
+  try {
+    return String((require("uplot/package.json") as { version: unknown }).version)
+  } catch {
+    return "missing"
+  }
+})()
+
+export const UPLOT_JS_PATH = `/assets/uplot-${UPLOT_VERSION}.min.js`
+export const UPLOT_CSS_PATH = `/assets/uplot-${UPLOT_VERSION}.min.css`
+export const CHART_JS_PATH = "/assets/chart-1.js"
+
+const files = new Map<string, string>()
+
+/** A file of the installed uplot package, read once; a 404 when uplot is not installed. */
+export const uplotFile = (file: "uPlot.iife.min.js" | "uPlot.min.css"): Effect.Effect<string, Problem> =>
+  Effect.try({
+    try: () => {
+      const cached = files.get(file)
+      if (cached !== undefined) return cached
+      const text = readFileSync(require.resolve(`uplot/dist/${file}`), "utf8")
+      files.set(file, text)
+      return text
+    },
+    catch: () => new Problem({ status: 404, message: "uPlot is not installed with the package: the chart cannot be drawn" })
+  })
+
+/** A served file of the package: cached for a year (its name changes with its content). */
+export const assetResponse = (body: string, contentType: string) =>
+  HttpServerResponse.text(body, { contentType }).pipe(HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable"))
+
+/**
+ * The chart's script: finds `#throughput-chart`, fetches its `data-src` (the
+ * overview's JSON), and draws one point a minute for the last 60 minutes
+ * (minutes with nothing finished at 0); again every 5 seconds while the tab
+ * is visible. Times on the axis and in the legend are uPlot's own (the
+ * browser's zone). Colours are the style sheet's.
+ */
+export const CHART_JS = `"use strict";
+(function () {
+  var el = document.getElementById("throughput-chart");
+  if (el === null || typeof uPlot !== "function") return;
+  var src = el.getAttribute("data-src");
+  var css = getComputedStyle(document.documentElement);
+  function color(name) { return css.getPropertyValue(name).trim() || "currentColor"; }
+  var plot = null;
+  var MINUTE = 60000;
+  function columns(rows) {
+    var counts = new Map(rows.map(function (r) { return [r.minute, r]; }));
+    var last = Math.floor(Date.now() / MINUTE) * MINUTE;
+    var xs = [], done = [], dead = [], cancelled = [];
+    for (var m = last - 59 * MINUTE; m <= last; m += MINUTE) {
+      var r = counts.get(m);
+      xs.push(m / 1000);
+      done.push(r ? r.done : 0);
+      dead.push(r ? r.dead : 0);
+      cancelled.push(r ? r.cancelled : 0);
+    }
+    return [xs, done, dead, cancelled];
+  }
+  function options() {
+    var axis = { stroke: color("--muted"), grid: { stroke: color("--line") }, ticks: { stroke: color("--line") } };
+    return {
+      width: Math.max(300, el.clientWidth), height: 220,
+      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
+      axes: [axis, Object.assign({ label: "per minute" }, axis)],
+      series: [
+        {},
+        { label: "done", stroke: color("--done"), width: 2 },
+        { label: "dead", stroke: color("--dead"), width: 2 },
+        { label: "cancelled", stroke: color("--muted"), width: 1, dash: [4, 4] }
+      ]
+    };
+  }
+  function draw(data) {
+    if (plot === null) {
+      el.textContent = "";
+      plot = new uPlot(options(), data, el);
+      el.setAttribute("data-drawn", "true");
+    } else {
+      plot.setData(data);
+    }
+  }
+  function load() {
+    if (document.hidden) return;
+    fetch(src, { headers: { "accept": "application/json" }, credentials: "same-origin" })
+      .then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      })
+      .then(function (overview) { draw(columns(overview.throughput)); })
+      .catch(function (error) { if (plot === null) el.textContent = "The chart could not be loaded (" + error.message + ")."; });
+  }
+  load();
+  window.setInterval(load, Number(document.body.getAttribute("data-refresh")) || 5000);
+  window.addEventListener("resize", function () { if (plot !== null) plot.setSize({ width: Math.max(300, el.clientWidth), height: 220 }); });
+})();
+`
