@@ -81,7 +81,7 @@ export const CHART_JS = `"use strict";
     return {
       width: Math.max(300, el.clientWidth), height: 220,
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
-      axes: [axis, Object.assign({ label: "per minute" }, axis)],
+      axes: [axis, Object.assign({ label: "per minute", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000] }, axis)],
       series: [
         {},
         { label: "done", stroke: color("--done"), width: 2 },
