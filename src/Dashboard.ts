@@ -32,6 +32,7 @@ import { InvalidInput } from "./Errors.js"
 import * as Api from "./internal/dashboard/api.js"
 import { hostAllowed, LOOPBACK_HOSTS, WrongTokens } from "./internal/dashboard/auth.js"
 import { type Config, json } from "./internal/dashboard/http.js"
+import { OverviewCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
 import type * as QueueRepo from "./QueueRepo.js"
 
@@ -96,7 +97,8 @@ const configOf = (options: Options): Config => {
     base,
     token,
     database: options.database === undefined ? null : describeDatabase(options.database),
-    wrongTokens: new WrongTokens()
+    wrongTokens: new WrongTokens(),
+    overview: new OverviewCache()
   }
 }
 

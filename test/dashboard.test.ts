@@ -133,6 +133,20 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       expect(api.workers).toEqual([expect.objectContaining({ host: "host-a", status: "live" })])
     })
 
+    it("/api/throughput gives every minute of the window as aligned columns, zeros included (a chart's data)", async () => {
+      const response = await get(`${served.root}/api/throughput?minutes=30`)
+      expect(response.status).toBe(200)
+      const series = (await response.json()) as { minutes: Array<number>; done: Array<number>; dead: Array<number>; cancelled: Array<number> }
+      expect(series.minutes).toHaveLength(30)
+      for (let i = 1; i < 30; i++) expect(series.minutes[i] - series.minutes[i - 1]).toBe(60_000)
+      for (const column of [series.done, series.dead, series.cancelled]) expect(column).toHaveLength(30)
+      const sum = (xs: Array<number>) => xs.reduce((a, b) => a + b, 0)
+      expect([sum(series.done), sum(series.dead), sum(series.cancelled)]).toEqual([1, 1, 1])
+      const one = (await (await get(`${served.root}/api/throughput?minutes=30&kind=hostile.kind`)).json()) as typeof series
+      expect([sum(one.done), sum(one.dead), sum(one.cancelled)]).toEqual([0, 1, 0])
+      for (const bad of ["0", "1441", "x"]) expect((await get(`${served.root}/api/throughput?minutes=${bad}`)).status, bad).toBe(400)
+    })
+
     it("the item list filters by state, kind, key and text, newest first, and pages by cursor", async () => {
       const list = async (query: string) => {
         const response = await get(`${served.root}/api/items?${query}`)

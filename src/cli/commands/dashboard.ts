@@ -75,7 +75,9 @@ export const dashboard = Command.make(
       ))
       return yield* Layer.launch(Layer.mergeAll(app, announce).pipe(
         Layer.provide(NodeHttpServer.layer(createServer, listen)),
-        Layer.provide(Docket.layerClient(url))
+        // A few connections: the dashboard reads one statement at a time, and
+        // must not take the connections a database's workers need.
+        Layer.provide(Docket.layerClient(url, { databaseOptions: { maxConnections: 3, applicationName: "docket dashboard" } }))
       ))
     })
 ).pipe(

@@ -65,10 +65,19 @@ export const routes = (config: Config) => {
   const at = (path: string) => `${config.base}${path}` as HttpRouter.PathInput
   const action = (run: Handler): Handler => (request, repo, params) =>
     Effect.flatMap(formOf(request), (form) => authorize(config, request, form)).pipe(
-      Effect.zipRight(run(request, repo, params))
+      Effect.zipRight(run(request, repo, params)),
+      Effect.ensuring(Effect.sync(() => config.overview.clear()))
     )
   return HttpRouter.empty.pipe(
-    HttpRouter.get(at("/api/overview"), route((_, repo) => ok(Model.overview(repo)))),
+    HttpRouter.get(at("/api/overview"), route((_, repo) => ok(config.overview.read(repo)))),
+    HttpRouter.get(at("/api/throughput"), route((request, repo) => {
+      const query = queryOf(request)
+      const minutes = Number(query.get("minutes") ?? 60)
+      const kind = query.get("kind") ?? undefined
+      return Number.isSafeInteger(minutes) && minutes >= 1 && minutes <= 1440
+        ? ok(Model.throughput(repo, minutes, kind === "" ? undefined : kind))
+        : Effect.fail(new Problem({ status: 400, message: "invalid minutes: an integer from 1 to 1440" }))
+    })),
     HttpRouter.get(at("/api/items"), route((request, repo) => ok(Effect.flatMap(Model.readFilter(queryOf(request)), (f) => Model.items(repo, f))))),
     HttpRouter.get(at("/api/items/:id"), route((_, repo, p) => ok(Effect.flatMap(Model.readId(p.id), (id) => Model.item(repo, id))))),
     HttpRouter.post(
@@ -127,7 +136,7 @@ export const routes = (config: Config) => {
     HttpRouter.get(
       at("/metrics"),
       route((_, repo) =>
-        Effect.map(Model.overview(repo), (o) =>
+        Effect.map(config.overview.read(repo), (o) =>
           secured(HttpServerResponse.text(Metrics.render(o), { contentType: Metrics.CONTENT_TYPE })))
       )
     )

@@ -7,7 +7,7 @@ import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, UrlParams }
 import { Effect, Option } from "effect"
 import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret, type WrongTokens } from "./auth.js"
 import type { View } from "./layout.js"
-import { Problem } from "./model.js"
+import { type OverviewCache, Problem } from "./model.js"
 
 /** The dashboard's configuration, checked (Dashboard.ts). */
 export interface Config {
@@ -19,6 +19,8 @@ export interface Config {
   readonly database: string | null
   /** The wrong tokens presented lately, by address (this router's own). */
   readonly wrongTokens: WrongTokens
+  /** The overview, read at most every 2 s (this router's own). */
+  readonly overview: OverviewCache
 }
 
 /** The address a request came from, as the wrong-token count keys it. */

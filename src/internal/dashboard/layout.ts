@@ -45,7 +45,7 @@ export const actionForm = (
   options: { readonly danger?: boolean; readonly fields?: Html } = {}
 ): Html =>
   canAct(view)
-    ? html`<form class="inline" method="post" action="${view.base}${path}"><input type="hidden" name="${CSRF_FIELD}" value="${view.access.csrf}">${options.fields}<button type="submit" class="${options.danger === true ? "danger" : ""}">${label}</button></form>`
+    ? html`<form class="inline" method="post" action="${view.base}${path}"><input type="hidden" name="${CSRF_FIELD}" value="${view.access.csrf}">${options.fields}${options.danger === true ? html`<button type="submit" class="danger">${label}</button>` : html`<button type="submit">${label}</button>`}</form>`
     : html``
 
 const who = (view: View): Html => {

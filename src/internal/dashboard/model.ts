@@ -43,7 +43,7 @@ const byMinute = (rows: ReadonlyArray<FinishedMinute>): Overview["throughput"] =
   return [...minutes.values()].sort((a, b) => a.minute - b.minute)
 }
 
-/** Reads the overview (five statements, run one after another: a dashboard takes one connection at a time). */
+/** Reads the overview (four statements, one after another: a dashboard takes one connection at a time). */
 export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
   Effect.gen(function*() {
     const kinds = yield* repo.listKinds
@@ -52,6 +52,59 @@ export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
     const workers = yield* repo.listWorkers()
     return { kinds, oldestDue, throughput: byMinute(finished), finishedByKind: finished, workers }
   }).pipe(Effect.mapError(toProblem))
+
+/** Finished items per minute as aligned columns (what a time-series chart takes): every minute of the window, zeros included. */
+export interface Series {
+  /** Each minute's start, epoch ms (database clock), oldest first. */
+  readonly minutes: ReadonlyArray<number>
+  readonly done: ReadonlyArray<number>
+  readonly dead: ReadonlyArray<number>
+  readonly cancelled: ReadonlyArray<number>
+}
+
+/** The last `minutes` minutes (1 to 1,440; the current one included) as aligned columns, summed over kinds (or of one kind). */
+export const throughput = (repo: Service, minutes: number, kind: string | undefined): Effect.Effect<Series, Problem> =>
+  Effect.gen(function*() {
+    const rows = yield* repo.finishedPerMinute(minutes).pipe(Effect.mapError(toProblem))
+    const last = Math.floor(Date.now() / 60_000) * 60_000
+    const starts = Array.from({ length: minutes }, (_, i) => last - (minutes - 1 - i) * 60_000)
+    const index = new Map(starts.map((m, i) => [m, i]))
+    const columns = { done: starts.map(() => 0), dead: starts.map(() => 0), cancelled: starts.map(() => 0) }
+    for (const r of rows) {
+      const i = index.get(r.minute)
+      if (i !== undefined && (kind === undefined || r.kind === kind)) columns[r.state][i] += r.count
+    }
+    return { minutes: starts, ...columns }
+  })
+
+/** How long one read of the overview serves every viewer and scrape (its reads scan the items). */
+export const OVERVIEW_TTL_MS = 2000
+
+/**
+ * The overview read at most once per OVERVIEW_TTL_MS, however many pages
+ * refresh and scrapers scrape: what a dashboard adds to the database's load
+ * is bounded by time, not by its viewers. (Actions do not wait for it: a
+ * page after an action may show the state of up to 2 s before.)
+ */
+export class OverviewCache {
+  private last: { readonly at: number; readonly value: Overview } | undefined
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  read(repo: Service): Effect.Effect<Overview, Problem> {
+    return Effect.suspend(() => {
+      const now = this.clock()
+      const last = this.last
+      if (last !== undefined && now - last.at < OVERVIEW_TTL_MS && now >= last.at) return Effect.succeed(last.value)
+      return Effect.tap(overview(repo), (value) => Effect.sync(() => (this.last = { at: now, value })))
+    })
+  }
+
+  /** Forgets the last read: the next one reads the database (after an action, so its page shows it). */
+  clear(): void {
+    this.last = undefined
+  }
+}
 
 /** The filters of an item listing, as its URL gives them (`/items?state=&kind=&key=&q=&cursor=`). */
 export interface ItemFilter {

@@ -138,10 +138,12 @@ export const itemPage = (view: View, item: Item, now: number, notice: string | n
     item.state === "dead" ? act("delete", "Delete", true) : "",
     state === "scheduled" ? act("run-now", "Run now") : ""
   ]
+  // Who ran it: the holder (running, or done), else the worker of its last failed attempt.
+  const worker = item.claimedBy ?? item.errors[item.errors.length - 1]?.worker ?? null
   const timeline: Array<readonly [number, string, string | null]> = [
     [item.createdAt, "enqueued", null],
     ...item.errors.map((e) => [e.at, `attempt ${e.attempt} failed`, e.worker] as const),
-    ...(item.finishedAt === null ? [] : [[item.finishedAt, item.state, item.claimedBy] as const])
+    ...(item.finishedAt === null ? [] : [[item.finishedAt, item.state, worker] as const])
   ]
   return page(view, `Item ${item.id}`, html`<h1>Item ${item.id} <span class="badge">${stateCell(state)}</span></h1>
 ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
@@ -153,12 +155,12 @@ ${canAct(view) ? html`<div id="actions">${actions}</div>` : ""}
 <tr><th>priority</th><td>${item.priority}</td></tr>
 <tr><th>attempts</th><td>${item.attempts}${item.maxAttempts === null ? "" : ` of ${item.maxAttempts}`}${item.snoozes > 0 ? ` (${item.snoozes} snoozes)` : ""}</td></tr>
 <tr><th>run after</th><td>${time(item.runAt)}</td></tr>
-<tr><th>worker</th><td>${item.claimedBy ?? html`<span class="muted">none</span>`}</td></tr>
+<tr><th>worker</th><td>${worker ?? html`<span class="muted">none</span>`}</td></tr>
 <tr><th>lease until</th><td>${time(item.leaseUntil)}</td></tr>
 <tr><th>created</th><td>${time(item.createdAt)}</td></tr>
 <tr><th>updated</th><td>${time(item.updatedAt)}</td></tr>
 <tr><th>finished</th><td>${time(item.finishedAt)}</td></tr>
-<tr><th>last error</th><td>${item.lastError ?? html`<span class="muted">none</span>`}</td></tr>
+<tr><th>last error</th><td>${item.lastError === null ? html`<span class="muted">none</span>` : html`<pre>${item.lastError}</pre>`}</td></tr>
 </tbody></table>
 <h2>Payload</h2><pre id="payload">${pretty(item.payload)}</pre>
 <h2>Result</h2>${item.result === null ? html`<p class="muted">None.</p>` : html`<pre id="result">${pretty(item.result)}</pre>`}

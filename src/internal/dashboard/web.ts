@@ -61,9 +61,10 @@ export const routes = (config: Config) => {
   const action = (handler: Handler) =>
     page((request, repo, view, params) =>
       Effect.flatMap(formOf(request), (form) => authorize(config, request, form)).pipe(
-        Effect.zipRight(handler(request, repo, view, params))
+        Effect.zipRight(handler(request, repo, view, params)),
+        Effect.ensuring(Effect.sync(() => config.overview.clear()))
       ))
-  const overview = page((_, repo, view) => show(Effect.map(Model.overview(repo), (o) => Pages.overviewPage(view, o))))
+  const overview = page((_, repo, view) => show(Effect.map(config.overview.read(repo), (o) => Pages.overviewPage(view, o))))
   return HttpRouter.empty.pipe(
     HttpRouter.get(at("/"), overview),
     HttpRouter.get(at("/items"), page((request, repo, view) =>
