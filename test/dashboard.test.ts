@@ -85,7 +85,7 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
     it("the overview loads the throughput chart from the package: uPlot's files as installed, and the script that draws it", async () => {
       const { body } = await page("/")
       expect(body).toContain(chartScriptTags(""))
-      expect(body).toContain(`<div id="throughput-chart" class="chart" data-src="/api/overview"`)
+      expect(body).toContain(`<div id="throughput-chart" class="chart" data-src="/api/throughput?minutes=60"`)
       const src = /<script src="(\/assets\/uplot-[\d.]+\.min\.js)"/.exec(body)
       expect(src).not.toBeNull()
       for (const [path, type] of [[src![1], "text/javascript"], [src![1].replace(/\.js$/, ".css"), "text/css"], ["/assets/chart-1.js", "text/javascript"]]) {

@@ -1,8 +1,8 @@
 /**
  * The overview's throughput chart: uPlot (a dependency of the package, read
  * from its own installed files: nothing from a CDN) and a script of the
- * dashboard's that fetches `<base>/api/overview` and draws items finished per
- * minute over the last hour (done, dead, cancelled). uPlot needs no eval and
+ * dashboard's that fetches `<base>/api/throughput` and draws items finished
+ * per minute over the last hour (done, dead, cancelled). uPlot needs no eval and
  * sets its styles through the CSSOM (element.style), which `style-src 'self'`
  * allows, so the CSP is unchanged. With JavaScript off the overview's table
  * shows the same figures.
@@ -48,10 +48,10 @@ export const assetResponse = (body: string, contentType: string) =>
   HttpServerResponse.text(body, { contentType }).pipe(HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable"))
 
 /**
- * The chart's script: finds `#throughput-chart`, fetches its `data-src` (the
- * overview's JSON), and draws one point a minute for the last 60 minutes
- * (minutes with nothing finished at 0); again every 5 seconds while the tab
- * is visible. Times on the axis and in the legend are uPlot's own (the
+ * The chart's script: finds `#throughput-chart`, fetches its `data-src`
+ * (`/api/throughput`: one point a minute for the last 60 minutes, zeros
+ * included, as aligned columns), and draws it; again every 5 seconds while
+ * the tab is visible. Times on the axis and in the legend are uPlot's own (the
  * browser's zone). Colours are the style sheet's.
  */
 export const CHART_JS = `"use strict";
@@ -62,19 +62,9 @@ export const CHART_JS = `"use strict";
   var css = getComputedStyle(document.documentElement);
   function color(name) { return css.getPropertyValue(name).trim() || "currentColor"; }
   var plot = null;
-  var MINUTE = 60000;
-  function columns(rows) {
-    var counts = new Map(rows.map(function (r) { return [r.minute, r]; }));
-    var last = Math.floor(Date.now() / MINUTE) * MINUTE;
-    var xs = [], done = [], dead = [], cancelled = [];
-    for (var m = last - 59 * MINUTE; m <= last; m += MINUTE) {
-      var r = counts.get(m);
-      xs.push(m / 1000);
-      done.push(r ? r.done : 0);
-      dead.push(r ? r.dead : 0);
-      cancelled.push(r ? r.cancelled : 0);
-    }
-    return [xs, done, dead, cancelled];
+  // The API's aligned columns: every minute of the window (zeros included), its start in epoch ms.
+  function columns(s) {
+    return [s.minutes.map(function (m) { return m / 1000; }), s.done, s.dead, s.cancelled];
   }
   function options() {
     var axis = { stroke: color("--muted"), grid: { stroke: color("--line") }, ticks: { stroke: color("--line") } };
@@ -106,7 +96,7 @@ export const CHART_JS = `"use strict";
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
       })
-      .then(function (overview) { draw(columns(overview.throughput)); })
+      .then(function (series) { draw(columns(series)); })
       .catch(function (error) { if (plot === null) el.textContent = "The chart could not be loaded (" + error.message + ")."; });
   }
   load();

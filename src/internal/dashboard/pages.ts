@@ -63,7 +63,7 @@ ${o.kinds.length === 0 ? html`<p class="muted">No items yet.</p>` : html`<table 
   }</tbody></table>`}
 </div>
 <h2>Finished per minute, last hour</h2>
-<div id="throughput-chart" class="chart" data-src="${view.base}/api/overview" role="img" aria-label="items done, dead and cancelled per minute over the last hour (the table below has the figures)"></div>
+<div id="throughput-chart" class="chart" data-src="${view.base}/api/throughput?minutes=60" role="img" aria-label="items done, dead and cancelled per minute over the last hour (the table below has the figures)"></div>
 <div id="live-throughput" data-live>
 ${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last hour.</p>` : html`<table id="throughput">
 <thead><tr><th>minute (UTC)</th><th class="n">done</th><th class="n">dead</th><th class="n">cancelled</th><th></th></tr></thead>
