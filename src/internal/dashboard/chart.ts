@@ -50,8 +50,8 @@ export const assetResponse = (body: string, contentType: string) =>
 /**
  * The chart's script: finds `#throughput-chart`, fetches its `data-src`
  * (`/api/throughput`: one point a minute for the last 60 minutes, zeros
- * included, as aligned columns), and draws it; again every 5 seconds while
- * the tab is visible. Times on the axis and in the legend are uPlot's own (the
+ * included, as aligned columns), and draws it; again every 30 seconds while
+ * the tab is visible (its points are minutes; each read is one query). Times on the axis and in the legend are uPlot's own (the
  * browser's zone). Colours are the style sheet's.
  */
 export const CHART_JS = `"use strict";
@@ -100,7 +100,8 @@ export const CHART_JS = `"use strict";
       .catch(function (error) { if (plot === null) el.textContent = "The chart could not be loaded (" + error.message + ")."; });
   }
   load();
-  window.setInterval(load, Number(document.body.getAttribute("data-refresh")) || 5000);
+  // Every 30 s: its points are minutes, and /api/throughput is read per request (not from the overview's cache).
+  window.setInterval(load, 30000);
   window.addEventListener("resize", function () { if (plot !== null) plot.setSize({ width: Math.max(300, el.clientWidth), height: 220 }); });
 })();
 `
