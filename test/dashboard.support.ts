@@ -7,6 +7,7 @@ import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
 import { createServer } from "node:http"
+import { createRequire } from "node:module"
 import { Dashboard, QueueRepo, Recurring } from "../src/index.js"
 import { repoLayer } from "./support/db.js"
 
@@ -122,5 +123,12 @@ export const parseMetrics = (text: string): Map<string, number> => {
 /** The one script tag a page may hold: the package's own file, no inline code. */
 export const scriptTag = (base: string) => `<script src="${base}/assets/dashboard-1.js" defer></script>`
 
-/** A page's body without its one allowed script tag (to check that nothing else is a script). */
-export const withoutOwnScript = (body: string, base: string) => body.split(scriptTag(base)).join("")
+const UPLOT_VERSION = (createRequire(import.meta.url)("uplot/package.json") as { version: string }).version
+
+/** The overview's chart scripts: uPlot's file (as installed with the package) and the dashboard's that draws it. */
+export const chartScriptTags = (base: string) =>
+  `<script src="${base}/assets/uplot-${UPLOT_VERSION}.min.js" defer></script><script src="${base}/assets/chart-1.js" defer></script>`
+
+/** A page's body without its allowed script tags, the package's own files (to check that nothing else is a script). */
+export const withoutOwnScript = (body: string, base: string) =>
+  body.split(scriptTag(base)).join("").split(chartScriptTags(base)).join("")

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cliBackends } from "./cli.support.js"
 import { Script } from "node:vm"
-import { CSP, get, parseMetrics, type Seeded, scriptTag, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
+import { chartScriptTags, CSP, get, parseMetrics, type Seeded, scriptTag, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -80,6 +80,25 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       const missing = await page("/no/such/page")
       expect(missing.response.status).toBe(404)
       expect(missing.response.headers.get("content-security-policy")).toBe(CSP)
+    })
+
+    it("the overview loads the throughput chart from the package: uPlot's files as installed, and the script that draws it", async () => {
+      const { body } = await page("/")
+      expect(body).toContain(chartScriptTags(""))
+      expect(body).toContain(`<div id="throughput-chart" class="chart" data-src="/api/throughput?minutes=60"`)
+      const src = /<script src="(\/assets\/uplot-[\d.]+\.min\.js)"/.exec(body)
+      expect(src).not.toBeNull()
+      for (const [path, type] of [[src![1], "text/javascript"], [src![1].replace(/\.js$/, ".css"), "text/css"], ["/assets/chart-1.js", "text/javascript"]]) {
+        const response = await get(`${served.root}${path}`)
+        expect(response.status, path).toBe(200)
+        expect(response.headers.get("content-type"), path).toBe(`${type}; charset=utf-8`)
+        expect(response.headers.get("content-security-policy"), path).toBe(CSP)
+        const text = await response.text()
+        if (type === "text/javascript") expect(() => new Script(text), path).not.toThrow()
+      }
+      expect(await (await get(`${served.root}${src![1]}`)).text()).toContain("uPlot")
+      // Only the overview loads it.
+      expect((await page("/items")).body).not.toContain("uplot-")
     })
 
     it("the pages that refresh by themselves mark their live regions, each with an id the refreshed page has too", async () => {

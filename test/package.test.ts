@@ -178,6 +178,25 @@ describe("the package, installed into a new project", () => {
     expect(r.stdout.trim()).toBe(manifest.version)
   })
 
+  it("serves the dashboard's throughput chart from the uplot installed with it (no CDN, nothing copied at build)", async () => {
+    expect((await docket(["migrate", "--database", "dash.db"])).code).toBe(0)
+    const dashboard = startNode([join(installed, "bin", "docket.mjs"), "dashboard", "--database", "dash.db", "--port", "0"])
+    try {
+      await dashboard.waitFor(/listening on http:\/\/[^\s]+\//)
+      const root = /listening on (http:\/\/[^\s]+?)\/ /.exec(dashboard.output().stdout)![1]
+      const overview = await (await fetch(`${root}/`)).text()
+      const uplot = /<script src="(\/assets\/uplot-[\d.]+\.min\.js)"/.exec(overview)
+      expect(uplot, overview).not.toBeNull()
+      for (const path of [uplot![1], uplot![1].replace(/\.js$/, ".css"), "/assets/chart-1.js"]) {
+        const response = await fetch(`${root}${path}`)
+        expect(response.status, path).toBe(200)
+        expect((await response.text()).length, path).toBeGreaterThan(100)
+      }
+    } finally {
+      expect(await dashboard.stop()).toBe(0)
+    }
+  })
+
   it("runs a worker over task files with the compiled command, loading tsx only for TypeScript ones", async () => {
     // A load hook that notes every tsx module the process imports.
     const trace = join(work, "tsx-trace.txt")

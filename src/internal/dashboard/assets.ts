@@ -44,6 +44,8 @@ button { cursor: pointer; border: 1px solid var(--line); border-radius: 4px; bac
 button.danger { color: var(--dead); border-color: var(--dead); }
 .error { border: 1px solid var(--dead); padding: .8rem 1rem; border-radius: 6px; }
 meter { width: 10rem; }
+.chart { min-height: 220px; margin-bottom: .8rem; }
+.chart .u-legend { color: var(--fg); }
 .pager { margin-top: .6rem; }
 `
 
@@ -95,3 +97,12 @@ export const JS = `"use strict";
 
 /** The script's path under the base path. */
 export const JS_PATH = "/assets/dashboard-1.js"
+
+/**
+ * The tab's icon: without one a browser asks for /favicon.ico, which is not
+ * the dashboard's under a base path, and logs its 404 on every page.
+ */
+export const ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2558c4"/><path d="M4 4h5a3 4 0 0 1 0 8H4z" fill="#fff"/></svg>`
+
+/** The icon's path under the base path. */
+export const ICON_PATH = "/assets/icon-1.svg"

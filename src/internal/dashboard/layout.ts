@@ -4,7 +4,7 @@
  * token), and how times and ages read.
  */
 import { Duration } from "effect"
-import { CSS_PATH, JS_PATH } from "./assets.js"
+import { CSS_PATH, ICON_PATH, JS_PATH } from "./assets.js"
 import type { Access } from "./auth.js"
 import { CSRF_FIELD } from "./auth.js"
 import { type Html, html } from "./html.js"
@@ -70,13 +70,13 @@ const NAV: ReadonlyArray<readonly [string, string]> = [
   ["/workers", "Workers"]
 ]
 
-/** A whole page: the frame around `body`. */
-export const page = (view: View, title: string, body: Html): Html =>
+/** A whole page: the frame around `body`; `head` adds the page's own style sheets and scripts (files of the package). */
+export const page = (view: View, title: string, body: Html, head: Html = html``): Html =>
   html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="same-origin">
-<title>${title} · Docket</title><link rel="stylesheet" href="${view.base}${CSS_PATH}">
-<script src="${view.base}${JS_PATH}" defer></script></head>
+<title>${title} · Docket</title><link rel="stylesheet" href="${view.base}${CSS_PATH}"><link rel="icon" href="${view.base}${ICON_PATH}" type="image/svg+xml">
+<script src="${view.base}${JS_PATH}" defer></script>${head}</head>
 <body data-refresh="5000"><header><span class="brand">Docket</span><nav>${
     NAV.map(([path, name]) => html`<a href="${view.base}${path}">${name}</a>`)
   }</nav><span class="who">${view.database === null ? "" : html`<span class="muted">${view.database}</span>`}<span id="live-status" class="muted"></span>${who(view)}</span></header>

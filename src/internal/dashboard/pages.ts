@@ -7,6 +7,7 @@ import type { Item, KindInfo, ListState, ScheduleInfo, WorkerInfo } from "../../
 import { type Html, html, pretty } from "./html.js"
 import { actionForm, age, canAct, link, page, time, type View } from "./layout.js"
 import type { BulkAction, Matched } from "./bulk.js"
+import { CHART_JS_PATH, UPLOT_CSS_PATH, UPLOT_JS_PATH } from "./chart.js"
 import { type ItemFilter, type Overview, periodText } from "./model.js"
 
 const STATES: ReadonlyArray<ListState> = ["waiting", "scheduled", "running", "done", "dead", "cancelled"]
@@ -60,7 +61,10 @@ ${o.kinds.length === 0 ? html`<p class="muted">No items yet.</p>` : html`<table 
       }</td></tr>`
     })
   }</tbody></table>`}
+</div>
 <h2>Finished per minute, last hour</h2>
+<div id="throughput-chart" class="chart" data-src="${view.base}/api/throughput?minutes=60" role="img" aria-label="items done, dead and cancelled per minute over the last hour (the table below has the figures)"></div>
+<div id="live-throughput" data-live>
 ${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last hour.</p>` : html`<table id="throughput">
 <thead><tr><th>minute (UTC)</th><th class="n">done</th><th class="n">dead</th><th class="n">cancelled</th><th></th></tr></thead>
 <tbody>${
@@ -72,8 +76,12 @@ ${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last
 ${controlled.length === 0 ? html`<p class="muted">None.</p>` : html`<ul>${controlled.map((k) => html`<li>${kindLink(view, k.kind)}: ${controls(k)}</li>`)}</ul>`}
 <h2>Live workers</h2>
 ${live.length === 0 ? html`<p class="muted">No live worker.</p>` : workerTable(view, live)}
-</div>`)
+</div>`, chartHead(view))
 }
+
+// The chart's files: uPlot's style sheet and script, then the dashboard's script that draws it.
+const chartHead = (view: View): Html =>
+  html`<link rel="stylesheet" href="${view.base}${UPLOT_CSS_PATH}"><script src="${view.base}${UPLOT_JS_PATH}" defer></script><script src="${view.base}${CHART_JS_PATH}" defer></script>`
 
 const controls = (k: KindInfo): Html =>
   html`${k.paused ? html`<span class="badge warn">paused</span> ` : ""}${
@@ -99,9 +107,9 @@ ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <label>key <input name="key" value="${filter.key ?? ""}"></label>
 <label>text in payload or error <input name="q" value="${filter.q ?? ""}"></label>
 <button type="submit">Filter</button> <a href="${view.base}/items">clear</a></form>
-${canAct(view) && result.items.length > 0 ? html`<p id="bulk">Every item of this filter: ${
+${canAct(view) && result.items.length > 0 ? html`<div id="bulk">Every item of this filter: ${
     BULK.map(([action, label]) => actionForm(view, `/items/bulk/${action}`, label, { danger: action !== "retry", fields: filterFields(filter) }))
-  }</p>` : ""}
+  }</div>` : ""}
 <div id="live-items" data-live>
 ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === null ? "" : " in these rows"}.</p>` : html`<table id="items">
 <thead><tr><th class="n">id</th><th>kind</th><th>state</th><th>key</th><th class="n">attempts</th><th>created (UTC)</th><th>finished (UTC)</th><th>last error</th></tr></thead>
@@ -140,7 +148,7 @@ export const itemPage = (view: View, item: Item, now: number, notice: string | n
   return page(view, `Item ${item.id}`, html`<h1>Item ${item.id} <span class="badge">${stateCell(state)}</span></h1>
 ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <div id="live-item" data-live>
-${canAct(view) ? html`<p id="actions">${actions}</p>` : ""}
+${canAct(view) ? html`<div id="actions">${actions}</div>` : ""}
 <table id="fields"><tbody>
 <tr><th>kind</th><td>${kindLink(view, item.kind)}</td></tr>
 <tr><th>key</th><td>${item.key ?? html`<span class="muted">none</span>`}</td></tr>
@@ -271,12 +279,12 @@ export const confirmBulkPage = (view: View, filter: ItemFilter, action: BulkActi
 ${
     matched.ids.length === 0
       ? html`<p class="muted">Nothing to do.</p>`
-      : html`<p id="confirm">${
+      : html`<div id="confirm">${
         actionForm(view, `/items/bulk/${action}`, `Yes, ${action} ${matched.ids.length} items`, {
           danger: action !== "retry",
           fields: html`${filterFields(filter)}<input type="hidden" name="confirm" value="${matched.ids.length}">`
         })
-      }</p>`
+      }</div>`
   }
 <p><a href="${link(view, "/items", { state: filter.state, kind: filter.kind, key: filter.key, q: filter.q })}">Back to the list</a></p>`)
 }

@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import * as QueueRepo from "../../QueueRepo.js"
 import * as Assets from "./assets.js"
 import * as Bulk from "./bulk.js"
+import * as Chart from "./chart.js"
 import { crossSite, newSession, SESSION_COOKIE, SESSION_MS, sameSecret } from "./auth.js"
 import type { Html } from "./html.js"
 import { addressOf, authorize, type Config, factsOf, field, formOf, queryOf, secured, tooManyWrongTokens, viewOf } from "./http.js"
@@ -100,15 +101,18 @@ export const routes = (config: Config) => {
       )))),
     HttpRouter.get(at(Assets.CSS_PATH), asset(Assets.CSS, "text/css; charset=utf-8")),
     HttpRouter.get(at(Assets.JS_PATH), asset(Assets.JS, "text/javascript; charset=utf-8")),
+    HttpRouter.get(at(Assets.ICON_PATH), asset(Assets.ICON, "image/svg+xml")),
+    HttpRouter.get(at(Chart.CHART_JS_PATH), asset(Chart.CHART_JS, "text/javascript; charset=utf-8")),
+    HttpRouter.get(at(Chart.UPLOT_JS_PATH), page(() => Effect.map(Chart.uplotFile("uPlot.iife.min.js"), (js) =>
+      secured(Chart.assetResponse(js, "text/javascript; charset=utf-8"))))),
+    HttpRouter.get(at(Chart.UPLOT_CSS_PATH), page(() => Effect.map(Chart.uplotFile("uPlot.min.css"), (css) =>
+      secured(Chart.assetResponse(css, "text/css; charset=utf-8"))))),
     HttpRouter.all(at("/*"), page((_, __, view) => Effect.succeed(htmlResponse(errorPage(view, 404, "No such page."), 404))))
   )
 }
 
 // A file of the package: cached for a year (its name changes with its content).
-const asset = (body: string, contentType: string) =>
-  Effect.succeed(secured(HttpServerResponse.text(body, { contentType }).pipe(
-    HttpServerResponse.setHeader("cache-control", "public, max-age=31536000, immutable")
-  )))
+const asset = (body: string, contentType: string) => Effect.succeed(secured(Chart.assetResponse(body, contentType)))
 
 const FILTER_FIELDS = ["state", "kind", "key", "q"] as const
 
