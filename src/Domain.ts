@@ -410,6 +410,17 @@ export interface FinishedMinute {
   readonly count: number
 }
 
+/**
+ * How many failed attempts of a kind went back to waiting to be retried
+ * during one minute (epoch ms of its start, database clock): a snooze, a
+ * failure to dead and a cancel are not retries.
+ */
+export interface RetriedMinute {
+  readonly minute: number
+  readonly kind: string
+  readonly count: number
+}
+
 /** Options of `searchItems`: `list`'s filters, and a key and a text. */
 export interface SearchOptions {
   readonly state?: ListState | undefined

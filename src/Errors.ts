@@ -43,7 +43,7 @@ export type InvalidField =
   | "schedule"
   /** A `searchItems` text that is empty or too long. */
   | "text"
-  /** A `finishedPerMinute` window out of range. */
+  /** A `finishedPerMinute` or `retriedPerMinute` window out of range. */
   | "minutes"
   /** A dashboard's options (the reason names which). */
   | "dashboard"

@@ -104,7 +104,7 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
         const page = await open("/")
         await page.waitForSelector("#throughput-chart[data-drawn=true] canvas")
         const legend = await page.locator("#throughput-chart .u-legend").innerText()
-        for (const label of ["done", "dead", "cancelled"]) expect(legend).toContain(label)
+        for (const label of ["done", "dead", "cancelled", "retried"]) expect(legend).toContain(label)
         // The table below has the same figures (it is what a page without JavaScript shows).
         expect(await page.locator("#throughput tbody tr").count()).toBeGreaterThan(0)
       })

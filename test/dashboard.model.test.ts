@@ -31,6 +31,7 @@ describe("the overview cache", () => {
     }),
     oldestDue: Effect.succeed([]),
     finishedPerMinute: () => Effect.succeed([]),
+    retriedPerMinute: () => Effect.succeed([]),
     listWorkers: () => Effect.succeed([])
   }) as unknown as QueueRepo.Service
 

@@ -127,7 +127,7 @@ const UPLOT_VERSION = (createRequire(import.meta.url)("uplot/package.json") as {
 
 /** The overview's chart scripts: uPlot's file (as installed with the package) and the dashboard's that draws it. */
 export const chartScriptTags = (base: string) =>
-  `<script src="${base}/assets/uplot-${UPLOT_VERSION}.min.js" defer></script><script src="${base}/assets/chart-1.js" defer></script>`
+  `<script src="${base}/assets/uplot-${UPLOT_VERSION}.min.js" defer></script><script src="${base}/assets/chart-2.js" defer></script>`
 
 /** A page's body without its allowed script tags, the package's own files (to check that nothing else is a script). */
 export const withoutOwnScript = (body: string, base: string) =>

@@ -5,6 +5,7 @@
  * and error codes; /metrics as Prometheus text; the database's password on
  * no page. (Actions and the security model: dashboard.security.test.ts.)
  */
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cliBackends } from "./cli.support.js"
 import { Script } from "node:vm"
@@ -20,14 +21,26 @@ const PASSWORD = "s3cret-Pw-9f2"
 describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
   describe.skipIf(backend.skip)("", () => {
     let served: Served
-    let ids: Seeded
+    let ids: Seeded & { readonly retried: number }
     beforeAll(async () => {
       const url = await backend.fresh()
       // What the header shows comes from this URL: its password and query must never appear.
       const shown = `postgres://root:${PASSWORD}@db.example:5432/queue?sslpassword=${PASSWORD}`
       served = await serve(url, { database: shown })
       cleanups.push(served.dispose)
-      ids = await served.repo(seed)
+      const seeded = await served.repo(seed)
+      // One attempt retried (of a kind of its own), the item then cancelled: a retry in the last hour's counts.
+      const retried = await served.repo((repo) =>
+        Effect.gen(function*() {
+          const { id } = yield* repo.enqueue("retry.kind", { n: 1 })
+          const [claim] = yield* repo.claim({ worker: "host-a:1:run", limit: 1, lease: "1 minute", kinds: ["retry.kind"] })
+          expect(claim.id).toBe(id)
+          expect(yield* repo.fail(claim, "Retry: later", { _tag: "Retry", delay: "1 hour" })).toBe("retried")
+          yield* repo.cancel([id])
+          return id
+        })
+      )
+      ids = { ...seeded, retried }
     }, 60_000)
 
     const page = async (path: string) => {
@@ -88,7 +101,7 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       expect(body).toContain(`<div id="throughput-chart" class="chart" data-src="/api/throughput?minutes=60"`)
       const src = /<script src="(\/assets\/uplot-[\d.]+\.min\.js)"/.exec(body)
       expect(src).not.toBeNull()
-      for (const [path, type] of [[src![1], "text/javascript"], [src![1].replace(/\.js$/, ".css"), "text/css"], ["/assets/chart-1.js", "text/javascript"]]) {
+      for (const [path, type] of [[src![1], "text/javascript"], [src![1].replace(/\.js$/, ".css"), "text/css"], ["/assets/chart-2.js", "text/javascript"]]) {
         const response = await get(`${served.root}${path}`)
         expect(response.status, path).toBe(200)
         expect(response.headers.get("content-type"), path).toBe(`${type}; charset=utf-8`)
@@ -120,30 +133,37 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       const api = await (await get(`${served.root}/api/overview`)).json() as {
         kinds: Array<{ kind: string; counts: Record<string, number> }>
         oldestDue: Array<{ kind: string; ageMs: number; due: number }>
-        throughput: Array<{ minute: number; done: number; dead: number; cancelled: number }>
+        throughput: Array<{ minute: number; done: number; dead: number; cancelled: number; retried: number }>
         workers: Array<{ host: string; status: string }>
       }
       const mail = api.kinds.find((k) => k.kind === "mail.send")!
       expect(mail.counts).toMatchObject({ waiting: 1, scheduled: 1, cancelled: 1 })
       expect(api.oldestDue.map((d) => [d.kind, d.due])).toEqual([["mail.send", 1]])
-      const total = api.throughput.reduce((t, m) => ({ done: t.done + m.done, dead: t.dead + m.dead, cancelled: t.cancelled + m.cancelled }), {
-        done: 0, dead: 0, cancelled: 0
-      })
-      expect(total).toEqual({ done: 1, dead: 1, cancelled: 1 })
+      const total = api.throughput.reduce((t, m) => ({
+        done: t.done + m.done, dead: t.dead + m.dead, cancelled: t.cancelled + m.cancelled, retried: t.retried + m.retried
+      }), { done: 0, dead: 0, cancelled: 0, retried: 0 })
+      expect(total).toEqual({ done: 1, dead: 1, cancelled: 2, retried: 1 })
+      // With JavaScript off the table has the retried column, and the card the hour's retries.
+      expect(body).toContain(`<th class="n">retried</th>`)
+      expect(body).toMatch(/<div class="muted">retried, last hour<\/div><div class="v">1<\/div>/)
       expect(api.workers).toEqual([expect.objectContaining({ host: "host-a", status: "live" })])
     })
 
     it("/api/throughput gives every minute of the window as aligned columns, zeros included (a chart's data)", async () => {
       const response = await get(`${served.root}/api/throughput?minutes=30`)
       expect(response.status).toBe(200)
-      const series = (await response.json()) as { minutes: Array<number>; done: Array<number>; dead: Array<number>; cancelled: Array<number> }
+      const series = (await response.json()) as {
+        minutes: Array<number>; done: Array<number>; dead: Array<number>; cancelled: Array<number>; retried: Array<number>
+      }
       expect(series.minutes).toHaveLength(30)
       for (let i = 1; i < 30; i++) expect(series.minutes[i] - series.minutes[i - 1]).toBe(60_000)
-      for (const column of [series.done, series.dead, series.cancelled]) expect(column).toHaveLength(30)
+      for (const column of [series.done, series.dead, series.cancelled, series.retried]) expect(column).toHaveLength(30)
       const sum = (xs: Array<number>) => xs.reduce((a, b) => a + b, 0)
-      expect([sum(series.done), sum(series.dead), sum(series.cancelled)]).toEqual([1, 1, 1])
+      expect([sum(series.done), sum(series.dead), sum(series.cancelled), sum(series.retried)]).toEqual([1, 1, 2, 1])
       const one = (await (await get(`${served.root}/api/throughput?minutes=30&kind=hostile.kind`)).json()) as typeof series
-      expect([sum(one.done), sum(one.dead), sum(one.cancelled)]).toEqual([0, 1, 0])
+      expect([sum(one.done), sum(one.dead), sum(one.cancelled), sum(one.retried)]).toEqual([0, 1, 0, 0])
+      const retriedKind = (await (await get(`${served.root}/api/throughput?minutes=30&kind=retry.kind`)).json()) as typeof series
+      expect([sum(retriedKind.done), sum(retriedKind.cancelled), sum(retriedKind.retried)]).toEqual([0, 1, 1])
       for (const bad of ["0", "1441", "x"]) expect((await get(`${served.root}/api/throughput?minutes=${bad}`)).status, bad).toBe(400)
     })
 
@@ -241,6 +261,8 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       expect(samples.get(`docket_oldest_due_seconds{kind="export.run"}`)).toBe(0)
       expect(samples.get(`docket_finished_last_hour{kind="hostile.kind",state="dead"}`)).toBe(1)
       expect(samples.get(`docket_finished_last_hour{kind="export.run",state="done"}`)).toBe(1)
+      expect(samples.get(`docket_retried_last_hour{kind="retry.kind"}`)).toBe(1)
+      expect(samples.get(`docket_retried_last_hour{kind="export.run"}`)).toBe(0)
       expect(samples.get(`docket_workers{host="host-a"}`)).toBe(1)
       expect(samples.get(`docket_kind_live_workers{kind="mail.send"}`)).toBe(1)
       expect(samples.get(`docket_kind_live_workers{kind="export.run"}`)).toBe(0)

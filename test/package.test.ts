@@ -187,7 +187,7 @@ describe("the package, installed into a new project", () => {
       const overview = await (await fetch(`${root}/`)).text()
       const uplot = /<script src="(\/assets\/uplot-[\d.]+\.min\.js)"/.exec(overview)
       expect(uplot, overview).not.toBeNull()
-      for (const path of [uplot![1], uplot![1].replace(/\.js$/, ".css"), "/assets/chart-1.js"]) {
+      for (const path of [uplot![1], uplot![1].replace(/\.js$/, ".css"), "/assets/chart-2.js"]) {
         const response = await fetch(`${root}${path}`)
         expect(response.status, path).toBe(200)
         expect((await response.text()).length, path).toBeGreaterThan(100)

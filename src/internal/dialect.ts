@@ -175,6 +175,8 @@ export interface Dialect {
   readonly list: (query: ListQuery) => Effect.Effect<ReadonlyArray<ItemRow>, SqlError>
   /** Deletes at most `limit` items of `state` finished at least `retentionMs` ago, oldest first; how many. */
   readonly prune: (state: "done" | "dead" | "cancelled", retentionMs: number, limit: number) => Effect.Effect<number, SqlError>
+  /** Deletes at most `limit` retry counts of minutes older than `keptMs` (sql/prune.ts); how many. */
+  readonly pruneMinuteCounts: (keptMs: number, limit: number) => Effect.Effect<number, SqlError>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
   /** Milliseconds from the database's now until a waiting item not yet due becomes due or a lease ends (negative if one has ended), if any. */
   readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>

@@ -78,6 +78,19 @@ const cancelWith = (sql: SqlClient, run: Bindings.Run): Dialect["cancel"] => (id
   }))
 }
 
+// Fail in one transaction: absorb, update, then count the rows they sent
+// back to waiting (their kinds came back with them) in the minute's counts.
+const failWith = (run: Bindings.Run, transaction: Dialect["transaction"]): Dialect["fail"] => (rows) => {
+  const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs, r.cancel ? 1 : 0]))
+  type Row = FencedStateRow & { readonly kind: string }
+  return transaction(Effect.gen(function*() {
+    const changed = [...yield* run<Row>(Fail.sqliteAbsorb, [json]), ...yield* run<Row>(Fail.sqliteUpdate, [json])]
+    const retried = changed.filter((r) => r.outcome === "waiting" || r.outcome === "absorbed").map((r) => r.kind)
+    if (retried.length > 0) yield* run(Fail.sqliteCountRetries, [JSON.stringify(retried)])
+    return changed.map((r): FencedStateRow => ({ id: r.id, lease_seq: r.lease_seq, outcome: r.outcome }))
+  }))
+}
+
 /** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
   const transaction = Transaction.typed(sql)
@@ -107,10 +120,7 @@ export const make = (sql: SqlClient): Dialect => {
       keep
         ? run<FencedRow>(Complete.sqliteKeep, [JSON.stringify(rows.map((r) => [r.id, r.token, r.result]))])
         : run<FencedRow>(Complete.sqliteDelete, [fencesJson(rows)]),
-    fail: (rows) => {
-      const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.error, r.delayMs, r.cancel ? 1 : 0]))
-      return both(run<FencedStateRow>(Fail.sqliteAbsorb, [json]), run<FencedStateRow>(Fail.sqliteUpdate, [json]))
-    },
+    fail: failWith(run, transaction),
     release: (fences) => {
       const json = fencesJson(fences)
       return both(run<FencedStateRow>(Release.sqliteAbsorb, [json]), run<FencedStateRow>(Release.sqliteUpdate, [json]))
@@ -131,6 +141,8 @@ export const make = (sql: SqlClient): Dialect => {
         : run<ItemRow>(List.sqlite[q.by], [q.kind, q.idBefore, q.limit]),
     prune: (state, retentionMs, limit) =>
       run<IdRow>(Prune.sqlite, [state, retentionMs, limit]).pipe(Effect.map((rows) => rows.length)),
+    pruneMinuteCounts: (keptMs, limit) =>
+      run<{ n: number }>(Prune.sqliteMinuteCounts, [keptMs, limit]).pipe(Effect.map((rows) => rows.length)),
     retryDead: (selection) =>
       run<IdRow>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
     deleteDead: (selection) =>

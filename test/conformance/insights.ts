@@ -1,13 +1,14 @@
 /**
- * The read model's operations (oldestDue, finishedPerMinute, searchItems)
+ * The read model's operations (oldestDue, finishedPerMinute, retriedPerMinute, searchItems)
  * and runNow, written once and run on SQLite and PostgreSQL
  * (test/insights.sqlite.test.ts, test/insights.pg.test.ts). Time is moved by
  * editing rows, never by sleeping.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { QueueRepo } from "../../src/index.js"
-import { type Backend, setRow } from "../support/db.js"
+import { type Backend, makeDue, setRow } from "../support/db.js"
 import { dbNow, withRepo } from "./harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -69,6 +70,82 @@ export const insightsConformance = (backend: Backend) => {
         expect((yield* repo.finishedPerMinute(3 * 60)).filter((r) => r.state === "done").reduce((n, r) => n + r.count, 0)).toBe(3)
         const refused = yield* Effect.flip(repo.finishedPerMinute(0))
         expect(refused).toMatchObject({ _tag: "InvalidInput", field: "minutes" })
+      })))
+
+    it.live("retriedPerMinute: a retrying fail counts once per item in its minute and kind; dead, cancelled, snoozed and stale fails count nothing", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        const before = yield* dbNow
+        expect(yield* repo.retriedPerMinute(60)).toEqual([])
+        yield* repo.enqueueMany([
+          ...[1, 2, 3].map((i) => ({ kind: "mail", payload: i })),
+          ...[1, 2].map((i) => ({ kind: "report", payload: i })),
+          { kind: "spent", payload: 1, maxAttempts: 1 }
+        ])
+        const claims = yield* repo.claim({ worker: "w", limit: 10, lease: "1 minute", kinds: ["mail", "report"] })
+        expect(claims.length).toBe(5)
+        const [m1, m2, m3] = claims.filter((c) => c.kind === "mail")
+        const [r1, r2] = claims.filter((c) => c.kind === "report")
+        // One batch of mixed kinds and outcomes: three retries (two mail, one report), a dead, a cancel.
+        expect(yield* repo.failMany([
+          { claim: m1, error: "e", next: { _tag: "Retry", delay: "1 hour" } },
+          { claim: r1, error: "e", next: { _tag: "Retry", delay: "1 hour" } },
+          { claim: m2, error: "e", next: { _tag: "Retry", delay: "1 hour" } },
+          { claim: m3, error: "e", next: { _tag: "Dead" } },
+          { claim: r2, error: "e", next: { _tag: "Cancel" } }
+        ])).toEqual(["retried", "retried", "retried", "dead", "cancelled"])
+        // A retry asked for with no attempts left dies: not a retry.
+        const [spent] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["spent"] })
+        expect(yield* repo.fail(spent, "e", { _tag: "Retry", delay: 0 })).toBe("dead")
+        // A snooze is not a retry; a stale fail (its claim taken over) changes nothing and counts nothing.
+        const snoozed = yield* repo.enqueue("mail", "snoozed")
+        const [s1] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["mail"] })
+        expect(s1.id).toBe(snoozed.id)
+        expect(yield* repo.snooze(s1, "1 hour")).toBe("snoozed")
+        const stale = yield* repo.enqueue("mail", "stale")
+        const [old] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["mail"] })
+        yield* setRow(stale.id, { lease_until: 0 })
+        const [taken] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute", kinds: ["mail"] })
+        expect([old.id, taken.id]).toEqual([stale.id, stale.id])
+        expect(yield* repo.fail(old, "late", { _tag: "Retry", delay: 0 })).toBe("stale")
+        // A keyed retry absorbed by its waiting twin is a retry too (the twin runs the work again).
+        const keyed = yield* repo.enqueue("report", "keyed", { key: "k" })
+        const [k1] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["report"] })
+        expect(k1.id).toBe(keyed.id)
+        yield* repo.enqueue("report", "twin", { key: "k" })
+        expect(yield* repo.fail(k1, "e", { _tag: "Retry", delay: 0 })).toBe("absorbed")
+        // The same item retried again counts again.
+        yield* makeDue(m1.id)
+        const [again] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["mail"] })
+        expect(again.id).toBe(m1.id)
+        expect(yield* repo.fail(again, "e", { _tag: "Retry", delay: "1 hour" })).toBe("retried")
+        const after = yield* dbNow
+        const rows = yield* repo.retriedPerMinute(60)
+        const minute = (t: number) => Math.floor(t / 60_000) * 60_000
+        for (const r of rows) {
+          expect(r.minute).toBeGreaterThanOrEqual(minute(before))
+          expect(r.minute).toBeLessThanOrEqual(minute(after))
+        }
+        const total = (kind: string) => rows.filter((r) => r.kind === kind).reduce((n, r) => n + r.count, 0)
+        expect([total("mail"), total("report"), total("spent")]).toEqual([3, 2, 0])
+        expect(rows.every((r) => r.kind === "mail" || r.kind === "report")).toBe(true)
+        expect(yield* Effect.flip(repo.retriedPerMinute(0))).toMatchObject({ _tag: "InvalidInput", field: "minutes" })
+      })))
+
+    it.live("retriedPerMinute: counts older than the window are left out; prune deletes those older than a day", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        const sql = yield* SqlClient.SqlClient
+        const now = Math.floor((yield* dbNow) / 60_000)
+        for (const [ago, n] of [[10, 2], [2 * 60, 3], [25 * 60, 4], [3 * 24 * 60, 5]] as const) {
+          const marks = backend.name === "pg" ? "$1, $2, $3" : "?, ?, ?"
+          yield* sql.unsafe(`INSERT INTO docket_minute_counts (minute, kind, retried) VALUES (${marks})`, [now - ago, "mail", n])
+        }
+        expect(yield* repo.retriedPerMinute(60)).toEqual([{ minute: (now - 10) * 60_000, kind: "mail", count: 2 }])
+        expect((yield* repo.retriedPerMinute(24 * 60)).map((r) => r.count)).toEqual([3, 2])
+        yield* repo.prune
+        const left = yield* sql.unsafe<{ minute: number | string }>("SELECT minute FROM docket_minute_counts ORDER BY minute")
+        expect(left.map((r) => Number(r.minute))).toEqual([now - 2 * 60, now - 10])
       })))
 
     it.live("searchItems: by state, kind, key and text in the payload or the last error, newest first, paged by cursor", () =>

@@ -4,7 +4,9 @@
  * place, and processes of that release keep working beside migrated ones; a
  * database made by the release of 0005 upgrades to 0006 with every item
  * as it was; and one made by the last release (0006) upgrades to the latest
- * (0007, history) with every item runnable and its past backfilled.
+ * (0007, history) with every item runnable and its past backfilled; and one
+ * at 0008 (recurring) upgrades to 0009 (retries per minute) with a claim
+ * taken before it still failing, counted, with its token.
  *
  * The release's own statements are written out here as it sent them, so the
  * test keeps meaning what it says when the current statements change.
@@ -85,7 +87,7 @@ export const upgradeConformance = (backend: Backend) => {
             yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["nothing"]]))
           }
 
-          expect(yield* Migrations.run).toEqual([5, 6, 7, 8])
+          expect(yield* Migrations.run).toEqual([5, 6, 7, 8, 9])
           const repo = yield* QueueRepo.QueueRepo
           const stored = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           for (const [id, n, budget] of [[plain, 1, 8], [budgeted, 2, 5]] as const) {
@@ -157,7 +159,7 @@ export const upgradeConformance = (backend: Backend) => {
           // The same rows, every column the same, and the new one at its default.
           expect(yield* stored).toEqual(before.map((row) => ({ ...row, snoozes: 0 })))
           // This release's statements read 0007's columns: upgrade the rest of the way.
-          expect(yield* Migrations.run).toEqual([7, 8])
+          expect(yield* Migrations.run).toEqual([7, 8, 9])
           expect(before.map((row) => Number(row.id))).toEqual([waiting, scheduled, running, dying])
           const after = yield* Effect.forEach([waiting, scheduled, running, dying], (id) => repo.get(id))
           expect(Option.getOrThrow(after[3])).toMatchObject({ state: "dead", lastError: `it's "broken"` })
@@ -200,7 +202,7 @@ export const upgradeConformance = (backend: Backend) => {
           yield* setRow(cancelled, { state: "cancelled", lease_seq: 1, last_error: "Cancelled: not needed", updated_at: now - 7000 })
           yield* setRow(retrying, { attempts: 2, last_error: "Retry: later", updated_at: now - 9000 })
 
-          expect(yield* Migrations.run).toEqual([7, 8])
+          expect(yield* Migrations.run).toEqual([7, 8, 9])
           const repo = yield* QueueRepo.QueueRepo
           const item = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           expect(yield* item(waiting)).toMatchObject({ state: "waiting", key: "k1", finishedAt: null, errors: [], result: null })
@@ -236,6 +238,31 @@ export const upgradeConformance = (backend: Backend) => {
             [3, "new", "Retry: again"]
           ])
           expect(yield* repo.enqueue("v.kind", { n: 7 }, { key: "k1" })).toMatchObject({ _tag: "Enqueued" })
+        }).pipe(Effect.scoped, Effect.provide(layer))
+      }), 60_000)
+  })
+
+  // 0009 adds a table only: items and claims are untouched; a retry after it counts.
+  describe("upgrading in place from the schema at 0008 to the latest", () => {
+    it.live("a claim taken before the upgrade retries with its token and is counted; finished items stay listed", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const layer = QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { migrate: false })))
+        yield* Effect.gen(function*() {
+          expect((yield* migrateUpTo(8)).map(([id]) => id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+          const running = yield* oldEnqueue("v.run", { n: 1 }, null, 8)
+          const dead = yield* oldEnqueue("v.dead", { n: 2 }, null, 1)
+          const now = Date.now()
+          yield* setRow(running, { state: "running", attempts: 1, lease_seq: 1, claimed_by: "old", lease_until: now + 60_000 })
+          yield* setRow(dead, { state: "dead", attempts: 1, lease_seq: 1, last_error: "boom", finished_at: now - 5000 })
+
+          expect(yield* Migrations.run).toEqual([9])
+          const repo = yield* QueueRepo.QueueRepo
+          expect(yield* repo.retriedPerMinute(60)).toEqual([])
+          expect(yield* repo.fail({ id: running, token: 1 } as QueueRepo.Claim, "again", { _tag: "Retry", delay: 0 })).toBe("retried")
+          expect((yield* repo.retriedPerMinute(60)).map((r) => [r.kind, r.count])).toEqual([["v.run", 1]])
+          expect((yield* repo.list({ state: "dead" })).items.map((i) => i.id)).toEqual([dead])
+          expect(yield* Migrations.run).toEqual([])
         }).pipe(Effect.scoped, Effect.provide(layer))
       }), 60_000)
   })

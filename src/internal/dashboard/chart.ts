@@ -2,7 +2,8 @@
  * The overview's throughput chart: uPlot (a dependency of the package, read
  * from its own installed files: nothing from a CDN) and a script of the
  * dashboard's that fetches `<base>/api/throughput` and draws items finished
- * per minute over the last hour (done, dead, cancelled). uPlot needs no eval and
+ * and attempts retried per minute over the last hour (done, dead, cancelled,
+ * retried; a new script gets a new name: assets are cached for a year). uPlot needs no eval and
  * sets its styles through the CSSOM (element.style), which `style-src 'self'`
  * allows, so the CSP is unchanged. With JavaScript off the overview's table
  * shows the same figures.
@@ -26,7 +27,7 @@ const UPLOT_VERSION: string = (() => {
 
 export const UPLOT_JS_PATH = `/assets/uplot-${UPLOT_VERSION}.min.js`
 export const UPLOT_CSS_PATH = `/assets/uplot-${UPLOT_VERSION}.min.css`
-export const CHART_JS_PATH = "/assets/chart-1.js"
+export const CHART_JS_PATH = "/assets/chart-2.js"
 
 const files = new Map<string, string>()
 
@@ -64,7 +65,7 @@ export const CHART_JS = `"use strict";
   var plot = null;
   // The API's aligned columns: every minute of the window (zeros included), its start in epoch ms.
   function columns(s) {
-    return [s.minutes.map(function (m) { return m / 1000; }), s.done, s.dead, s.cancelled];
+    return [s.minutes.map(function (m) { return m / 1000; }), s.done, s.dead, s.cancelled, s.retried];
   }
   function options() {
     var axis = { stroke: color("--muted"), grid: { stroke: color("--line") }, ticks: { stroke: color("--line") } };
@@ -76,7 +77,8 @@ export const CHART_JS = `"use strict";
         {},
         { label: "done", stroke: color("--done"), width: 2 },
         { label: "dead", stroke: color("--dead"), width: 2 },
-        { label: "cancelled", stroke: color("--muted"), width: 1, dash: [4, 4] }
+        { label: "cancelled", stroke: color("--muted"), width: 1, dash: [4, 4] },
+        { label: "retried", stroke: color("--warn"), width: 1 }
       ]
     };
   }

@@ -3,7 +3,9 @@
  * database, so one scrape covers every worker on every host. Every series is
  * a gauge: the history is pruned, so a count read from it can fall, and a
  * counter must never fall; "finished in the last hour" is what an alert on
- * failures wants anyway (docs/dashboard.md has the rules).
+ * failures wants anyway (docs/dashboard.md has the rules). The retries of the
+ * last hour likewise: their per-minute counts are pruned after a day, and a
+ * sum over a sliding hour falls as old minutes leave it.
  */
 import type { Overview } from "./model.js"
 
@@ -36,6 +38,8 @@ export const render = (o: Overview): string => {
   const live = o.workers.filter((w) => w.status === "live")
   const finished = new Map<string, number>()
   for (const r of o.finishedByKind) finished.set(`${r.kind}\u0000${r.state}`, (finished.get(`${r.kind}\u0000${r.state}`) ?? 0) + r.count)
+  const retried = new Map<string, number>()
+  for (const r of o.retriedByKind) retried.set(r.kind, (retried.get(r.kind) ?? 0) + r.count)
   const hosts = new Map<string, number>()
   for (const w of live) hosts.set(w.host, (hosts.get(w.host) ?? 0) + 1)
   const families: Array<Family> = [
@@ -55,6 +59,11 @@ export const render = (o: Overview): string => {
       samples: kindNames.flatMap((kind) =>
         (["done", "dead", "cancelled"] as const).map((state) => [{ kind, state }, finished.get(`${kind}\u0000${state}`) ?? 0] as const)
       )
+    },
+    {
+      name: "docket_retried_last_hour",
+      help: "Failed attempts sent back to waiting (to be retried) in the last hour, by kind.",
+      samples: kindNames.map((kind) => [{ kind }, retried.get(kind) ?? 0] as const)
     },
     {
       name: "docket_kind_paused",

@@ -4,7 +4,7 @@
  * are a `Problem` with the HTTP status to answer with.
  */
 import { Data, Effect, Option } from "effect"
-import type { FinishedMinute, Item, KindInfo, ListState, OldestDue, ScheduleInfo, WorkerInfo } from "../../Domain.js"
+import type { FinishedMinute, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, WorkerInfo } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Service } from "../store/service.js"
 
@@ -28,52 +28,71 @@ export interface Overview {
   readonly kinds: ReadonlyArray<KindInfo>
   readonly oldestDue: ReadonlyArray<OldestDue>
   /** Per minute of the last hour (oldest first, minutes with none left out), summed over kinds. */
-  readonly throughput: ReadonlyArray<{ readonly minute: number; readonly done: number; readonly dead: number; readonly cancelled: number }>
+  readonly throughput: ReadonlyArray<Minute>
   readonly finishedByKind: ReadonlyArray<FinishedMinute>
+  readonly retriedByKind: ReadonlyArray<RetriedMinute>
   readonly workers: ReadonlyArray<WorkerInfo>
 }
 
-const byMinute = (rows: ReadonlyArray<FinishedMinute>): Overview["throughput"] => {
-  const minutes = new Map<number, { minute: number; done: number; dead: number; cancelled: number }>()
-  for (const r of rows) {
-    const m = minutes.get(r.minute) ?? { minute: r.minute, done: 0, dead: 0, cancelled: 0 }
-    m[r.state] += r.count
-    minutes.set(r.minute, m)
+/** One minute's finished items by state and its retried attempts (epoch ms of its start). */
+export interface Minute {
+  readonly minute: number
+  readonly done: number
+  readonly dead: number
+  readonly cancelled: number
+  readonly retried: number
+}
+
+const byMinute = (finished: ReadonlyArray<FinishedMinute>, retried: ReadonlyArray<RetriedMinute>): ReadonlyArray<Minute> => {
+  const minutes = new Map<number, { -readonly [K in keyof Minute]: number }>()
+  const at = (minute: number) => {
+    const m = minutes.get(minute) ?? { minute, done: 0, dead: 0, cancelled: 0, retried: 0 }
+    minutes.set(minute, m)
+    return m
   }
+  for (const r of finished) at(r.minute)[r.state] += r.count
+  for (const r of retried) at(r.minute).retried += r.count
   return [...minutes.values()].sort((a, b) => a.minute - b.minute)
 }
 
-/** Reads the overview (four statements, one after another: a dashboard takes one connection at a time). */
+/** Reads the overview (five statements, one after another: a dashboard takes one connection at a time). */
 export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
   Effect.gen(function*() {
     const kinds = yield* repo.listKinds
     const oldestDue = yield* repo.oldestDue
     const finished = yield* repo.finishedPerMinute(60)
+    const retried = yield* repo.retriedPerMinute(60)
     const workers = yield* repo.listWorkers()
-    return { kinds, oldestDue, throughput: byMinute(finished), finishedByKind: finished, workers }
+    return { kinds, oldestDue, throughput: byMinute(finished, retried), finishedByKind: finished, retriedByKind: retried, workers }
   }).pipe(Effect.mapError(toProblem))
 
-/** Finished items per minute as aligned columns (what a time-series chart takes): every minute of the window, zeros included. */
+/** Finished items and retried attempts per minute as aligned columns (what a time-series chart takes): every minute of the window, zeros included. */
 export interface Series {
   /** Each minute's start, epoch ms (database clock), oldest first. */
   readonly minutes: ReadonlyArray<number>
   readonly done: ReadonlyArray<number>
   readonly dead: ReadonlyArray<number>
   readonly cancelled: ReadonlyArray<number>
+  /** Failed attempts sent back to waiting (not finished: the item runs again). */
+  readonly retried: ReadonlyArray<number>
 }
 
 /** The last `minutes` minutes (1 to 1,440; the current one included) as aligned columns, summed over kinds (or of one kind). */
 export const throughput = (repo: Service, minutes: number, kind: string | undefined): Effect.Effect<Series, Problem> =>
   Effect.gen(function*() {
     const rows = yield* repo.finishedPerMinute(minutes).pipe(Effect.mapError(toProblem))
+    const retried = yield* repo.retriedPerMinute(minutes).pipe(Effect.mapError(toProblem))
     const last = Math.floor(Date.now() / 60_000) * 60_000
     const starts = Array.from({ length: minutes }, (_, i) => last - (minutes - 1 - i) * 60_000)
     const index = new Map(starts.map((m, i) => [m, i]))
-    const columns = { done: starts.map(() => 0), dead: starts.map(() => 0), cancelled: starts.map(() => 0) }
-    for (const r of rows) {
+    const zeros = () => starts.map(() => 0)
+    const columns = { done: zeros(), dead: zeros(), cancelled: zeros(), retried: zeros() }
+    const add = (column: Array<number>, r: { readonly minute: number; readonly kind: string; readonly count: number }) => {
       const i = index.get(r.minute)
-      if (i !== undefined && (kind === undefined || r.kind === kind)) columns[r.state][i] += r.count
+      if (i !== undefined && (kind === undefined || r.kind === kind)) column[i] += r.count
     }
+    for (const r of rows) add(columns[r.state], r)
+    for (const r of retried) add(columns.retried, r)
     return { minutes: starts, ...columns }
   })
 

@@ -30,10 +30,10 @@ export const overviewPage = (view: View, o: Overview): Html => {
   const due = new Map(o.oldestDue.map((d) => [d.kind, d]))
   const live = o.workers.filter((w) => w.status === "live")
   const total = (pick: (k: KindInfo) => number) => o.kinds.reduce((n, k) => n + pick(k), 0)
-  const hour = o.throughput.reduce((t, m) => ({ done: t.done + m.done, dead: t.dead + m.dead, cancelled: t.cancelled + m.cancelled }), {
-    done: 0, dead: 0, cancelled: 0
+  const hour = o.throughput.reduce((t, m) => ({ done: t.done + m.done, dead: t.dead + m.dead, retried: t.retried + m.retried }), {
+    done: 0, dead: 0, retried: 0
   })
-  const peak = Math.max(1, ...o.throughput.map((m) => m.done + m.dead + m.cancelled))
+  const peak = Math.max(1, ...o.throughput.map((m) => m.done + m.dead + m.cancelled + m.retried))
   const controlled = o.kinds.filter((k) => k.paused || k.concurrency !== null || k.rate !== null)
   return page(view, "Overview", html`<h1>Overview</h1>
 <div id="live-overview" data-live>
@@ -44,6 +44,7 @@ export const overviewPage = (view: View, o: Overview): Html => {
 <div class="card"><div class="muted">dead</div><div class="v bad">${total((k) => k.counts.dead)}</div></div>
 <div class="card"><div class="muted">done, last hour</div><div class="v good">${hour.done}</div></div>
 <div class="card"><div class="muted">dead, last hour</div><div class="v bad">${hour.dead}</div></div>
+<div class="card"><div class="muted">retried, last hour</div><div class="v">${hour.retried}</div></div>
 <div class="card"><div class="muted">live workers</div><div class="v">${live.length}</div></div>
 </div>
 <h2>Kinds</h2>
@@ -62,14 +63,16 @@ ${o.kinds.length === 0 ? html`<p class="muted">No items yet.</p>` : html`<table 
     })
   }</tbody></table>`}
 </div>
-<h2>Finished per minute, last hour</h2>
-<div id="throughput-chart" class="chart" data-src="${view.base}/api/throughput?minutes=60" role="img" aria-label="items done, dead and cancelled per minute over the last hour (the table below has the figures)"></div>
+<h2>Finished and retried per minute, last hour</h2>
+<div id="throughput-chart" class="chart" data-src="${view.base}/api/throughput?minutes=60" role="img" aria-label="items done, dead and cancelled and attempts retried per minute over the last hour (the table below has the figures)"></div>
 <div id="live-throughput" data-live>
-${o.throughput.length === 0 ? html`<p class="muted">Nothing finished in the last hour.</p>` : html`<table id="throughput">
-<thead><tr><th>minute (UTC)</th><th class="n">done</th><th class="n">dead</th><th class="n">cancelled</th><th></th></tr></thead>
+${o.throughput.length === 0 ? html`<p class="muted">Nothing finished or retried in the last hour.</p>` : html`<table id="throughput">
+<thead><tr><th>minute (UTC)</th><th class="n">done</th><th class="n">dead</th><th class="n">cancelled</th><th class="n">retried</th><th></th></tr></thead>
 <tbody>${
     [...o.throughput].reverse().map((m) =>
-      html`<tr><td>${time(m.minute)}</td><td class="n">${m.done}</td><td class="n">${m.dead}</td><td class="n">${m.cancelled}</td><td><meter min="0" max="${peak}" value="${m.done + m.dead + m.cancelled}"></meter></td></tr>`
+      html`<tr><td>${time(m.minute)}</td><td class="n">${m.done}</td><td class="n">${m.dead}</td><td class="n">${m.cancelled}</td><td class="n">${m.retried}</td><td><meter min="0" max="${peak}" value="${
+        m.done + m.dead + m.cancelled + m.retried
+      }"></meter></td></tr>`
     )
   }</tbody></table>`}
 <h2>Paused and limited kinds</h2>

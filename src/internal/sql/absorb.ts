@@ -23,6 +23,8 @@ export interface PgUpdate {
   readonly set: string
   /** The outcome those rows report. */
   readonly outcome: string
+  /** More CTEs after `updated` (each `name AS (...)`, comma-separated), e.g. a write that reads it. */
+  readonly then?: string
 }
 
 /**
@@ -31,7 +33,7 @@ export interface PgUpdate {
  * deletes the rows whose twin waits, `updated` applies the change to the rest.
  * One row per target: its id, token and outcome (`absorbed` or the update's).
  */
-export const pg = ({ absorbIf, outcome, set }: PgUpdate) => `absorbed AS (
+export const pg = ({ absorbIf, outcome, set, then }: PgUpdate) => `absorbed AS (
   DELETE FROM docket_items d USING target t
   WHERE d.id = t.id AND ${absorbIf === undefined ? "" : `${absorbIf} AND `}t.dedupe_key IS NOT NULL
     AND ${waitingTwin("t")}
@@ -42,18 +44,19 @@ export const pg = ({ absorbIf, outcome, set }: PgUpdate) => `absorbed AS (
   FROM target t
   WHERE u.id = t.id AND NOT EXISTS (SELECT 1 FROM absorbed a WHERE a.id = t.id)
   RETURNING u.id, u.lease_seq, ${outcome} AS outcome
-)
+)${then === undefined ? "" : `, ${then}`}
 SELECT id, lease_seq, outcome FROM updated
 UNION ALL SELECT id, lease_seq, 'absorbed' AS outcome FROM absorbed`
 
 /**
  * SQLite: a statement of its own, run first in the operation's transaction
  * (the update after it no longer finds the absorbed rows). Deletes the running
- * keyed rows `targets` selects (a condition on `d`) whose twin waits.
+ * keyed rows `targets` selects (a condition on `d`) whose twin waits; each
+ * row returned carries its kind (fail counts the retries by kind).
  */
 export const sqlite = (targets: string) => `
 DELETE FROM docket_items AS d
 WHERE d.state = 'running' AND d.dedupe_key IS NOT NULL
   AND ${targets}
   AND ${waitingTwin("d")}
-RETURNING id, lease_seq, 'absorbed' AS outcome`
+RETURNING id, lease_seq, 'absorbed' AS outcome, kind`

@@ -13,6 +13,13 @@
  * `errors` ({attempt, at, worker, error}; the worker is the claim's holder,
  * read before this update clears claimed_by), the oldest dropped past
  * MAX_ERRORS; an item that ends dead or cancelled gets its finish time.
+ *
+ * Retries per minute (migration 0009): every row this fail sends back to
+ * waiting (or has absorbed by a waiting twin, which runs the work again) adds
+ * one to its kind's row of the current minute in docket_minute_counts, in the
+ * same statement (PostgreSQL) or transaction (SQLite). Only rows the fenced
+ * fail changed count: a stale token, a dead or cancelled outcome count
+ * nothing. Complete and claim never write the table.
  */
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
@@ -56,7 +63,17 @@ WITH input AS (
       last_error = t.error, errors = ${pgAppend("t.error")},
       finished_at = CASE WHEN t.retry THEN NULL ELSE ${Now.pg} END,
       claimed_by = NULL, lease_until = NULL, updated_at = ${Now.pg}`,
-  outcome: "u.state"
+  outcome: "u.state",
+  // One upsert row per kind, in kind order (concurrent batches lock the rows
+  // in one order: no deadlock). Unreferenced: PostgreSQL runs it all the same.
+  then: `counted AS (
+  INSERT INTO docket_minute_counts AS m (minute, kind, retried)
+  SELECT ${Now.pg} / 60000, t.kind, count(*) FROM target t
+  WHERE t.retry AND (t.id IN (SELECT id FROM updated) OR t.id IN (SELECT id FROM absorbed))
+  GROUP BY t.kind ORDER BY t.kind
+  ON CONFLICT (minute, kind) DO UPDATE SET retried = m.retried + excluded.retried
+  RETURNING 1
+)`
 })}`
 
 // SQLite: the row `of` may retry as far as a budget the enqueue gave allows.
@@ -87,4 +104,16 @@ FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS seq, j.value ->> 2 AS error, 
              j.value ->> 4 AS cancel
       FROM json_each(?1) j) AS c
 WHERE u.id = c.id AND u.lease_seq = c.seq AND u.state = 'running'
-RETURNING id, lease_seq, state AS outcome`
+RETURNING id, lease_seq, state AS outcome, kind`
+
+/**
+ * SQLite, third (in the same transaction, only when the two before retried
+ * any): ?1 a JSON array of the kinds of the rows they sent back to waiting or
+ * absorbed, one entry per row; adds them to the current minute's counts.
+ * (`WHERE true`: an upsert's SELECT needs a WHERE before ON CONFLICT.)
+ */
+export const sqliteCountRetries = `
+INSERT INTO docket_minute_counts (minute, kind, retried)
+SELECT ${Now.sqlite} / 60000, j.value, count(*) FROM json_each(?1) j WHERE true
+GROUP BY j.value
+ON CONFLICT (minute, kind) DO UPDATE SET retried = retried + excluded.retried`

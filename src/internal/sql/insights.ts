@@ -8,6 +8,8 @@
  *   partial indexes), grouped by kind; finished items are not read.
  * - finishedPerMinute: a range of docket_items_finished (state, finished_at,
  *   id) per finished state: only the items finished in the window.
+ * - retriedPerMinute: a range of docket_minute_counts' key (minute, kind):
+ *   at most one row per kind and minute of the window (migration 0009).
  * - searchFloor, search: the primary key walked backwards from the cursor, at
  *   most SEARCH_SCAN_CAP rows per page whatever the filters (a text search
  *   cannot use an index; bounding the rows it reads bounds its cost).
@@ -34,6 +36,13 @@ FROM docket_items
 WHERE state IN ('done', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ${now} - ${windowMs}
 GROUP BY kind, state, (finished_at / 60000) * 60000
 ORDER BY minute, kind, state`
+
+// The minute as finishedPerMinute gives it (its start, epoch ms); the table keeps epoch minutes.
+const retriedPerMinute = (now: string, windowMs: string) => `
+SELECT kind, minute * 60000 AS minute, retried AS n
+FROM docket_minute_counts
+WHERE minute >= (${now} - ${windowMs}) / 60000 AND retried > 0
+ORDER BY minute, kind`
 
 // The lowest id of the window a page reads, and how many rows it holds.
 const searchFloor = (before: string, cap: string) => `
@@ -73,6 +82,8 @@ export const pg = {
   oldestDue: oldestDue(Now.pg),
   /** $1 the window in ms: finished items per (kind, state, minute). */
   finishedPerMinute: finishedPerMinute(Now.pg, "$1::bigint"),
+  /** $1 the window in ms: retried attempts per (kind, minute). */
+  retriedPerMinute: retriedPerMinute(Now.pg, "$1::bigint"),
   /** $1 the cursor's id, $2 the cap. */
   searchFloor: searchFloor("$1::bigint", "$2"),
   /** $1 cursor id, $2 floor, $3 state, $4 kind, $5 key, $6 text (each NULL for any), $7 the page size. */
@@ -95,6 +106,7 @@ SELECT id, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'run-now')) IS NULL AS notifie
 export const sqlite = {
   oldestDue: oldestDue(Now.sqlite),
   finishedPerMinute: finishedPerMinute(Now.sqlite, "?1"),
+  retriedPerMinute: retriedPerMinute(Now.sqlite, "?1"),
   searchFloor: searchFloor("?1", "?2"),
   search: search(
     { before: "?1", floor: "?2", state: "?3", kind: "?4", key: "?5", text: "?6", limit: "?7" },

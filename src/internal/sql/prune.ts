@@ -39,3 +39,34 @@ WHERE id IN (
   ORDER BY i.finished_at, i.id
   LIMIT ?3)
 RETURNING id`
+
+/**
+ * The retry counts per minute (docket_minute_counts, migration 0009) older
+ * than the window they are kept for, the oldest minutes first, at most a
+ * batch per statement (its primary key walked from the oldest minute).
+ * PostgreSQL: $1 the window in ms, $2 the batch size; one row with the count
+ * deleted. SKIP LOCKED: a row a fail is counting into (the current minute,
+ * never this old) or another pruner holds is left for the next pass.
+ */
+export const pgMinuteCounts = `
+WITH gone AS (
+  DELETE FROM docket_minute_counts d
+  WHERE (d.minute, d.kind) IN (
+    SELECT c.minute, c.kind FROM docket_minute_counts c
+    WHERE c.minute < (${Now.pg} - $1::bigint) / 60000
+    ORDER BY c.minute, c.kind
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone`
+
+/** SQLite: ?1 the window in ms, ?2 the batch size; a row per count deleted. */
+export const sqliteMinuteCounts = `
+DELETE FROM docket_minute_counts
+WHERE (minute, kind) IN (
+  SELECT c.minute, c.kind FROM docket_minute_counts c
+  WHERE c.minute < (${Now.sqlite} - ?1) / 60000
+  ORDER BY c.minute, c.kind
+  LIMIT ?2)
+RETURNING 1 AS n`

@@ -22,6 +22,15 @@ export interface ResolvedRetention {
 /** The defaults: done and cancelled a day (enough to look into last night's run), dead until a person acts. */
 export const DEFAULT_RETENTION: ResolvedRetention = { done: 24 * 3600 * 1000, cancelled: 24 * 3600 * 1000, dead: null }
 
+/**
+ * How long the retry counts per minute are kept (docket_minute_counts): a
+ * day, the longest window `retriedPerMinute` reads, whatever the items'
+ * retention (a done retention of 0 keeps no done row, yet the retries of the
+ * last hour still chart; one kept for ever would keep a few rows per kind
+ * and minute for nothing any read asks for).
+ */
+export const MINUTE_COUNTS_KEPT_MS = 24 * 3600 * 1000
+
 const FINISHED: ReadonlyArray<FinishedState> = ["done", "cancelled", "dead"]
 
 /** One state's retention: "forever", or a duration from 0 to about 100 years. */
@@ -117,7 +126,9 @@ export const make = (dialect: Dialect, retention: ResolvedRetention): Pick<Servi
       return { items, cursor: more ? encodeCursor(state, kind, items[items.length - 1]) : null }
     }),
   // One statement per state kept for a while (a state kept for ever has none);
-  // the pruner repeats while a batch comes back full.
+  // the pruner repeats while a batch comes back full. Then one batch of the
+  // retry counts older than a day (not reported: the result counts items;
+  // a batch covers 1,000 kind-minutes, far more than a pass interval adds).
   prune: Effect.gen(function*() {
     const result: Record<FinishedState, number> = { done: 0, cancelled: 0, dead: 0 }
     for (const state of FINISHED) {
@@ -125,6 +136,7 @@ export const make = (dialect: Dialect, retention: ResolvedRetention): Pick<Servi
       if (ms === null) continue
       result[state] = yield* dialect.prune(state, ms, PRUNE_BATCH).pipe(Effect.mapError(storage("prune")))
     }
+    yield* dialect.pruneMinuteCounts(MINUTE_COUNTS_KEPT_MS, PRUNE_BATCH).pipe(Effect.mapError(storage("prune")))
     return result satisfies PruneResult
   })
 })

@@ -1,11 +1,11 @@
 /**
  * What a dashboard and /metrics read beyond `stats` and `list`: the age of
- * each kind's oldest due item, finished items per minute, items found by key
+ * each kind's oldest due item, finished and retried items per minute, items found by key
  * or by text (a bounded scan, sql/insights.ts says what each costs); and
  * "run now", which makes scheduled items due at once.
  */
 import { Effect, Either } from "effect"
-import type { FinishedMinute, FinishedState, ListState, OldestDue, SearchOptions } from "../../Domain.js"
+import type { FinishedMinute, FinishedState, ListState, OldestDue, RetriedMinute, SearchOptions } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
 import type { Dialect } from "../dialect.js"
@@ -77,7 +77,7 @@ const checkIds = (ids: ReadonlyArray<number>) =>
     return [...new Set(ids)]
   })
 
-type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "searchItems" | "runNow">
+type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "searchItems" | "runNow">
 
 /** The read model's operations and "run now" over a dialect. */
 export const make = (dialect: Dialect, wakeups: Wakeups.Service): Ops => {
@@ -123,6 +123,14 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service): Ops => {
         Effect.map((rows) =>
           rows.map((r): FinishedMinute => ({ minute: num(r.minute), kind: r.kind, state: r.state, count: num(r.n) }))
         )
+      ),
+    retriedPerMinute: (minutes = 60) =>
+      V.lift(V.checkIntegerIn("minutes", minutes, 1, 24 * 60)).pipe(
+        Effect.flatMap((m) =>
+          dialect.run<{ kind: string; minute: number | string; n: number | string }>(sql.retriedPerMinute, [m * 60_000])
+            .pipe(Effect.mapError(storage("retriedPerMinute")))
+        ),
+        Effect.map((rows) => rows.map((r): RetriedMinute => ({ minute: num(r.minute), kind: r.kind, count: num(r.n) })))
       ),
     searchItems: search,
     runNow: (ids) =>

@@ -8,7 +8,7 @@ import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
   EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage,
-  KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
+  KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
   SnoozeRequest, Stats, TickPass, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 import type { Declaration } from "../../Recurring.js"
@@ -83,7 +83,9 @@ export interface Service {
    * Deletes finished items whose retention has passed (the service's
    * `retention`), the oldest first, at most 1,000 per state per call; how
    * many of each. A worker pool's pruner calls it (again while a batch comes
-   * back full). Concurrent prunes never take the same row.
+   * back full). Concurrent prunes never take the same row. Each call also
+   * deletes up to 1,000 retry counts per minute older than a day (not in
+   * the result, which counts items).
    */
   readonly prune: Effect.Effect<PruneResult, E>
   /**
@@ -173,6 +175,13 @@ export interface Service {
    * retention shorter than the window undercounts.
    */
   readonly finishedPerMinute: (minutes?: number) => Effect.Effect<ReadonlyArray<FinishedMinute>, EI>
+  /**
+   * Failed attempts sent back to waiting (retried) in each minute of the last
+   * `minutes` (default 60, at most 1,440), by kind, oldest minute first;
+   * minutes with none are left out. Counted by fail as it retries
+   * (docket_minute_counts, migration 0009), kept a day.
+   */
+  readonly retriedPerMinute: (minutes?: number) => Effect.Effect<ReadonlyArray<RetriedMinute>, EI>
   /**
    * Items by state, kind, dedupe key and a text in the payload or last error,
    * newest first by id, a page at a time. Each page reads at most
