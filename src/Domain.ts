@@ -393,59 +393,8 @@ export interface ItemPage {
   readonly cursor: string | null
 }
 
-/** A kind's due items (waiting and due, or running with an ended lease) and how long the oldest has been due. */
-export interface OldestDue {
-  readonly kind: string
-  /** Milliseconds from the oldest due item's due time (its run-after, or its lease's end) to the database's now. */
-  readonly ageMs: number
-  /** How many of its items are due. */
-  readonly due: number
-}
-
-/** How many items of a kind finished in a state during one minute (epoch ms of its start, database clock). */
-export interface FinishedMinute {
-  readonly minute: number
-  readonly kind: string
-  readonly state: FinishedState
-  readonly count: number
-}
-
-/**
- * How many failed attempts of a kind went back to waiting to be retried
- * during one minute (epoch ms of its start, database clock): a snooze, a
- * failure to dead and a cancel are not retries.
- */
-export interface RetriedMinute {
-  readonly minute: number
-  readonly kind: string
-  readonly count: number
-}
-
-/** Options of `searchItems`: `list`'s filters, and a key and a text. */
-export interface SearchOptions {
-  readonly state?: ListState | undefined
-  readonly kind?: string | undefined
-  /** Items with exactly this dedupe key. */
-  readonly key?: string | undefined
-  /** Items whose payload or last error holds this text (case-insensitive for ASCII letters), 1 to 200 characters. */
-  readonly text?: string | undefined
-  /** Items per page, from 1 to 1,000 (default 50). */
-  readonly limit?: number | undefined
-  /** The `cursor` of the previous page, with the same filters. */
-  readonly cursor?: string | undefined
-}
-
-/**
- * One page of `searchItems`, newest first by id. A page reads at most
- * `scanCap` rows (below its cursor): it may hold fewer items than asked and
- * still have a `cursor` (the search goes on below the rows it read).
- */
-export interface SearchPage {
-  readonly items: ReadonlyArray<Item>
-  readonly cursor: string | null
-  /** The most rows one page reads. */
-  readonly scanCap: number
-}
+/** The read model's types: what a dashboard and /metrics read (defined in Insights.ts). */
+export type { FinishedMinute, OldestDue, RetriedMinute, SearchOptions, SearchPage } from "./Insights.js"
 
 /** The recurring schedules' types (defined in Recurring.ts, beside `Recurring.make`). */
 export type { DeclareOutcome, ScheduleInfo, TickPass } from "./Recurring.js"
