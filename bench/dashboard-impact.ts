@@ -5,12 +5,15 @@
  * enqueued, one `docket worker` process (default flags, output not a
  * terminal) drains them; timed from the worker's start line to the last item
  * done. In the "dashboard" run a `docket dashboard` process serves the same
- * database and a poller asks it for the overview page, the items page,
- * /api/overview and /metrics once a second each (four requests a second: far
- * more than a tab's live refresh every 5 s and a Prometheus scrape every
- * 15 s). Prints each pair and the medians; the ratio is dashboard / alone.
+ * database and a poller asks it for pages, by one of two profiles:
+ *   heavy (default): the overview page, the items page, /api/overview and
+ *     /metrics once a second each (four requests a second);
+ *   realistic: what one open tab and a Prometheus server ask: the overview
+ *     page every 5 s (its live refresh), /api/throughput every 30 s (the
+ *     chart), /metrics every 15 s (a scrape).
+ * Prints each pair and the medians; the ratio is dashboard / alone.
  *
- *   npx tsx bench/dashboard-impact.ts [pairs=8] [items=60000]
+ *   npx tsx bench/dashboard-impact.ts [pairs=8] [items=60000] [heavy|realistic]
  *
  * BENCH_PG_URL: the admin URL (default postgres://root@127.0.0.1:5432/postgres).
  */
@@ -25,6 +28,14 @@ const TASKS = fileURLToPath(new URL("./dashboard/", import.meta.url))
 const ADMIN = process.env.BENCH_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
 const PAIRS = Number(process.argv[2] ?? 8)
 const ITEMS = Number(process.argv[3] ?? 60_000)
+const PROFILE = process.argv[4] ?? "heavy"
+const POLLS: ReadonlyArray<readonly [string, number]> = PROFILE === "realistic"
+  ? [["/", 5000], ["/api/throughput", 30_000], ["/metrics", 15_000]]
+  : PROFILE === "heavy"
+  ? [["/", 1000], ["/items", 1000], ["/api/overview", 1000], ["/metrics", 1000]]
+  : (() => {
+    throw new Error(`profile: heavy or realistic, not ${PROFILE}`)
+  })()
 
 const urlFor = (database: string) => {
   const url = new URL(ADMIN)
@@ -81,14 +92,16 @@ const run = async (withDashboard: boolean): Promise<number> => {
       dashboard = docket(["dashboard", "--database", url, "--port", "0"])
       const address = /listening on (http:\/\/\S+?)\/? over/.exec(await lineMatching(dashboard, /listening on/))?.[1]
       if (address === undefined) throw new Error("no dashboard address")
-      for (const path of ["/", "/items", "/api/overview", "/metrics"]) {
+      for (const [path, everyMs] of POLLS) {
         poller.push((async () => {
           while (polling) {
             const started = performance.now()
             const response = await fetch(address + path)
             if (!response.ok) throw new Error(`${path}: ${response.status}`)
             await response.text()
-            await new Promise((resolve) => setTimeout(resolve, Math.max(0, 1000 - (performance.now() - started))))
+            // Woken early when the run ends, so a long period does not hold it up.
+            const end = performance.now() + Math.max(0, everyMs - (performance.now() - started))
+            while (polling && performance.now() < end) await new Promise((resolve) => setTimeout(resolve, 50))
           }
         })())
       }
@@ -132,6 +145,6 @@ for (let i = 0; i < PAIRS; i++) {
 }
 const ratios = alone.map((a, i) => watched[i] / a)
 console.log(
-  `medians (${PAIRS} pairs, ${ITEMS} items): alone ${Math.round(median(alone))} jobs/s, with a dashboard ` +
+  `medians (${PAIRS} pairs, ${ITEMS} items, ${PROFILE}): alone ${Math.round(median(alone))} jobs/s, with a dashboard ` +
     `${Math.round(median(watched))} jobs/s; ratio ${median(watched) / median(alone)} (pair-median ${median(ratios)})`
 )
