@@ -89,6 +89,32 @@ describe.each(cliBackends(cleanups))("the dashboard's bulk and schedule actions 
       expect((await postJson(`${served.root}/api/items/bulk/cancel?state=bogus`, undefined, bearer)).status).toBe(400)
     })
 
+    it("a bulk run now by form makes every scheduled match due now, after a confirmation; others untouched", async () => {
+      const later = (await served.repo((r) =>
+        r.enqueueMany([1, 2].map((i) => ({ kind: "bulk.later", payload: { i }, delay: "1 hour" })))
+      )).map((e) => e.id)
+      const due = (await served.repo((r) => r.enqueue("bulk.later", { i: 3 }))).id
+      const otherKind = (await served.repo((r) => r.enqueue("bulk.elsewhere", { i: 4 }, { delay: "1 hour" }))).id
+      const runAt = async (id: number) => Option.getOrThrow(await served.repo((r) => r.get(id))).runAt
+      const before = await Promise.all([...later, due, otherKind].map(runAt))
+      const { cookie, csrf } = session
+      const list = await (await get(`${served.root}/items?kind=bulk.later`, { cookie })).text()
+      expect(list).toContain(`action="/items/bulk/run-now"`)
+      const confirm = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later" }, { cookie })
+      expect(await confirm.text()).toContain("Run now 2 scheduled items?")
+      expect(await Promise.all(later.map(runAt))).toEqual(before.slice(0, 2))
+      const done = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later", confirm: "2" }, { cookie })
+      expect(done.status).toBe(303)
+      expect(done.headers.get("location")).toBe("/items?kind=bulk.later&bulk=run-now&n=2")
+      const [a, b, c, d] = await Promise.all([...later, due, otherKind].map(runAt))
+      // Due now: well before the hour they were scheduled for; the due one and the other kind as they were.
+      expect(a).toBeLessThan(before[0] - 30 * 60_000)
+      expect(b).toBeLessThan(before[1] - 30 * 60_000)
+      expect([c, d]).toEqual([before[2], before[3]])
+      const after = await (await get(`${served.root}${done.headers.get("location")!}`, { cookie })).text()
+      expect(after).toContain("Made due now: 2 items.")
+    })
+
     it("runs a recurring schedule now: one item of its kind and payload, keyed as a tick; its ticks unchanged", async () => {
       const before = (await served.repo((r) => r.listSchedules)).find((s) => s.name === "digest.daily")!
       const bearer = { authorization: `Bearer ${TOKEN}` }

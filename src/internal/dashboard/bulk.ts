@@ -1,12 +1,12 @@
 /**
- * Actions on every item a filter matches (retry, cancel, delete), and
+ * Actions on every item a filter matches (retry, cancel, delete, run now), and
  * running a recurring schedule now. A bulk action first collects the
  * matching ids with the same reads as the list (at most MAX_BULK ids, at most
  * MAX_PAGES pages: a search reads at most 10,000 rows a page), then applies
  * the same repository operation as the single-item action to all of them in
  * one statement; items not in a state the operation applies to are left as
  * they are (retryDead and deleteDead take dead items only, cancel waiting and
- * running ones). The page asks for a confirmation showing the count first.
+ * running ones, runNow scheduled ones: waiting and due later). The page asks for a confirmation showing the count first.
  */
 import { Effect, Option } from "effect"
 import type { Service } from "../store/service.js"
@@ -19,8 +19,18 @@ export const MAX_BULK = 10_000
 const MAX_PAGES = 20
 
 /** The actions on every item of a filter. */
-export type BulkAction = "retry" | "cancel" | "delete"
-export const BULK_ACTIONS: ReadonlyArray<BulkAction> = ["retry", "cancel", "delete"]
+export type BulkAction = "retry" | "cancel" | "delete" | "run-now"
+export const BULK_ACTIONS: ReadonlyArray<BulkAction> = ["retry", "cancel", "delete", "run-now"]
+
+// The items an action applies to: run now takes the scheduled (waiting, due
+// later by the database's clock: `runNow` checks again, so one that fell due
+// meanwhile is left as it is).
+const appliesTo = (action: BulkAction) => (item: Model.ItemPageResult["items"][number]): boolean =>
+  action === "cancel"
+    ? item.state === "waiting" || item.state === "running"
+    : action === "run-now"
+    ? item.state === "waiting" && item.runAt > Date.now()
+    : item.state === "dead"
 
 /** What a bulk collection found: the ids, and whether more items may match than were collected. */
 export interface Matched {
@@ -31,14 +41,12 @@ export interface Matched {
 /** The ids of the items the filter matches (of the states the action applies to), newest first, from its first page. */
 export const collect = (repo: Service, filter: ItemFilter, action: BulkAction): Effect.Effect<Matched, Problem> =>
   Effect.gen(function*() {
-    const applies = action === "cancel"
-      ? (state: string) => state === "waiting" || state === "running"
-      : (state: string) => state === "dead"
+    const applies = appliesTo(action)
     const ids: Array<number> = []
     let cursor: string | undefined = undefined
     for (let page = 0; page < MAX_PAGES; page++) {
       const got: Model.ItemPageResult = yield* Model.items(repo, { ...filter, cursor, limit: 1000 })
-      for (const item of got.items) if (applies(item.state) && ids.length < MAX_BULK) ids.push(item.id)
+      for (const item of got.items) if (applies(item) && ids.length < MAX_BULK) ids.push(item.id)
       if (got.cursor === null) return { ids, more: false }
       if (ids.length >= MAX_BULK) return { ids, more: true }
       cursor = got.cursor
@@ -53,6 +61,8 @@ export const apply = (repo: Service, ids: ReadonlyArray<number>, action: BulkAct
     ? Effect.map(repo.retryDead({ ids }), (changed) => changed.length)
     : action === "delete"
     ? Effect.map(repo.deleteDead({ ids }), (changed) => changed.length)
+    : action === "run-now"
+    ? Effect.map(repo.runNow(ids), (changed) => changed.length)
     : Effect.map(
       repo.cancel(ids, { reason: "cancelled from the dashboard" }),
       (outcomes) => outcomes.filter((o) => o === "cancelled" || o === "cancelledRunning").length

@@ -111,7 +111,7 @@ ${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <label>text in payload or error <input name="q" value="${filter.q ?? ""}"></label>
 <button type="submit">Filter</button> <a href="${view.base}/items">clear</a></form>
 ${canAct(view) && result.items.length > 0 ? html`<div id="bulk">Every item of this filter: ${
-    BULK.map(([action, label]) => actionForm(view, `/items/bulk/${action}`, label, { danger: action !== "retry", fields: filterFields(filter) }))
+    BULK.map(([action, label]) => actionForm(view, `/items/bulk/${action}`, label, { danger: action === "cancel" || action === "delete", fields: filterFields(filter) }))
   }</div>` : ""}
 <div id="live-items" data-live>
 ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === null ? "" : " in these rows"}.</p>` : html`<table id="items">
@@ -256,10 +256,12 @@ export const workersPage = (view: View, workers: ReadonlyArray<WorkerInfo>): Htm
     }</div>`
   )
 
-const BULK: ReadonlyArray<readonly [BulkAction, string]> = [["retry", "Retry the dead…"], ["cancel", "Cancel the waiting and running…"], [
-  "delete",
-  "Delete the dead…"
-]]
+const BULK: ReadonlyArray<readonly [BulkAction, string]> = [
+  ["retry", "Retry the dead…"],
+  ["run-now", "Run the scheduled now…"],
+  ["cancel", "Cancel the waiting and running…"],
+  ["delete", "Delete the dead…"]
+]
 
 // The filter as hidden fields of a bulk action's form.
 const filterFields = (filter: ItemFilter): Html =>
@@ -274,17 +276,25 @@ const describeFilter = (filter: ItemFilter): string => {
   return parts.length === 0 ? "every item" : parts.join(", ")
 }
 
+// A bulk action's words on its confirmation.
+const CONFIRM: Record<BulkAction, { readonly verb: string; readonly what: string }> = {
+  retry: { verb: "retry", what: "dead" },
+  cancel: { verb: "cancel", what: "waiting or running" },
+  delete: { verb: "delete", what: "dead" },
+  "run-now": { verb: "run now", what: "scheduled" }
+}
+
 /** The confirmation of a bulk action: how many items it would change, and the button that does it. */
 export const confirmBulkPage = (view: View, filter: ItemFilter, action: BulkAction, matched: Matched): Html => {
-  const what = action === "cancel" ? "waiting or running" : "dead"
-  return page(view, "Confirm", html`<h1>${action === "retry" ? "Retry" : action === "cancel" ? "Cancel" : "Delete"} ${matched.ids.length} ${what} items?</h1>
+  const { verb, what } = CONFIRM[action]
+  return page(view, "Confirm", html`<h1>${verb[0].toUpperCase() + verb.slice(1)} ${matched.ids.length} ${what} items?</h1>
 <p>Filter: ${describeFilter(filter)}.${matched.more ? html` <strong>More items may match</strong>: one action takes the newest ${matched.ids.length}.` : ""}</p>
 ${
     matched.ids.length === 0
       ? html`<p class="muted">Nothing to do.</p>`
       : html`<div id="confirm">${
-        actionForm(view, `/items/bulk/${action}`, `Yes, ${action} ${matched.ids.length} items`, {
-          danger: action !== "retry",
+        actionForm(view, `/items/bulk/${action}`, `Yes, ${verb} ${matched.ids.length} items`, {
+          danger: action === "cancel" || action === "delete",
           fields: html`${filterFields(filter)}<input type="hidden" name="confirm" value="${matched.ids.length}">`
         })
       }</div>`

@@ -155,7 +155,15 @@ const bulkNotice = (query: URLSearchParams): string | null => {
   const action = query.get("bulk")
   const n = Number(query.get("n"))
   if (!Number.isSafeInteger(n) || n < 0) return null
-  const done = action === "retry" ? "Retried" : action === "cancel" ? "Cancelled" : action === "delete" ? "Deleted" : null
+  const done = action === "retry"
+    ? "Retried"
+    : action === "cancel"
+    ? "Cancelled"
+    : action === "delete"
+    ? "Deleted"
+    : action === "run-now"
+    ? "Made due now:"
+    : null
   return done === null ? null : `${done} ${n} ${n === 1 ? "item" : "items"}.`
 }
 
