@@ -18,7 +18,7 @@ import { describe, expect, it } from "vitest"
 import { freshPgDatabase } from "../support/db.js"
 import { enqueueJobs } from "./kill.js"
 import { startProxy } from "./proxy.js"
-import { delay, fixture, pgCount, pgPool, report, startWorker, waitFor, type WorkerProcess } from "./support.js"
+import { delay, fixture, pgCount, pgPool, report, startWorker, stopWorker, waitFor, type WorkerProcess } from "./support.js"
 
 export const RUNS_TABLE = `
 CREATE TABLE rel_part_runs (
@@ -202,13 +202,7 @@ export const partitionScenario = () =>
         expect(overlaps(runs)).toBe(0)
       } finally {
         proxy.heal()
-        await Promise.all(workers.map(async (w) => {
-          if (!w.alive()) return
-          w.child.kill("SIGTERM")
-          const timer = setTimeout(() => w.child.kill("SIGKILL"), 20_000)
-          await w.exited
-          clearTimeout(timer)
-        }))
+        await Promise.all(workers.map((w) => stopWorker(w)))
         await proxy.close()
         await pool.end()
         await db.drop()

@@ -17,7 +17,7 @@ import { freshPgDatabase } from "../support/db.js"
 import { enqueueJobs } from "./kill.js"
 import { readRuns, RUNS_TABLE } from "./partition.js"
 import { startProxy } from "./proxy.js"
-import { fixture, pgCount, pgPool, report, startWorker, waitFor, type WorkerProcess } from "./support.js"
+import { fixture, pgCount, pgPool, report, startWorker, stopWorker, waitFor, type WorkerProcess } from "./support.js"
 
 const LEASE_MS = 3000
 const DELAY_MS = 200
@@ -122,13 +122,7 @@ export const slowDatabaseScenario = () =>
         expect(warned.kept.filter((l) => /lease renewal took/.test(l))).toHaveLength(1)
       } finally {
         proxy.delay(0)
-        await Promise.all(workers.map(async (w) => {
-          if (!w.alive()) return
-          w.child.kill("SIGTERM")
-          const timer = setTimeout(() => w.child.kill("SIGKILL"), 20_000)
-          await w.exited
-          clearTimeout(timer)
-        }))
+        await Promise.all(workers.map((w) => stopWorker(w)))
         await proxy.close()
         await pool.end()
         await db.drop()
