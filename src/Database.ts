@@ -54,7 +54,7 @@ export interface Options {
    * A client-side bound, for a database gone silent (a partition): see
    * docs/operations.md. Raise it for a migration or query that takes longer.
    */
-  readonly statementTimeout?: Duration.DurationInput | undefined
+  readonly statementTimeout?: Duration.DurationInput | "infinity" | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -86,11 +86,11 @@ const pgLayer = (url: string, options: Options) =>
             keepAlive: true,
             keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
           }
+          const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
           const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
           pool.on("error", () => {})
-          const timeoutMs = Duration.toMillis(Duration.decode(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS))
           let bound = timeoutMs
           pool.on("connect", (client) => StatementTimeout.bound(client, () => bound))
           yield* Effect.addFinalizer(() =>
@@ -141,6 +141,23 @@ const pgLayer = (url: string, options: Options) =>
         })).pipe(Layer.provide(Reactivity.layer))
     )
   )
+
+// The statement timeout in ms (Infinity for none); a value that is not a
+// duration fails the layer with a reason that says so (no pool is made).
+const statementTimeoutMs = (input: Options["statementTimeout"]): Effect.Effect<number, SqlError> => {
+  if (input === undefined) return Effect.succeed(DEFAULT_STATEMENT_TIMEOUT_MS)
+  if (typeof input === "string" && input.trim().toLowerCase() === "infinity") return Effect.succeed(Infinity)
+  return Option.match(Duration.decodeUnknown(input), {
+    onNone: () =>
+      Effect.fail(
+        new SqlError({
+          cause: new Error("bad statementTimeout"),
+          message: `statementTimeout: ${JSON.stringify(String(input))} is not a duration (e.g. "30 seconds", or "infinity" for none)`
+        })
+      ),
+    onSome: (duration) => Effect.succeed(Duration.toMillis(duration))
+  })
+}
 
 const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 

@@ -10,7 +10,7 @@ import { Effect, Either, Layer, ManagedRuntime } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Database from "../src/Database.js"
 import * as Docket from "../src/Docket.js"
-import { StorageError } from "../src/Errors.js"
+import { DatabaseUnavailable, StorageError } from "../src/Errors.js"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { startProxy } from "./reliability/proxy.js"
 import { freshPgDatabase, pgAvailable } from "./support/db.js"
@@ -87,5 +87,24 @@ describe.skipIf(!pgAvailable)("the client-side statement timeout (PostgreSQL)", 
     const after = await runtime.runPromise(Effect.either(Effect.flatMap(QueueRepo.QueueRepo, (repo) =>
       repo.claim({ worker: "w", limit: 10, lease: "30 seconds" }))))
     expect(Either.isRight(after)).toBe(true)
+  }, 30_000)
+
+  it('"infinity" lifts the bound (as documented); a value that is not a duration is a typed DatabaseUnavailable', async () => {
+    const db = await freshPgDatabase()
+    cleanups.push(db.drop)
+    const unbounded = ManagedRuntime.make(
+      Database.layer(db.url, { migrate: false, statementTimeout: "infinity" }) as Layer.Layer<SqlClient.SqlClient>
+    )
+    cleanups.push(() => unbounded.dispose())
+    const slept = await unbounded.runPromise(Effect.either(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe("SELECT pg_sleep(0.3)"))))
+    expect(Either.isRight(slept)).toBe(true)
+    const bad = await Effect.runPromise(Effect.either(Effect.scoped(Layer.build(
+      Database.layer(db.url, { migrate: false, statementTimeout: "soon" as "infinity" })
+    ))))
+    expect(Either.isLeft(bad)).toBe(true)
+    if (Either.isLeft(bad)) {
+      expect(bad.left).toBeInstanceOf(DatabaseUnavailable)
+      expect(bad.left.message).toMatch(/statementTimeout: "soon" is not a duration/)
+    }
   }, 30_000)
 })
