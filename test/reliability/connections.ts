@@ -166,7 +166,7 @@ export const connectionsScenario = () =>
             tasks: fixture("conns"),
             args: ["--lease", `${LEASE_MS}ms`, "--poll", "300ms", "--concurrency", "3"],
             env: { CONTROL_LOG_DIR: logs.dir },
-            keep: /storage error in|lease lost|completion refused/,
+            keep: /storage error in|lease lost|completion refused|works again/,
             count: /storage error in/
           }))
         }
@@ -285,6 +285,18 @@ export const connectionsScenario = () =>
         const filled = fillers.length
         await Promise.all(fillers.splice(0).map((c) => c.end().catch(() => undefined)))
         const freed = Date.now()
+        const keptAtFree = workers.map((w) => w.kept.length)
+        // Each worker's claimer says when its claims work again: that is the
+        // recovery, whether or not the other worker won the items due then.
+        const recoveredMs = workers.map(() => -1)
+        const recovery = Promise.all(workers.map((w, i) =>
+          waitFor(`worker ${i} claims again`, () => {
+            if (!w.kept.slice(keptAtFree[i]).some((l) => /claim works again/.test(l))) return false
+            recoveredMs[i] = Date.now() - freed
+            return true
+          }, 15_000)
+        ))
+        recovery.catch(() => undefined) // awaited below; not an unhandled rejection meanwhile
         const firstAfter = performance.now()
         await enqueueAll(400, 1, 50)
         const enqueueBackMs = Math.round(performance.now() - firstAfter)
@@ -293,7 +305,8 @@ export const connectionsScenario = () =>
         await waitFor("every accepted item done", async () => (await doneCount()) >= accepted.length, 60_000)
         const phaseB = runsOf(300, 310)
         const resumeMs = Math.min(...phaseB.map((r) => r.start)) - freed
-        // Both workers claimed again after the outage.
+        await recovery
+        // Runs per worker after the outage (reported: who wins the due items is a race).
         const claimedAfter = workers.map((w) => readRuns(logs.dir).filter((r) => r.pid === w.pid && r.start >= freed).length)
         const after = await connections(admin)
         const appPoolAfter = { total: appPool.totalCount, waiting: appPool.waitingCount }
@@ -310,7 +323,7 @@ export const connectionsScenario = () =>
         const heldItems = [1, 2, 3, 4].map((i) => stored.get(i)!)
         const across = [200, 201, 202, 203, 204, 205].map((i) => stored.get(i)!)
         const messages = [...new Set(refused.map((a) => a.message))]
-        const workerLines = workers.flatMap((w) => w.kept).filter((l) => !l.startsWith("docket worker "))
+        const workerLines = workers.flatMap((w) => w.kept).filter((l) => !l.startsWith("docket worker ") && !/works again/.test(l))
         report("connections exhausted", {
           maxConnections: MAX_CONNECTIONS,
           fillers: filled,
@@ -337,6 +350,7 @@ export const connectionsScenario = () =>
           acrossCutAttempts: across.map((i) => i.attempts).join("/"),
           resumeMs,
           claimedAfter: claimedAfter.join("/"),
+          claimWorksAgainMs: recoveredMs.join("/"),
           before: show(before),
           duringA: show(duringA),
           duringB: show(duringB),
@@ -374,7 +388,7 @@ export const connectionsScenario = () =>
         expect(phaseB).toHaveLength(10)
         for (const r of phaseB) expect(r.start).toBeGreaterThanOrEqual(freed)
         expect(resumeMs).toBeLessThan(3000)
-        for (const c of claimedAfter) expect(c).toBeGreaterThan(0)
+        for (const ms of recoveredMs) expect(ms).toBeLessThan(3000)
         // Nothing lost: what they held, what ran across the cut, everything accepted.
         expect([...heldItems, ...across].map((i) => i.state)).toEqual(Array(10).fill("done"))
         expect(lost).toEqual([])
