@@ -18,6 +18,7 @@ import Database from "better-sqlite3"
 import pg from "pg"
 import * as Claim from "../../src/internal/sql/claim.js"
 import * as Now from "../../src/internal/sql/clock.js"
+import { median } from "../lib/stats.js"
 import { pgProbe, sqliteProbe } from "./probes.js"
 import type { Backlog, BacklogSizes, Target } from "./types.js"
 
@@ -91,6 +92,47 @@ const duePending = (now: string) => `SELECT
   (SELECT count(*) FROM docket_items WHERE state = 'waiting' AND priority = 0 AND run_at <= ${now})
   + (SELECT count(*) FROM docket_items WHERE state = 'running') AS n`
 
+/** PostgreSQL: `reps` claims of 10 items by Docket's claim statement, each in a transaction rolled back; the median ms. */
+const claimAlonePg = async (url: string, reps = 15): Promise<number> => {
+  const client = new pg.Client({ connectionString: url, application_name: "bench-claim" })
+  await client.connect()
+  try {
+    const times: Array<number> = []
+    for (let k = 0; k < reps; k++) {
+      await client.query("BEGIN")
+      const t0 = performance.now()
+      const { rows } = await client.query(Claim.pg, ["bench-claim", 10, 30_000, null, 10])
+      times.push(performance.now() - t0)
+      await client.query("ROLLBACK")
+      if (rows.length !== 10) throw new Error(`the claim took ${rows.length} items, expected 10`)
+    }
+    return median(times)
+  } finally {
+    await client.end()
+  }
+}
+
+/** SQLite: the same, in a write transaction rolled back (better-sqlite3 binds ?1 .. ?5 from an object). */
+const claimAloneSqlite = (file: string, reps = 15): number => {
+  const db = new Database(file, { fileMustExist: true })
+  try {
+    db.pragma("busy_timeout = 10000")
+    const claim = db.prepare(Claim.sqlite)
+    const times: Array<number> = []
+    for (let k = 0; k < reps; k++) {
+      db.exec("BEGIN IMMEDIATE")
+      const t0 = performance.now()
+      const rows = claim.all({ 1: "bench-claim", 2: 10, 3: 30_000, 4: null, 5: 1 })
+      times.push(performance.now() - t0)
+      db.exec("ROLLBACK")
+      if (rows.length !== 10) throw new Error(`the claim took ${rows.length} items, expected 10`)
+    }
+    return median(times)
+  } finally {
+    db.close()
+  }
+}
+
 export const docketBacklog: Backlog = {
   build: async (target, sizes) => {
     if (target.store === "pg") return buildPg(target.url, sizes)
@@ -102,5 +144,7 @@ export const docketBacklog: Backlog = {
     if (target.store === "sqlite") return sqliteProbe(target.file, duePending(Now.sqlite))
     throw new Error("Docket runs on PostgreSQL or SQLite")
   },
-  claimStatement: (store) => (store === "pg" ? Claim.pg : Claim.sqlite)
+  claimStatement: (store) => (store === "pg" ? Claim.pg : Claim.sqlite),
+  claimAlone: async (target) =>
+    target.store === "pg" ? claimAlonePg(target.url) : target.store === "sqlite" ? claimAloneSqlite(target.file) : undefined
 }

@@ -110,6 +110,12 @@ export interface Backlog {
   readonly probe: (target: Target) => Promise<Probe>
   /** The claim statement's text (the worker's statement counter keys statements by it). */
   readonly claimStatement: (store: Target["store"]) => string
+  /**
+   * The claim statement alone, on the store as it is before the workers start:
+   * median ms of a few claims of 10 items, each rolled back (undefined where it
+   * is not measured).
+   */
+  readonly claimAlone?: (target: Target) => Promise<number | undefined>
 }
 
 /** Splits `items` into consecutive batches of at most `size`. */

@@ -316,8 +316,12 @@ const runW1 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
   }
 }
 
-/** The claim statement's mean time in the workers (from send to result), if the contender names it. */
-const claimMsOf = (contender: Contender, target: Target, results: ReadonlyArray<ChildResult>): Record<string, number> => {
+/**
+ * The claim statement's time in the workers (from send to result), if the
+ * contender names it: the mean per statement, and the sum per 1,000 jobs (a
+ * claim takes a batch, whose size varies with the timing).
+ */
+const claimMsOf = (contender: Contender, target: Target, results: ReadonlyArray<ChildResult>, jobs: number): Record<string, number> => {
   if (contender.backlog === undefined) return {}
   const key = statementKey(contender.backlog.claimStatement(target.store))
   let count = 0
@@ -330,7 +334,7 @@ const claimMsOf = (contender: Contender, target: Target, results: ReadonlyArray<
       }
     }
   }
-  return count === 0 ? {} : { claimMs: ms / count, claims: count }
+  return count === 0 ? {} : { claimMs: ms / count, claims: count, claimMsPer1000: (ms / jobs) * 1000 }
 }
 
 /** W6's store: the schema by `open`, then the backlog and the due items by SQL. */
@@ -365,6 +369,7 @@ const runDrain = async (
         await client.close()
       }
     }
+    const claimAlone = mode === "plain" ? await contender.backlog?.claimAlone?.(target) : undefined
     const cost = storeCost(env, target)
     await cost.before()
     group = await WorkerGroup.start(procs, childConfig(contender, target, mode, n, sizes))
@@ -398,8 +403,9 @@ const runDrain = async (
       procs,
       values: {
         ...(mode === "plain" ? { rate: n / seconds } : { seconds }),
-        ...claimMsOf(contender, target, results),
+        ...claimMsOf(contender, target, results, n),
         ...(buildSeconds === undefined ? {} : { buildSeconds }),
+        ...(claimAlone === undefined ? {} : { claimAloneMs: claimAlone }),
         handlerWindowMs: lastEnd - firstStart,
         flushLagMs: empty.at - lastEnd,
         ...rssOf(results),
@@ -607,4 +613,7 @@ const describe = (sample: Omit<Sample, "contender" | "rep">): string => {
 }
 
 const claimNote = (v: Record<string, number>) =>
-  v.claimMs === undefined ? "" : `, claim ${v.claimMs.toFixed(2)} ms (${Math.round(v.claims)} claims)`
+  v.claimMs === undefined
+    ? ""
+    : `, claim ${v.claimMs.toFixed(2)} ms x ${Math.round(v.claims)} (${v.claimMsPer1000.toFixed(1)} ms per 1,000 jobs)` +
+      (v.claimAloneMs === undefined ? "" : `, claim of 10 alone ${v.claimAloneMs.toFixed(2)} ms`)
