@@ -8,7 +8,7 @@ import type { Name } from "../adapters/registry.js"
 import { type Contender, packageVersion } from "../adapters/types.js"
 import { backlogOf, type Result, type RunKind, type Sample } from "./harness.js"
 import { fmt, type Summary, summarize } from "./stats.js"
-import { type Env, pgServerVersion, pgStatStatementsLoaded } from "./stores.js"
+import { type Env, pgServerVersion, pgSettings, pgStatStatementsLoaded } from "./stores.js"
 import { PROJECT_DIR } from "./workers.js"
 
 export interface Machine {
@@ -464,6 +464,10 @@ export const render = (result: Result, machine: Machine): string => {
   out.push("")
   out.push(`Packages: ${Object.entries(machine.packages).map(([k, v]) => `${k} ${v}`).join(", ")}.`)
   out.push("")
+  if (pgSettings().length > 0) {
+    out.push(`**Diagnostic run**: every fresh PostgreSQL database had ${pgSettings().map(([k, v]) => `${k} = ${v}`).join(", ")} (BENCH_PG_SET).`)
+    out.push("")
+  }
   out.push(
     `Sizes: W1 ${s.bulk.toLocaleString("en-US")} bulk + ${s.one.toLocaleString("en-US")} one by one; ` +
       `W2 ${s.drain.toLocaleString("en-US")} jobs; W3 ${s.latency} jobs ${s.latencyIntervalMs} ms apart; ` +
