@@ -5,8 +5,8 @@
  *   npm run bench -- --quick               tiny sizes (a check that every contender works)
  *   npm run bench -- --only docket-pg,graphile-worker-lq --workloads W2,W3 --repeat 5
  *
- * Flags: --quick, --only <names>, --workloads <W1,..,W5>, --repeat <n>,
- * --jobs <n> (W2/W5 drain size), --max-run-seconds <s> (a run slower than this
+ * Flags: --quick, --only <names>, --workloads <W1,..,W6>, --repeat <n>,
+ * --jobs <n> (W2/W5/W6 drain size), --backlog <n> (W6: waiting and done items, each), --max-run-seconds <s> (a run slower than this
  * is not repeated; default 30, 0 = always repeat), --docs / --no-docs (rewrite the generated part
  * of docs/benchmarks.md; default: only after a full default run), --json.
  * Environment: BENCH_PG_URL (default postgres://root@127.0.0.1:5432/postgres),
@@ -37,6 +37,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
   let json = false
   let quick = false
   let jobs: number | undefined
+  let backlog: number | undefined
   let maxRunSeconds = 30
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -72,6 +73,10 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         jobs = Number(value())
         if (!Number.isInteger(jobs) || jobs < 1) throw new Error("--jobs needs a positive integer")
         break
+      case "--backlog":
+        backlog = Number(value())
+        if (!Number.isInteger(backlog) || backlog < 0) throw new Error("--backlog needs an integer >= 0")
+        break
       case "--max-run-seconds":
         maxRunSeconds = Number(value())
         if (!Number.isFinite(maxRunSeconds) || maxRunSeconds < 0) throw new Error("--max-run-seconds needs a number >= 0")
@@ -88,7 +93,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
       case "--help":
       case "-h":
         console.log(
-          "usage: npm run bench -- [--quick] [--only names] [--workloads W1,W2,W3,W4,W5] [--repeat n] [--jobs n] [--max-run-seconds s] [--docs|--no-docs] [--json]\n" +
+          "usage: npm run bench -- [--quick] [--only names] [--workloads W1,W2,W3,W4,W5,W6] [--repeat n] [--jobs n] [--backlog n] [--max-run-seconds s] [--docs|--no-docs] [--json]\n" +
             `contenders: ${ALL.join(", ")}`
         )
         process.exit(0)
@@ -98,7 +103,8 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
     }
   }
   if (jobs !== undefined) sizes = { ...sizes, drain: jobs }
-  const full = !quick && jobs === undefined && contenders.length === ALL.length && workloads.length === WORKLOADS.length
+  if (backlog !== undefined) sizes = { ...sizes, backlogWaiting: backlog, backlogDone: backlog }
+  const full = !quick && jobs === undefined && backlog === undefined && contenders.length === ALL.length && workloads.length === WORKLOADS.length
   return {
     options: {
       contenders,

@@ -7,6 +7,7 @@
  */
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Schema } from "effect"
 import { Backoff, Docket, Handler, QueueRepo, Retry, Worker } from "../../src/index.js"
+import { docketBacklog } from "./docket-backlog.js"
 import { pgProbe, sqliteProbe } from "./probes.js"
 import type { Client, Contender, JobHandler, Mode, Payload, RunningWorker, Target, WorkerOptions } from "./types.js"
 import { batches } from "./types.js"
@@ -106,6 +107,7 @@ export const docketPg: Contender = {
   config: `Docket.layer defaults${extraNote()} (concurrency = run's, poll 2 s, LISTEN/NOTIFY); bulk = QueueRepo.enqueueMany in batches of ${BULK_BATCH}`,
   retryNote: "handler backoff Backoff.constant(\"0 millis\")",
   open,
+  backlog: docketBacklog,
   probe: (target) => pgProbe((target as Extract<Target, { store: "pg" }>).url, COUNT),
   startWorker
 }
@@ -120,6 +122,7 @@ export const docketSqlite: Contender = {
     `Docket.layer defaults${extraNote()} on a temp file (WAL, synchronous = FULL); bulk = QueueRepo.enqueueMany in batches of ${BULK_BATCH}; W3 enqueues inside the worker process (in-process wake-up)`,
   retryNote: "handler backoff Backoff.constant(\"0 millis\")",
   open,
+  backlog: docketBacklog,
   probe: (target) => sqliteProbe((target as Extract<Target, { store: "sqlite" }>).file, COUNT),
   startWorker
 }

@@ -1,57 +1,26 @@
 /**
- * graphile-worker, two ways:
+ * graphile-worker (the devDependency, 0.18), two ways:
  *
- * - `graphile-worker`: the installed devDependency (0.16.6) with its defaults
- *   (pool of 10 connections, LISTEN/NOTIFY, 2 s poll; one `get_job` and one
- *   `complete_job` statement per job). Bulk: its SQL `add_jobs(job_spec[])`.
+ * - `graphile-worker`: its defaults (pool of 10 connections, LISTEN/NOTIFY,
+ *   2 s poll; one `get_job` and one `complete_job` statement per job). Bulk:
+ *   its SQL `add_jobs(job_spec[])`.
  * - `graphile-worker-lq`: its documented high-throughput settings,
  *   `localQueue: { size: 500 }`, `completeJobBatchDelay: 0`,
- *   `failJobBatchDelay: 0` (the configuration of its performance page). These
- *   options do not exist in 0.16.6; they arrived in 0.17. The harness loads
- *   graphile-worker 0.17.3 from an isolated install outside package.json
- *   (`.tmp/bench-peers`, see docs/benchmarks.md); without it this contender is
- *   skipped. Bulk: `workerUtils.addJobs`.
+ *   `failJobBatchDelay: 0` (the configuration of its performance page; these
+ *   options arrived in 0.17). Bulk: `workerUtils.addJobs`.
  *
  * Retries: graphile-worker's delay is fixed in its SQL, exp(min(attempts, 10))
  * seconds: 2.7 s after the first failure. It has no setting for less.
  */
-import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { pgProbe } from "./probes.js"
 import type { Client, Contender, JobHandler, Payload, RunningWorker, Target, WorkerOptions } from "./types.js"
-import { batches } from "./types.js"
+import { batches, packageVersion } from "./types.js"
 
 type GW = typeof import("graphile-worker")
 
-const here = dirname(fileURLToPath(import.meta.url))
-
-/** Where the isolated graphile-worker >= 0.17 is installed (gitignored). */
-export const PEERS_DIR = process.env.BENCH_PEERS_DIR ?? findUp(here, join(".tmp", "bench-peers"))
-
-function findUp(from: string, rel: string): string {
-  let dir = from
-  for (;;) {
-    if (existsSync(join(dir, "package.json")) && existsSync(join(dir, "src", "index.ts"))) return join(dir, rel)
-    const parent = dirname(dir)
-    if (parent === dir) return join(process.cwd(), rel)
-    dir = parent
-  }
-}
-
 const requireLocal = createRequire(import.meta.url)
-
-const loadLocal = (): GW => requireLocal("graphile-worker") as GW
-const peersRequire = () => createRequire(join(PEERS_DIR, "package.json"))
-const peerVersion = (): string | undefined => {
-  try {
-    return (peersRequire()("graphile-worker/package.json") as { version: string }).version
-  } catch {
-    return undefined
-  }
-}
-const loadPeer = (): GW => peersRequire()("graphile-worker") as GW
+const lib = (): GW => requireLocal("graphile-worker") as GW
 
 const urlOf = (target: Target) => {
   if (target.store !== "pg") throw new Error("graphile-worker runs on PostgreSQL")
@@ -63,7 +32,6 @@ const silent = (gw: GW) => new gw.Logger(() => () => {})
 const BULK_BATCH = 5000
 
 const make = (variant: "default" | "lq"): Pick<Contender, "open" | "probe" | "startWorker"> => {
-  const lib = () => (variant === "lq" ? loadPeer() : loadLocal())
   return {
     open: async (target) => {
       const gw = lib()
@@ -75,9 +43,7 @@ const make = (variant: "default" | "lq"): Pick<Contender, "open" | "probe" | "st
         enqueueBulk: async (payloads) => {
           for (const batch of batches(payloads, BULK_BATCH)) {
             if (variant === "lq") {
-              await (utils as unknown as { addJobs: (specs: ReadonlyArray<unknown>) => Promise<unknown> }).addJobs(
-                batch.map(spec)
-              )
+              await utils.addJobs(batch.map(spec))
             } else {
               await utils.withPgClient((pg) =>
                 pg.query(
@@ -131,21 +97,14 @@ export const graphileWorker: Contender = {
 
 export const graphileWorkerLocalQueue: Contender = {
   name: "graphile-worker-lq",
-  label: `graphile-worker ${peerVersion() ?? "0.17"} local queue`,
+  label: `graphile-worker ${loadVersion()} local queue`,
   store: "pg",
   config:
-    "its performance-page settings: localQueue { size: 500 }, completeJobBatchDelay 0, failJobBatchDelay 0 (graphile-worker 0.17.3, isolated install); bulk = workerUtils.addJobs in batches of 5,000",
+    "its performance-page settings: localQueue { size: 500 }, completeJobBatchDelay 0, failJobBatchDelay 0; bulk = workerUtils.addJobs in batches of 5,000",
   retryNote: "fixed in its SQL: exp(1) = 2.7 s after the first failure (not configurable)",
-  unavailable: () => {
-    const version = peerVersion()
-    if (version === undefined) {
-      return `needs graphile-worker >= 0.17 at ${PEERS_DIR} (npm install --prefix .tmp/bench-peers graphile-worker@0.17.3)`
-    }
-    return Number(version.split(".")[1]) >= 17 ? undefined : `graphile-worker ${version} at ${PEERS_DIR} has no localQueue`
-  },
   ...make("lq")
 }
 
 function loadVersion(): string {
-  return (requireLocal("graphile-worker/package.json") as { version: string }).version
+  return packageVersion("graphile-worker") ?? "?"
 }

@@ -12,6 +12,7 @@ export const ALL = [
   "pg-boss",
   "pg-boss-fast",
   "bullmq",
+  "bullmq-pg",
   "effect-pq-pg",
   "effect-pq-sqlite",
   "pg-floor"
@@ -40,6 +41,8 @@ export const load = async (name: Name): Promise<Contender> => {
       return (await import("./pg-boss.js")).pgBossFast
     case "bullmq":
       return (await import("./bullmq.js")).bullmq
+    case "bullmq-pg":
+      return (await import("./bullmq.js")).bullmqPg
     case "effect-pq-pg":
       return (await import("./effect-pq.js")).effectPqPg
     case "effect-pq-sqlite":

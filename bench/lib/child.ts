@@ -29,7 +29,6 @@ const main = async () => {
   if (!isName(config.contender)) throw new Error(`unknown contender ${config.contender}`)
   if (config.target.store === "pg") {
     countPg(config.projectDir)
-    countPg(config.peersDir)
   } else if (config.target.store === "sqlite") {
     countSqlite(config.projectDir)
   }

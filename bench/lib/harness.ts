@@ -10,12 +10,16 @@
  *    enqueue-to-start of each (timestamp in the payload).
  * W4 retries: jobs that fail once, then succeed; first start .. store empty.
  * W5 scale-out: W2 with 1, 2 and 4 worker processes.
+ * W6 big backlog: W2's drain (`drain` jobs due now, 1 process) in a store that
+ *    also holds `backlogWaiting` items due later and `backlogDone` finished
+ *    items kept for their history, built with SQL (contenders with `backlog`).
  */
 import { createConnection } from "node:net"
 import { ALL, load, type Name, W5_CONTENDERS } from "../adapters/registry.js"
-import type { Contender, Mode, Payload, Target } from "../adapters/types.js"
+import type { Contender, Mode, Payload, Probe, Target } from "../adapters/types.js"
 import type { ChildResult } from "./protocol.js"
 import { now } from "./protocol.js"
+import { statementKey } from "./instrument.js"
 import { percentile } from "./stats.js"
 import {
   cpuDelta,
@@ -30,9 +34,8 @@ import {
   waitNoConnections
 } from "./stores.js"
 import { PROJECT_DIR, WorkerGroup } from "./workers.js"
-import { PEERS_DIR } from "../adapters/graphile-worker.js"
 
-export const WORKLOADS = ["W1", "W2", "W3", "W4", "W5"] as const
+export const WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6"] as const
 export type Workload = (typeof WORKLOADS)[number]
 
 export interface Sizes {
@@ -43,7 +46,16 @@ export interface Sizes {
   readonly latencyIntervalMs: number
   readonly retry: number
   readonly concurrency: number
+  /** W6: items waiting behind the drain (due in a day), and finished items kept (default 1,000,000 each). */
+  readonly backlogWaiting?: number
+  readonly backlogDone?: number
 }
+
+/** W6's backlog sizes of `sizes` (the defaults where it names none). */
+export const backlogOf = (sizes: Sizes) => ({
+  waiting: sizes.backlogWaiting ?? 1_000_000,
+  done: sizes.backlogDone ?? 1_000_000
+})
 
 export const DEFAULT_SIZES: Sizes = {
   bulk: 20_000,
@@ -52,7 +64,9 @@ export const DEFAULT_SIZES: Sizes = {
   latency: 200,
   latencyIntervalMs: 20,
   retry: 2_000,
-  concurrency: 10
+  concurrency: 10,
+  backlogWaiting: 1_000_000,
+  backlogDone: 1_000_000
 }
 
 export const QUICK_SIZES: Sizes = {
@@ -62,7 +76,9 @@ export const QUICK_SIZES: Sizes = {
   latency: 40,
   latencyIntervalMs: 20,
   retry: 200,
-  concurrency: 10
+  concurrency: 10,
+  backlogWaiting: 20_000,
+  backlogDone: 20_000
 }
 
 export interface Options {
@@ -82,7 +98,7 @@ export interface Options {
   readonly maxRunSeconds?: number
 }
 
-export type RunKind = "W1" | "W2" | "W3" | "W4"
+export type RunKind = "W1" | "W2" | "W3" | "W4" | "W6"
 
 export interface OnceCheck {
   readonly ok: boolean
@@ -208,8 +224,8 @@ const storeCost = (env: Env, target: Target): StoreCost => {
 }
 
 /** Polls the store every 5 ms until nothing is pending; returns when it saw that, and how many queries it sent. */
-const waitEmpty = async (contender: Contender, target: Target, timeoutMs: number) => {
-  const probe = await contender.probe(target)
+const waitEmpty = async (open: () => Promise<Probe>, timeoutMs: number) => {
+  const probe = await open()
   let queries = 1 // its connection's own start-up
   try {
     const until = Date.now() + timeoutMs
@@ -233,7 +249,6 @@ const childConfig = (contender: Contender, target: Target, mode: Mode, expect: n
   mode,
   expect,
   recordStarts,
-  peersDir: PEERS_DIR,
   projectDir: PROJECT_DIR
 })
 
@@ -301,24 +316,60 @@ const runW1 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
   }
 }
 
+/**
+ * The claim statement's time in the workers (from send to result), if the
+ * contender names it: the mean per statement, and the sum per 1,000 jobs (a
+ * claim takes a batch, whose size varies with the timing).
+ */
+const claimMsOf = (contender: Contender, target: Target, results: ReadonlyArray<ChildResult>, jobs: number): Record<string, number> => {
+  if (contender.backlog === undefined) return {}
+  const key = statementKey(contender.backlog.claimStatement(target.store))
+  let count = 0
+  let ms = 0
+  for (const r of results) {
+    for (const [text, n, total] of r.topStatements) {
+      if (text === key) {
+        count += n
+        ms += total
+      }
+    }
+  }
+  return count === 0 ? {} : { claimMs: ms / count, claims: count, claimMsPer1000: (ms / jobs) * 1000 }
+}
+
+/** W6's store: the schema by `open`, then the backlog and the due items by SQL. */
+const buildBacklog = async (contender: Contender, target: Target, sizes: Sizes) => {
+  const t0 = now()
+  await (await contender.open(target, "plain")).close()
+  await contender.backlog!.build(target, { ...backlogOf(sizes), due: sizes.drain })
+  return (now() - t0) / 1000
+}
+
 const runDrain = async (
   env: Env,
   contender: Contender,
   sizes: Sizes,
   procs: number,
-  mode: Mode
+  mode: Mode,
+  backlog = false
 ): Promise<Omit<Sample, "contender" | "rep">> => {
   const n = mode === "plain" ? sizes.drain : sizes.retry
   const target = await freshTarget(env, contender.store, contender.name)
   let group: WorkerGroup | undefined
   let sampler: NodeJS.Timeout | undefined
   try {
-    const client = await contender.open(target, mode)
-    try {
-      await client.enqueueBulk(payloads(n))
-    } finally {
-      await client.close()
+    let buildSeconds: number | undefined
+    if (backlog) {
+      buildSeconds = await buildBacklog(contender, target, sizes)
+    } else {
+      const client = await contender.open(target, mode)
+      try {
+        await client.enqueueBulk(payloads(n))
+      } finally {
+        await client.close()
+      }
     }
+    const claimAlone = mode === "plain" ? await contender.backlog?.claimAlone?.(target) : undefined
     const cost = storeCost(env, target)
     await cost.before()
     group = await WorkerGroup.start(procs, childConfig(contender, target, mode, n, sizes))
@@ -334,7 +385,7 @@ const runDrain = async (
     const serverCpu0 = await serverCpuMs(target)
     await group.go()
     await group.waitDone(n, timeoutMs)
-    const empty = await waitEmpty(contender, target, 60_000)
+    const empty = await waitEmpty(() => (backlog ? contender.backlog!.probe(target) : contender.probe(target)), 60_000)
     const serverCpu = cpuDelta(serverCpu0, await serverCpuMs(target))
     if (sampler !== undefined) clearInterval(sampler)
     const results = await group.stop()
@@ -348,10 +399,13 @@ const runDrain = async (
     const dbCost = await cost.after(n, empty.queries)
     const statements = statementsOf(results, n)
     return {
-      kind: mode === "plain" ? "W2" : "W4",
+      kind: backlog ? "W6" : mode === "plain" ? "W2" : "W4",
       procs,
       values: {
         ...(mode === "plain" ? { rate: n / seconds } : { seconds }),
+        ...claimMsOf(contender, target, results, n),
+        ...(buildSeconds === undefined ? {} : { buildSeconds }),
+        ...(claimAlone === undefined ? {} : { claimAloneMs: claimAlone }),
         handlerWindowMs: lastEnd - firstStart,
         flushLagMs: empty.at - lastEnd,
         ...rssOf(results),
@@ -460,6 +514,7 @@ const plan = (asked: ReadonlyArray<Workload>, contender: Contender, options: Opt
   for (const p of [...drainProcs].sort((a, b) => a - b)) steps.push({ kind: "W2", procs: p })
   if (workloads.includes("W3")) steps.push({ kind: "W3", procs: 1 })
   if (workloads.includes("W4")) steps.push({ kind: "W4", procs: 1 })
+  if (workloads.includes("W6") && contender.backlog !== undefined) steps.push({ kind: "W6", procs: 1 })
   return steps
 }
 
@@ -489,7 +544,7 @@ export const run = async (options: Options): Promise<Result> => {
   // Every step of every contender, in the order the workloads are listed.
   const allSteps = new Map<string, Step>()
   for (const c of contenders) for (const s of plan(options.workloads, c, options)) allSteps.set(stepKey(s), s)
-  const order = (s: Step) => ["W1", "W2", "W3", "W4"].indexOf(s.kind) * 10 + s.procs
+  const order = (s: Step) => ["W1", "W2", "W3", "W4", "W6"].indexOf(s.kind) * 10 + s.procs
   const steps = [...allSteps.values()].sort((a, b) => order(a) - order(b))
 
   const samples: Array<Sample> = []
@@ -513,6 +568,8 @@ export const run = async (options: Options): Promise<Result> => {
             ? runDrain(options.env, contender, options.sizes, step.procs, "plain")
             : step.kind === "W3"
             ? runW3(options.env, contender, options.sizes)
+            : step.kind === "W6"
+            ? runDrain(options.env, contender, options.sizes, 1, "plain", true)
             : runDrain(options.env, contender, options.sizes, 1, "retry")
         try {
           // A server out of connections (other load on the machine) is not the
@@ -545,10 +602,18 @@ const describe = (sample: Omit<Sample, "contender" | "rep">): string => {
     case "W1":
       return `bulk ${r(v.bulkRate)}/s, one by one ${r(v.oneRate)}/s`
     case "W2":
-      return `${r(v.rate)} jobs/s, RSS ${v.peakRssMb.toFixed(0)} MB, ${v.statementsPerJob.toFixed(2)} stmts/job`
+      return `${r(v.rate)} jobs/s, RSS ${v.peakRssMb.toFixed(0)} MB, ${v.statementsPerJob.toFixed(2)} stmts/job${claimNote(v)}`
+    case "W6":
+      return `${r(v.rate)} jobs/s${claimNote(v)} (backlog built in ${v.buildSeconds.toFixed(1)} s)`
     case "W3":
       return `p50 ${v.p50.toFixed(1)} ms, p95 ${v.p95.toFixed(1)} ms, p99 ${v.p99.toFixed(1)} ms`
     case "W4":
       return `${v.seconds.toFixed(2)} s`
   }
 }
+
+const claimNote = (v: Record<string, number>) =>
+  v.claimMs === undefined
+    ? ""
+    : `, claim ${v.claimMs.toFixed(2)} ms x ${Math.round(v.claims)} (${v.claimMsPer1000.toFixed(1)} ms per 1,000 jobs)` +
+      (v.claimAloneMs === undefined ? "" : `, claim of 10 alone ${v.claimAloneMs.toFixed(2)} ms`)

@@ -21,14 +21,14 @@ export interface StatementCounts {
 
 export const counts: StatementCounts = { total: 0, byText: new Map() }
 
-const key = (text: unknown): string => {
+export const statementKey = (text: unknown): string => {
   if (typeof text !== "string") return "(other)"
   return text.replace(/\s+/g, " ").trim().slice(0, 90)
 }
 
 const record = (text: unknown): StatementStats => {
   counts.total++
-  const k = key(text)
+  const k = statementKey(text)
   let stats = counts.byText.get(k)
   if (stats === undefined) {
     stats = { count: 0, totalMs: 0 }

@@ -10,8 +10,6 @@ export interface ChildConfig {
   readonly expect: number
   /** Record each run's start time (W3). */
   readonly recordStarts: boolean
-  /** Directory to resolve the isolated peer installs' `pg` from (statement counting). */
-  readonly peersDir: string
   readonly projectDir: string
 }
 

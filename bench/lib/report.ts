@@ -1,15 +1,14 @@
 /** The benchmark's markdown: machine, tables, ratios, targets, details. */
 import { execFileSync } from "node:child_process"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
-import { createRequire } from "node:module"
 import { cpus, loadavg, totalmem } from "node:os"
 import { join } from "node:path"
+import { pathToFileURL } from "node:url"
 import type { Name } from "../adapters/registry.js"
-import { PEERS_DIR } from "../adapters/graphile-worker.js"
-import type { Contender } from "../adapters/types.js"
-import type { Result, RunKind, Sample } from "./harness.js"
+import { type Contender, packageVersion } from "../adapters/types.js"
+import { backlogOf, type Result, type RunKind, type Sample } from "./harness.js"
 import { fmt, type Summary, summarize } from "./stats.js"
-import { type Env, pgServerVersion, pgStatStatementsLoaded } from "./stores.js"
+import { type Env, pgServerVersion, pgSettings, pgStatStatementsLoaded } from "./stores.js"
 import { PROJECT_DIR } from "./workers.js"
 
 export interface Machine {
@@ -28,13 +27,8 @@ export interface Machine {
   readonly packages: Record<string, string>
 }
 
-const versionOf = (from: string, name: string): string => {
-  try {
-    return (createRequire(join(from, "package.json"))(`${name}/package.json`) as { version: string }).version
-  } catch {
-    return "not installed"
-  }
-}
+const versionOf = (from: string, name: string): string =>
+  packageVersion(name, pathToFileURL(join(from, "package.json")).href) ?? "not installed"
 
 export const machineInfo = async (env: Env): Promise<Machine> => {
   const packages: Record<string, string> = {}
@@ -53,7 +47,6 @@ export const machineInfo = async (env: Env): Promise<Machine> => {
       "ioredis"
     ]
   ) packages[name] = versionOf(PROJECT_DIR, name)
-  packages["graphile-worker (isolated, for the local queue)"] = versionOf(PEERS_DIR, "graphile-worker")
   let postgres = "unreachable"
   let pgss = false
   try {
@@ -206,6 +199,38 @@ const w5Table = (result: Result): string | undefined => {
         return `${fmt(w)} + ${fmt(d)}`
       }).join(" / "),
       procs.map((p) => fmt(metric(result, c.name, "W2", "connectionsPerProcess", p)?.median)).join(" / ")
+    ]
+  })
+  return table(head, rows)
+}
+
+/** W6 beside W2 (1 process) of the same run: the drain with and without the backlog. */
+const w6Table = (result: Result): string | undefined => {
+  if (!hasKind(result, "W6")) return undefined
+  const head = [
+    "Contender",
+    "W6 drain jobs/s ↑",
+    "W2 drain jobs/s, 1 proc ↑",
+    "W6 / W2",
+    "claim ms per statement, W6 / W2 ↓",
+    "claim ms per 1,000 jobs, W6 / W2 ↓",
+    "claim of 10 alone ms, W6 / W2 ↓",
+    "backlog build s"
+  ]
+  const names = new Set(result.samples.filter((s) => s.kind === "W6").map((s) => s.contender))
+  const rows = result.contenders.filter((c) => names.has(c.name as Name)).map((c) => {
+    const w6 = metric(result, c.name, "W6", "rate")
+    const w2 = metric(result, c.name, "W2", "rate", 1)
+    const claim = (key: string, kind: RunKind, procs?: number) => fmt(metric(result, c.name, kind, key, procs)?.median)
+    return [
+      c.label,
+      withErrors(cell(w6), errorsOf(result, c.name, "W6")),
+      cell(w2),
+      w6 === undefined || w2 === undefined ? "n/a" : `${(w6.median / w2.median).toFixed(2)}x`,
+      `${claim("claimMs", "W6")} / ${claim("claimMs", "W2", 1)}`,
+      `${claim("claimMsPer1000", "W6")} / ${claim("claimMsPer1000", "W2", 1)}`,
+      `${claim("claimAloneMs", "W6")} / ${claim("claimAloneMs", "W2", 1)}`,
+      fmt(metric(result, c.name, "W6", "buildSeconds")?.median)
     ]
   })
   return table(head, rows)
@@ -439,6 +464,10 @@ export const render = (result: Result, machine: Machine): string => {
   out.push("")
   out.push(`Packages: ${Object.entries(machine.packages).map(([k, v]) => `${k} ${v}`).join(", ")}.`)
   out.push("")
+  if (pgSettings().length > 0) {
+    out.push(`**Diagnostic run**: every fresh PostgreSQL database had ${pgSettings().map(([k, v]) => `${k} = ${v}`).join(", ")} (BENCH_PG_SET).`)
+    out.push("")
+  }
   out.push(
     `Sizes: W1 ${s.bulk.toLocaleString("en-US")} bulk + ${s.one.toLocaleString("en-US")} one by one; ` +
       `W2 ${s.drain.toLocaleString("en-US")} jobs; W3 ${s.latency} jobs ${s.latencyIntervalMs} ms apart; ` +
@@ -456,6 +485,18 @@ export const render = (result: Result, machine: Machine): string => {
     out.push("**W5 scale-out** (W2 with more worker processes, each at concurrency " + s.concurrency + "):")
     out.push("")
     out.push(w5)
+    out.push("")
+  }
+  const w6 = w6Table(result)
+  if (w6 !== undefined) {
+    out.push(
+      `**W6 big backlog** (W2's ${s.drain.toLocaleString("en-US")} due jobs, 1 process, in a store that also holds ` +
+        `${backlogOf(s).waiting.toLocaleString("en-US")} waiting items due in a day and ${backlogOf(s).done.toLocaleString("en-US")} done items kept; ` +
+        "claim = the claim statement's time in the worker, send to result, each claim a batch; " +
+        "claim of 10 alone = the median of 15 claims of 10 items on the store before the workers start, each rolled back):"
+    )
+    out.push("")
+    out.push(w6)
     out.push("")
   }
   for (const d of result.contenders.filter((c) => c.docket)) {

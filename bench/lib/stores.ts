@@ -44,11 +44,24 @@ export const pgReachable = async (env: Env): Promise<string | undefined> => {
   }
 }
 
+/**
+ * Diagnostics only: server settings for every fresh database, from
+ * `BENCH_PG_SET` ("name=value,name=value", e.g. "jit=off"). Unset in the published runs.
+ */
+export const pgSettings = (): Array<readonly [string, string]> =>
+  (process.env.BENCH_PG_SET ?? "").split(",").map((s) => s.trim()).filter(Boolean).map((s) => {
+    const m = /^([a-z_][a-z0-9_.]*)\s*=\s*([A-Za-z0-9_.\- ]+)$/i.exec(s)
+    if (m === null) throw new Error(`BENCH_PG_SET: cannot read ${JSON.stringify(s)} (name=value)`)
+    return [m[1], `'${m[2].trim()}'`] as const
+  })
+
 export const freshTarget = async (env: Env, store: Target["store"], name: string): Promise<Target> => {
   switch (store) {
     case "pg": {
       const database = `bench_${name.replace(/\W/g, "_")}_${process.pid}_${rand()}`
-      await (await adminClient(env)).query(`CREATE DATABASE ${database}`)
+      const admin = await adminClient(env)
+      await admin.query(`CREATE DATABASE ${database}`)
+      for (const [name, value] of pgSettings()) await admin.query(`ALTER DATABASE ${database} SET ${name} = ${value}`)
       const url = new URL(env.pgAdminUrl)
       url.pathname = `/${database}`
       return { store: "pg", url: url.toString(), database }
