@@ -1,0 +1,3 @@
+-- Nothing to do on SQLite: 0010 turns PostgreSQL's JIT off for the claim
+-- (migrations/pg/0010_claim_without_jit.sql); SQLite has no JIT. The file keeps
+-- the numbers of both dialects the same.
