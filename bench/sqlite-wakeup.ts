@@ -4,7 +4,7 @@
  * such items costs an idle worker.
  *
  *   npx tsx bench/sqlite-wakeup.ts                         every mode
- *   npx tsx bench/sqlite-wakeup.ts --modes library,poll --items 100 --idle 20
+ *   npx tsx bench/sqlite-wakeup.ts --modes library,poll --items 100 --idle 20 --repeat 3
  *
  * Per mode, a fresh SQLite file and a worker child process (the library's
  * `Worker.layer`, concurrency 10, a no-op handler); this process is the other
@@ -13,7 +13,12 @@
  * return (both `performance.timeOrigin + now()`); the worker's CPU time
  * (`process.cpuUsage`) over an idle window, and the claims it made in it;
  * the claims made while draining a burst of items enqueued by this process
- * (own completions must not set off a storm of empty claims).
+ * (own completions must not set off a storm of empty claims); and the
+ * worker's own drain of items it enqueues itself (--self, default 20,000):
+ * its rate, CPU per 1,000 items and claims, where every commit is its own and
+ * every event of the watch wakes it for nothing. With --repeat,
+ * the modes run in turn, round after round, and each figure is the median
+ * over the rounds.
  *
  * Modes (all but `poll` and `library` run the pool with `listen: false`, its
  * poll at 60 s, and wake it from a watcher of the bench's own through
@@ -44,21 +49,27 @@ const now = () => performance.timeOrigin + performance.now()
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const quiet = Logger.minimumLogLevel(LogLevel.Warning)
 
-type ToChild = { readonly _tag: "usage" }
+type ToChild = { readonly _tag: "usage" } | { readonly _tag: "selfDrain"; readonly n: number }
 type FromChild =
   | { readonly _tag: "ready" }
   | { readonly _tag: "start"; readonly i: number; readonly at: number }
   | { readonly _tag: "usage"; readonly cpuUs: number; readonly claims: number; readonly wakes: number }
+  | { readonly _tag: "selfDrained"; readonly cpuUs: number; readonly ms: number; readonly claims: number }
 
 // ---------------------------------------------------------------- the worker child
 
+// The payloads of the items the worker enqueues itself start here.
+const SELF = 1_000_000
+
 const child = async (mode: string, file: string) => {
   let claims = 0
+  let selfRan = 0
   let wakes = 0
   const send = (m: FromChild) => process.send?.(m)
   const handler = Handler.make(KIND, {
     payload: Schema.Struct({ i: Schema.Number }),
-    run: ({ i }) => Effect.sync(() => send({ _tag: "start", i, at: now() }))
+    // Items of the worker's own drain (SELF and up) are only counted.
+    run: ({ i }) => Effect.sync(() => (i >= SELF ? selfRan++ : send({ _tag: "start", i, at: now() })))
   })
   const store = QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(file)))
   // The repository as the pool sees it, with its claims counted.
@@ -74,7 +85,7 @@ const child = async (mode: string, file: string) => {
     handlers: [handler],
     concurrency: 10,
     poll: mode === "poll" ? Duration.seconds(2) : Duration.seconds(60),
-    listen: !own
+    listen: mode === "library"
   })
   const runtime = ManagedRuntime.make(pool.pipe(Layer.provide(counted), Layer.provideMerge(store), Layer.provide(quiet)))
   const wakeups = await runtime.runPromise(Wakeups.Wakeups)
@@ -125,11 +136,24 @@ const child = async (mode: string, file: string) => {
   } else if (own) {
     throw new Error(`unknown mode ${mode}`)
   }
-  process.on("message", (m: ToChild) => {
-    if (m._tag === "usage") {
-      const u = process.cpuUsage()
-      send({ _tag: "usage", cpuUs: u.user + u.system, claims, wakes })
+  const cpu = () => {
+    const u = process.cpuUsage()
+    return u.user + u.system
+  }
+  const selfDrain = async (n: number) => {
+    const repo = await runtime.runPromise(QueueRepo.QueueRepo)
+    const [c0, t0, k0] = [cpu(), now(), claims]
+    selfRan = 0
+    for (let k = 0; k < n; k += 2000) {
+      const size = Math.min(2000, n - k)
+      await Effect.runPromise(repo.enqueueMany(Array.from({ length: size }, (_, j) => ({ kind: KIND, payload: { i: SELF + k + j } }))))
     }
+    while (selfRan < n) await sleep(2)
+    send({ _tag: "selfDrained", cpuUs: cpu() - c0, ms: now() - t0, claims: claims - k0 })
+  }
+  process.on("message", (m: ToChild) => {
+    if (m._tag === "usage") send({ _tag: "usage", cpuUs: cpu(), claims, wakes })
+    else void selfDrain(m.n)
   })
   process.on("SIGTERM", () => {
     for (const stop of stops) stop()
@@ -150,6 +174,9 @@ interface Result {
   readonly drainClaims: number
   readonly drainWakes: number
   readonly drainMs: number
+  readonly selfRate: number
+  readonly selfCpuPer1000: number
+  readonly selfClaims: number
 }
 
 const percentile = (values: ReadonlyArray<number>, p: number) => {
@@ -157,7 +184,7 @@ const percentile = (values: ReadonlyArray<number>, p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN
 }
 
-const measure = async (mode: string, items: number, idleS: number, burst: number): Promise<Result> => {
+const measure = async (mode: string, items: number, idleS: number, burst: number, selfN: number): Promise<Result> => {
   const dir = mkdtempSync(join(tmpdir(), "docket-wake-"))
   const file = join(dir, "q.db")
   const runtime = ManagedRuntime.make(Docket.layerClient(file).pipe(Layer.provide(quiet)))
@@ -165,17 +192,24 @@ const measure = async (mode: string, items: number, idleS: number, burst: number
   const proc = fork(fileURLToPath(import.meta.url), ["--child", mode, file], { execArgv: ["--import", "tsx"] })
   const starts = new Map<number, number>()
   let onUsage: ((u: Extract<FromChild, { _tag: "usage" }>) => void) | undefined
+  let onDrained: ((u: Extract<FromChild, { _tag: "selfDrained" }>) => void) | undefined
   const ready = new Promise<void>((resolve) => {
     proc.on("message", (m: FromChild) => {
       if (m._tag === "ready") resolve()
       else if (m._tag === "start") starts.set(m.i, m.at)
-      else onUsage?.(m)
+      else if (m._tag === "usage") onUsage?.(m)
+      else onDrained?.(m)
     })
   })
   const usage = () =>
     new Promise<Extract<FromChild, { _tag: "usage" }>>((resolve) => {
       onUsage = resolve
       proc.send({ _tag: "usage" } satisfies ToChild)
+    })
+  const selfDrain = (n: number) =>
+    new Promise<Extract<FromChild, { _tag: "selfDrained" }>>((resolve) => {
+      onDrained = resolve
+      proc.send({ _tag: "selfDrain", n } satisfies ToChild)
     })
   const until = async (cond: () => boolean, ms: number, what: string) => {
     const end = Date.now() + ms
@@ -209,6 +243,8 @@ const measure = async (mode: string, items: number, idleS: number, burst: number
     const drainMs = now() - t0
     await sleep(500)
     const b1 = await usage()
+    // The worker's own drain: what its own commits cost it through the watch.
+    const own = await selfDrain(selfN)
     return {
       mode,
       p50: percentile(pickups, 50),
@@ -218,7 +254,10 @@ const measure = async (mode: string, items: number, idleS: number, burst: number
       idleClaims: after.claims - before.claims,
       drainClaims: b1.claims - b0.claims,
       drainWakes: b1.wakes - b0.wakes,
-      drainMs
+      drainMs,
+      selfRate: selfN / (own.ms / 1000),
+      selfCpuPer1000: own.cpuUs / 1000 / (selfN / 1000),
+      selfClaims: own.claims
     }
   } finally {
     proc.kill("SIGTERM")
@@ -243,18 +282,29 @@ const main = async () => {
   const items = Number(flag("--items", "100"))
   const idleS = Number(flag("--idle", "20"))
   const burst = Number(flag("--burst", "2000"))
-  const rows: Array<Result> = []
-  for (const mode of modes) {
-    const r = await measure(mode, items, idleS, burst)
-    rows.push(r)
-    console.error(JSON.stringify(r))
+  const repeat = Number(flag("--repeat", "1"))
+  const selfN = Number(flag("--self", "20000"))
+  const runs = new Map<string, Array<Result>>(modes.map((m) => [m, []]))
+  for (let round = 0; round < repeat; round++) {
+    for (const mode of modes) {
+      const r = await measure(mode, items, idleS, burst, selfN)
+      runs.get(mode)!.push(r)
+      console.error(JSON.stringify({ round, ...r }))
+    }
   }
-  console.log(`| mode | pickup p50 ms | p99 ms | max ms | idle CPU % | idle claims (${idleS} s) | claims draining ${burst} | watcher wakes draining | drain ms |`)
-  console.log("|---|---|---|---|---|---|---|---|---|")
+  const median = (rs: ReadonlyArray<Result>, key: Exclude<keyof Result, "mode">) => percentile(rs.map((r) => r[key]), 50)
+  console.log(`${items} items, idle ${idleS} s, burst ${burst}, medians of ${repeat}`)
+  console.log(
+    `| mode | pickup p50 ms | p99 ms | max ms | idle CPU % | idle claims (${idleS} s) | claims draining ${burst} | watcher wakes draining | drain ms | own drain of ${selfN}: jobs/s | CPU ms / 1,000 | claims |`
+  )
+  console.log("|---|---|---|---|---|---|---|---|---|---|---|---|")
   const f = (n: number, d = 1) => n.toFixed(d)
-  for (const r of rows) {
+  for (const [mode, rs] of runs) {
+    const m = (key: Exclude<keyof Result, "mode">) => median(rs, key)
     console.log(
-      `| ${r.mode} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.max)} | ${f(r.idleCpuPct, 2)} | ${r.idleClaims} | ${r.drainClaims} | ${r.drainWakes} | ${f(r.drainMs, 0)} |`
+      `| ${mode} | ${f(m("p50"))} | ${f(m("p99"))} | ${f(m("max"))} | ${f(m("idleCpuPct"), 2)} | ${m("idleClaims")} | ${
+        m("drainClaims")
+      } | ${m("drainWakes")} | ${f(m("drainMs"), 0)} | ${f(m("selfRate"), 0)} | ${f(m("selfCpuPer1000"))} | ${m("selfClaims")} |`
     )
   }
 }
