@@ -7,13 +7,14 @@
  * on PostgreSQL: the pool claims, and finds what is there.
  *
  * Measured against the other options (bench/sqlite-wakeup.ts,
- * docs/benchmarks.md "SQLite: wake-ups across processes"): polling
- * `PRAGMA data_version` on a dedicated connection every 10 ms picks up an item
- * in about half the interval, at an idle cost of a timer every interval (1-2 %
- * of a core on the 2-core bench machine at 10 ms, too much for the 1 % budget
- * at the interval the 20 ms p50 target needs); `fs.watchFile` polls stat() on
- * libuv's thread pool, no cheaper; `fs.watch` costs nothing while nothing is
- * written, and wakes in 1-3 ms.
+ * docs/benchmarks.md "SQLite: wake-ups across processes", medians on the
+ * shared 2-core machine): polling `PRAGMA data_version` on a dedicated
+ * connection picks up an item in 10.6 / 14.6 ms p50 at 10 / 20 ms, but its
+ * timer costs an idle worker 1.78 / 1.15 % of a core (the worker alone:
+ * 0.44 %), over the 1 % budget; through the pool's own SqlClient (which would
+ * ignore this process's commits) 7 % at 10 ms; `fs.watchFile` (stat() on
+ * libuv's thread pool) 1.40 % at 10 ms. `fs.watch` costs nothing while
+ * nothing is written (0.30 %) and picks up in 2.8 ms p50.
  *
  * This process's own commits (its pools completing items, heartbeats) are
  * events too, and wake its pools for nothing: measured, they are no storm
