@@ -11,7 +11,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Schema } from "effect"
 import { EventEmitter } from "node:events"
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, type watch, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, type watch, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Docket, Handler, QueueRepo, Worker } from "../src/index.js"
@@ -106,6 +106,24 @@ describe("SQLite wake-ups across processes", () => {
       rmSync(dir, { recursive: true, force: true })
     }
   }, 60_000)
+
+  it.skipIf(!linux)("a database reached through a symbolic link is watched where its file is", async () => {
+    const real = tempDir()
+    const links = tempDir()
+    const runtime = poolIn(join(links, "q.db"), [])
+    try {
+      // The file exists once migrated; then the link to it.
+      await ManagedRuntime.make(Docket.layerClient(join(real, "q.db")).pipe(Layer.provide(quiet))).dispose()
+      symlinkSync(join(real, "q.db"), join(links, "q.db"))
+      await runtime.runPromise(Worker.Worker)
+      expect(watchesOn(real)).toBe(1)
+      expect(watchesOn(links)).toBe(0)
+    } finally {
+      await runtime.dispose()
+      rmSync(real, { recursive: true, force: true })
+      rmSync(links, { recursive: true, force: true })
+    }
+  })
 
   it("an in-memory database is not watched", () => {
     expect(SqliteWatch.watchable(":memory:")).toBe(false)

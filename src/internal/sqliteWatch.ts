@@ -29,7 +29,7 @@
  * across hosts anyway), likewise.
  */
 import { Effect, Runtime, type Scope } from "effect"
-import { type FSWatcher, watch } from "node:fs"
+import { type FSWatcher, realpathSync, watch } from "node:fs"
 import { basename, dirname, resolve } from "node:path"
 
 /** One queue's watch. */
@@ -44,9 +44,19 @@ export interface Watch {
 export const watchable = (filename: string): boolean =>
   filename !== "" && filename !== ":memory:" && !/^file::memory:/i.test(filename) && !/mode=memory/i.test(filename)
 
+// The file's real path: SQLite follows a symbolic link to the database, and
+// writes its -wal file beside the target.
+const realPath = (filename: string) => {
+  try {
+    return realpathSync(filename)
+  } catch {
+    return resolve(filename)
+  }
+}
+
 /** The watch of the SQLite file `filename` (relative to the working directory now). */
 export const make = (filename: string, open: typeof watch = watch): Watch => {
-  const path = resolve(filename)
+  const path = realPath(filename)
   const dir = dirname(path)
   const names = new Set([basename(path), `${basename(path)}-wal`])
   const subscribers = new Set<() => void>()
