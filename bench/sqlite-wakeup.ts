@@ -20,11 +20,12 @@
  * the modes run in turn, round after round, and each figure is the median
  * over the rounds.
  *
- * Modes (all but `poll` and `library` run the pool with `listen: false`, its
- * poll at 60 s, and wake it from a watcher of the bench's own through
- * `Wakeups.enqueued`):
+ * Modes (all but `library` run the pool with `listen: false`, so without a
+ * watch of its own; all but `poll` set its poll to 60 s; the others wake it
+ * from a watcher of the bench's own through `Wakeups.enqueued`):
  * - poll: no watcher, the default 2 s poll (what SQLite did before);
- * - library: the pool as shipped (its own watcher; poll 60 s);
+ * - library: the pool as shipped (its own watch; poll 60 s; its wake-ups are
+ *   not counted);
  * - dv-ded-N: `PRAGMA data_version` every N ms on a dedicated better-sqlite3
  *   connection (changes on every other connection's commit, this process's
  *   own connection included);

@@ -77,7 +77,7 @@ describe("SQLite wake-ups across processes", () => {
     // The watch closed with the pool's scope.
     if (linux) expect(watchesOn(dir)).toBe(0)
     rmSync(dir, { recursive: true, force: true })
-  })
+  }, 60_000)
 
   it("a `docket worker` process starts items this process adds, before its poll", async () => {
     const dir = tempDir()
