@@ -11,6 +11,11 @@
  *   connection of the pool's own, reconnected after it is lost: a database
  *   restart; every (re)connect is followed by a wake-up, since notifications
  *   sent while not listening are gone);
+ * - on a SQLite file, a commit by another process (or another connection of
+ *   this one): one `fs.watch` of the file's directory per queue, shared by its
+ *   pools while any listens (internal/sqliteWatch.ts, where the measured
+ *   choice over polling `PRAGMA data_version` is explained); not for
+ *   `:memory:`, which no other process sees;
  * - the pool's own nudges (`notify`: a slot freed, a retry came due).
  *
  * A pool that passes `onCancel` also hears of running items a cancel stopped
@@ -19,7 +24,7 @@
  * process (the same LISTEN connection, on the cancel channel). A notice is
  * only a hint: the pool reads the item's state before it stops anything.
  *
- * `QueueRepo.layer` provides it beside the repository: the local one on
+ * `QueueRepo.layer` provides it beside the repository: the watching one on
  * SQLite, the listening one on PostgreSQL. A repository and the pools that
  * claim from it share one instance (each `QueueRepo.layer` builds its own,
  * so two queues on two databases in one application never share wake-ups).
@@ -29,6 +34,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import { listen } from "./internal/listen.js"
 import { Signal as WakeSignal } from "./internal/signal.js"
+import * as SqliteWatch from "./internal/sqliteWatch.js"
 import { CANCEL_CHANNEL, NOTIFY_CHANNEL, parseCancelIds } from "./internal/sql/notify.js"
 
 /** One pool's wake-up: `notify` from anywhere, `wait` by the pool's claimer (one waiter at a time). */
@@ -41,7 +47,10 @@ export interface Signal {
 
 /** How a pool's signal is woken. */
 export interface SignalOptions {
-  /** Also wake on notifications from the database (PostgreSQL LISTEN; default true). */
+  /**
+   * Also wake on other processes' enqueues (PostgreSQL LISTEN, a watch of the
+   * SQLite file; default true).
+   */
   readonly listen?: boolean | undefined
   /**
    * Called with the ids of running items a cancel stopped (see the module
@@ -74,8 +83,15 @@ export class Wakeups extends Context.Tag("docket/Wakeups")<Wakeups, Service>() {
 // After an enqueue inside the caller's transaction: when to look again.
 const TRANSACTION_RETRIES_MS = [5, 25, 100, 400]
 
-/** What a listening signal runs (in its scope): LISTEN, waking `notify`, and `onCancel` when given. */
-type Remote = (notify: () => void, onCancel: ((ids: ReadonlyArray<number>) => void) | undefined) => Effect.Effect<never>
+/**
+ * What a listening signal runs (in its scope): waking `notify` on other
+ * processes' enqueues, and, if `cancels`, calling `onCancel` (when given) on
+ * their cancels.
+ */
+interface Remote {
+  readonly run: (notify: () => void, onCancel: ((ids: ReadonlyArray<number>) => void) | undefined) => Effect.Effect<never>
+  readonly cancels: boolean
+}
 
 /**
  * Wake-ups within this process only; `remote`, when given, is run for each
@@ -99,8 +115,9 @@ const make = (remote?: Remote): Service => {
         const signal = new WakeSignal()
         yield* register(signals, signal.notify)
         const listens = remote !== undefined && options.listen !== false
-        if (options.onCancel !== undefined && !listens) yield* register(localCancels, options.onCancel)
-        if (listens) yield* Effect.forkScoped(remote(signal.notify, options.onCancel))
+        const hearsCancels = listens && remote.cancels
+        if (options.onCancel !== undefined && !hearsCancels) yield* register(localCancels, options.onCancel)
+        if (listens) yield* Effect.forkScoped(remote.run(signal.notify, options.onCancel))
         return { notify: signal.notify, wait: (ms: number) => signal.wait(ms) }
       }),
     enqueued: Effect.suspend(() =>
@@ -123,22 +140,39 @@ const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClie
 
 // LISTEN until the connection is lost, then again after a second, for ever.
 // A pool with a cancel callback listens on the cancel channel too.
-const listening = (config: PgClient.PgClientConfig): Remote => (notify, onCancel) =>
-  listen(
-    config,
-    onCancel === undefined ? [NOTIFY_CHANNEL] : [NOTIFY_CHANNEL, CANCEL_CHANNEL],
-    notify,
-    (channel, payload) => (channel === CANCEL_CHANNEL ? onCancel?.(parseCancelIds(payload)) : notify())
-  ).pipe(
-    Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
-    Effect.zipRight(Effect.sleep("1 second")),
-    Effect.forever
-  )
+const listening = (config: PgClient.PgClientConfig): Remote => ({
+  cancels: true,
+  run: (notify, onCancel) =>
+    listen(
+      config,
+      onCancel === undefined ? [NOTIFY_CHANNEL] : [NOTIFY_CHANNEL, CANCEL_CHANNEL],
+      notify,
+      (channel, payload) => (channel === CANCEL_CHANNEL ? onCancel?.(parseCancelIds(payload)) : notify())
+    ).pipe(
+      Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
+      Effect.zipRight(Effect.sleep("1 second")),
+      Effect.forever
+    )
+})
+
+// @effect/sql-sqlite-node's SqliteClient tag, by its key (as PgClientTag): its
+// config names the file.
+const SqliteClientTag = Context.GenericTag<{ readonly config: { readonly filename: string } }>(
+  "@effect/sql-sqlite-node/SqliteClient"
+)
+
+// A watch of the file shared by the queue's pools; cancels in other processes
+// are not heard (a running item's holder learns of it at its next renewal).
+const watching = (watch: SqliteWatch.Watch): Remote => ({
+  cancels: false,
+  run: (notify) => Effect.scoped(Effect.zipRight(watch.subscribe(notify), Effect.never))
+})
 
 /**
  * The service for the `SqlClient` in context: on PostgreSQL (with a PgClient,
- * whose connection settings the LISTEN connections use) signals listen; on
- * SQLite only this process's enqueues wake its pools. A function, so each
+ * whose connection settings the LISTEN connections use) signals listen; on a
+ * SQLite file they watch it; on an in-memory SQLite database only this
+ * process's enqueues wake its pools. A function, so each
  * call is a layer of its own: Effect builds a layer value once per layer
  * graph, and two queues on two databases must not share one (`Layer.fresh`
  * would not do: a layer used twice inside `provideMerge` would then be built
@@ -149,7 +183,12 @@ export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> => Lay
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClientTag)
-    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
-    return make(isPg && Option.isSome(pg) ? listening(pg.value.config) : undefined)
+    const sqlite = yield* Effect.serviceOption(SqliteClientTag)
+    const dialect = sql.onDialectOrElse({ pg: () => "pg", sqlite: () => "sqlite", orElse: () => "other" })
+    if (dialect === "pg" && Option.isSome(pg)) return make(listening(pg.value.config))
+    if (dialect === "sqlite" && Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
+      return make(watching(SqliteWatch.make(sqlite.value.config.filename)))
+    }
+    return make()
   })
 )
