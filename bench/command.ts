@@ -23,6 +23,12 @@
  * graphile.config.mjs of its documented high-throughput settings
  * (`localQueue: { size: 500 }`, `completeJobBatchDelay: 0`,
  * `failJobBatchDelay: 0`), as bench/adapters/graphile-worker.ts uses them.
+ * `docket-before` (optional): the command before issue 19's output change
+ * (a line per started and done item by default, one write each), when built
+ * into .tmp/before:
+ *   mkdir -p .tmp/before && git archive 0201c3a src migrations tsconfig.json \
+ *     tsconfig.build.json package.json | tar -x -C .tmp/before && \
+ *     (cd .tmp/before && node ../../node_modules/typescript/bin/tsc -p tsconfig.build.json)
  * graphile-worker logs a line per job by default ("Completed task ..."): that
  * is its command's default, kept.
  *
@@ -65,13 +71,13 @@ const docketEnqueue = async (url: string, n: number) => {
   await client.close()
 }
 
-const docket = (name: string, label: string, extra: ReadonlyArray<string>): Contender => ({
+const docket = (name: string, label: string, extra: ReadonlyArray<string>, main = DOCKET_MAIN): Contender => ({
   name,
   label,
-  available: () => existsSync(DOCKET_MAIN),
+  available: () => existsSync(main),
   prepare: docketEnqueue,
   command: (url, dir) => ({
-    args: [DOCKET_MAIN, "worker", "--database", url, "--tasks", join(dir, "tasks"), "--concurrency", "10", ...extra],
+    args: [main, "worker", "--database", url, "--tasks", join(dir, "tasks"), "--concurrency", "10", ...extra],
     cwd: dir
   }),
   pendingSql: DOCKET_PENDING
@@ -111,7 +117,13 @@ const CONTENDERS: ReadonlyArray<Contender> = [
   docket("docket", "`docket worker` (compiled), default flags", []),
   graphile("gw-0.17", ".tmp/bench-peers"),
   graphile("gw-0.18", ".tmp/gw18"),
-  docket("docket-items", "`docket worker` --log-items (a line per started and done)", ["--log-items"])
+  docket("docket-items", "`docket worker` --log-items (a line per started and done, batched writes)", ["--log-items"]),
+  docket(
+    "docket-before",
+    "`docket worker` before issue 19 (0201c3a: a line per started and done, one write each)",
+    [],
+    join(ROOT, ".tmp", "before", "dist", "cli", "main.js")
+  )
 ]
 
 /** The tasks folder both commands read (no-op tasks; `bench` for both) and graphile's config. */
