@@ -13,7 +13,7 @@
  * on a separate connection until none is left. Reported: jobs/s from the
  * spawn (what a restart with a backlog sees, start-up included) and from the
  * first finished job (the drain itself), the start-up, and the bytes the
- * command wrote. Contenders alternate within each repetition; medians.
+ * command wrote (kept in .tmp/bench-command/<name>-<rep>.log). Contenders alternate within each repetition; medians.
  *
  * Contenders: `docket` (the compiled command, `node dist/cli/main.js worker`,
  * built by `npm run build` when dist/ is missing), `docket-items` (the same
@@ -148,10 +148,14 @@ interface Sample {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-const runOnce = async (c: Contender, n: number, dir: string): Promise<Sample> => {
+/** Where each run's output is kept, for a look afterwards (gitignored). */
+const LOGS = join(ROOT, ".tmp", "bench-command")
+
+const runOnce = async (c: Contender, n: number, dir: string, rep: number): Promise<Sample> => {
   const target = await freshTarget(env, "pg", `cmd_${c.name}`)
   if (target.store !== "pg") throw new Error("pg only")
-  const out = join(dir, `${c.name}.log`)
+  mkdirSync(LOGS, { recursive: true })
+  const out = join(LOGS, `${c.name}-${rep}.log`)
   const fd = openSync(out, "w")
   try {
     await c.prepare(target.url, n)
@@ -211,7 +215,7 @@ const main = async () => {
       // Alternating: each repetition starts one contender further on.
       const order = chosen.map((_, i) => chosen[(i + r) % chosen.length])
       for (const c of order) {
-        const s = await runOnce(c, jobs, dir)
+        const s = await runOnce(c, jobs, dir, r + 1)
         samples.get(c.name)!.push(s)
         console.error(
           `rep ${r + 1} ${c.name}: ${fmt(s.fromSpawn)} jobs/s from spawn, ${fmt(s.drain)} drain, ` +
