@@ -4,11 +4,13 @@
  * event) or JSON (one object per line, for log pipelines).
  *
  * By default a line is written for what an operator acts on, not for what
- * merely went well: a retry, a dead item, a cancel, an item given back, a
- * lease lost, a storage error; and a periodic summary (done, retried, dead,
- * running and the rate since the last one). The routine lines of each item
- * ("started", "done", and the outcomes a task chose that are not failures:
- * snoozed, absorbed) are opt-in (`--log-items`): written one per event they
+ * merely went well: a retry, a dead item, a cancel, a lease lost, a storage
+ * error; and a periodic summary (done, retried, dead, given back, running and
+ * the rate since the last one). The routine lines of each item ("started",
+ * "done", the outcomes a task chose that are not failures: snoozed, absorbed,
+ * and "released", given back unrun: at a stop, or from the prefetch buffer
+ * when it waited too long there, thousands of lines on an overloaded host,
+ * measured) are opt-in (`--log-items`): written one per event they
  * cost about half the throughput of a busy worker, and a log of a million
  * "done" lines says less than one summary line. See docs/operations.md.
  */
@@ -42,7 +44,8 @@ export interface LogRecord {
 
 /** The events of an item that went as planned: a line each only with `--log-items`. */
 export const isRoutine = (event: Event): boolean =>
-  event._tag === "Started" || event._tag === "Completed" || event._tag === "Snoozed" || event._tag === "Absorbed"
+  event._tag === "Started" || event._tag === "Completed" || event._tag === "Snoozed" || event._tag === "Absorbed" ||
+  event._tag === "Released"
 
 const ms = (n: number) => (n < 1000 ? `${Math.round(n)} ms` : Duration.format(Duration.millis(Math.round(n))))
 

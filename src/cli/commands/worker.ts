@@ -62,9 +62,9 @@ const workerConfig = {
   ),
   logItems: Options.boolean("log-items").pipe(
     Options.withDescription(
-      "Also log a line per routine item event (started, done, snoozed, absorbed) when the output is not a " +
-        "terminal. Without it the worker logs failures and abnormal events (retry, dead, cancelled, given " +
-        "back, lease lost, storage errors) and a summary every --summary: a line per item costs throughput."
+      "Also log a line per routine item event (started, done, snoozed, absorbed, given back) when the " +
+        "output is not a terminal. Without it the worker logs failures and abnormal events (retry, dead, " +
+        "cancelled, lease lost, storage errors) and a summary every --summary: a line per item costs throughput."
     )
   ),
   logFormat: Options.text("log-format").pipe(
