@@ -5,9 +5,10 @@
  * failures and abnormal events, a periodic summary (`--summary`) and, opt-in
  * (`--log-items`), a line per routine item event; see src/cli/logFormat.ts
  * for what is written and why. Lines are batched: the events taken in one
- * turn are written with one `write`, not one each (with a line per item, the
- * command drained 5,035 jobs/s batched against 2,467 one write each, in
- * bench/command.ts on a loaded machine: docs/benchmarks.md, issue 19). Log
+ * turn are written with one `write`, not one each (a syscall per line saved;
+ * its gain measured in bench/command.ts was within a shared machine's noise:
+ * docs/benchmarks.md, issue 19; what made the default cheap is no line per
+ * item). Log
  * messages (warnings) go to stderr, one line each, in the same format, without
  * breaking the status line.
  */
