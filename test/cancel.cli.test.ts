@@ -116,7 +116,7 @@ for (const backend of backends) {
       const added = await docket(["enqueue", "hang", "{}", "--database", url])
       expect(added.code, added.stderr).toBe(0)
       const id = Number(added.stdout.trim())
-      const worker = start(["worker", "--tasks", d.dir, "--database", url, "--lease", lease, "--grace", "2s"])
+      const worker = start(["worker", "--tasks", d.dir, "--database", url, "--lease", lease, "--grace", "2s", "--log-items"])
       cleanups.push(async () => void worker.child.kill("SIGKILL"))
       await worker.waitFor(new RegExp(`started hang #${id} `), 30_000)
       const launched = performance.now()

@@ -214,7 +214,7 @@ describe.each(backends)("docket command on $name", (backend) => {
       const url = await backend.fresh()
       const db = openDb(url)
       // --all-kinds: an item of a kind with no task file ("nobody") is dead at once.
-      const worker = start(["worker", "--tasks", taskFolder(), "--database", url, "--poll", "200ms", "--grace", "2s", "--all-kinds"])
+      const worker = start(["worker", "--tasks", taskFolder(), "--database", url, "--poll", "200ms", "--grace", "2s", "--all-kinds", "--log-items"])
       cleanups.push(async () => {
         worker.child.kill("SIGKILL")
       })
@@ -321,7 +321,7 @@ describe.each(backends)("docket command on $name", (backend) => {
       const [theirs, first] = await db.repo((repo) =>
         repo.enqueueMany([{ kind: "theirs", payload: 1 }, { kind: "mine", payload: 1 }])
       )
-      const worker = start(["worker", "--tasks", tasks.dir, "--database", url, "--poll", "100ms"])
+      const worker = start(["worker", "--tasks", tasks.dir, "--database", url, "--poll", "100ms", "--log-items"])
       cleanups.push(async () => {
         worker.child.kill("SIGKILL")
       })

@@ -68,6 +68,9 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a short lease", ["worker", "--tasks", tasks.dir, "--lease", "10ms"], /^docket: --lease must be from 1s to 7 days$/],
     ["a bad poll", ["worker", "--tasks", tasks.dir, "--poll", "1 fortnight"], /^docket: --poll: "1 fortnight" is not a duration/],
     ["a bad grace", ["worker", "--tasks", tasks.dir, "--grace", "soon"], /^docket: --grace: "soon" is not a duration/],
+    ["a bad log format", ["worker", "--tasks", tasks.dir, "--log-format", "xml"], /^docket: --log-format must be text or json \(got 'xml'\)$/],
+    ["a bad summary period", ["worker", "--tasks", tasks.dir, "--summary", "soon"], /^docket: --summary: "soon" is not a duration/],
+    ["a too short summary period", ["worker", "--tasks", tasks.dir, "--summary", "10ms"], /^docket: --summary must be at least 100ms, or off$/],
     ["a task file that is no handler", ["worker", "--tasks", notAHandler.dir], /^docket: task file broken\.mjs must default-export/],
     ["a handler of another kind", ["worker", "--tasks", wrongKind.dir], /exports the handler of kind email\.send; the file name says mail\.send/],
     ["a syntax error in an ES module", ["worker", "--tasks", badMjs.dir], new RegExp(`^docket: task file broken\\.mjs cannot be loaded: syntax error at ${badMjs.path("broken.mjs")}:2:13: Unexpected token ';'$`)],
@@ -184,6 +187,9 @@ describe("--help", () => {
     expect(help["list"]).toMatch(/^  --state <state>\n      Only items in this state: waiting \(due now\), scheduled/m)
     expect(help["list"]).toMatch(/^  --limit <integer>\n(      .*\n)*      Default: 50\.$/m)
     expect(help["show"]).toMatch(/^ARGUMENTS\n  <id>\n/m)
+    expect(help["worker"]).toMatch(/^  --log-items\n      Also log a line per routine item event/m)
+    expect(help["worker"]).toMatch(/^  --log-format <text\|json>\n(      .*\n)*      Default: text\.$/m)
+    expect(help["worker"]).toMatch(/^  --summary <duration\|off>\n(      .*\n)*      Default: 60s\.$/m)
     expect(help["worker"]).toMatch(/^  --all-kinds\n      Claim items of every kind: an item of a kind with no task file here is dead at once\./m)
     expect(help["worker"]).not.toContain("--handled-only")
     expect(help["dead retry"]).toContain("\n  --all\n")

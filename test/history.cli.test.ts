@@ -166,7 +166,7 @@ for (const backend of backends) {
         const added = await docket(["enqueue", "echo", payload, "--database", url])
         expect(added.code, added.stderr).toBe(0)
         const id = Number(added.stdout.trim())
-        const worker = start(["worker", "--tasks", d.dir, "--retention", retention, "--database", url])
+        const worker = start(["worker", "--tasks", d.dir, "--retention", retention, "--database", url, "--log-items"])
         cleanups.push(async () => void worker.child.kill("SIGKILL"))
         await worker.waitFor(new RegExp(`done echo #${id} `), 30_000)
         worker.child.kill("SIGTERM")

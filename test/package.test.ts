@@ -214,7 +214,7 @@ describe("the package, installed into a new project", () => {
     const worker = (tasks: string, db: string, until: RegExp) => async () => {
       writeFileSync(trace, "")
       const w = startNode(
-        ["--import", "./trace.mjs", join(installed, "bin", "docket.mjs"), "worker", "--tasks", tasks, "--database", db],
+        ["--import", "./trace.mjs", join(installed, "bin", "docket.mjs"), "worker", "--tasks", tasks, "--database", db, "--log-items"],
         { TSX_TRACE: trace }
       )
       await w.waitFor(until)

@@ -30,7 +30,7 @@ describe("a task file's Snooze through the command", () => {
       const added = await docket(["enqueue", "poll", payload, "--database", url])
       expect(added.code, added.stderr).toBe(0)
     }
-    const worker = start(["worker", "--tasks", d.dir, "--database", url, "--poll", "200ms", "--grace", "2s"])
+    const worker = start(["worker", "--tasks", d.dir, "--database", url, "--poll", "200ms", "--grace", "2s", "--log-items"])
     cleanups.push(() => worker.child.kill("SIGKILL"))
     for (
       const line of [

@@ -1,14 +1,23 @@
 /**
  * What a running worker shows. In a terminal: one status line, rewritten in
- * place (running, done, retried, dead, done per second). In a pipe or file:
- * one log line per event. Log messages (warnings) go to stderr, one line each,
- * without breaking the status line.
+ * place (running, done, retried, dead, done per second). In a pipe or file
+ * (systemd, containers): log lines, text or JSON (`--log-format`), for the
+ * failures and abnormal events, a periodic summary (`--summary`) and, opt-in
+ * (`--log-items`), a line per routine item event; see src/cli/logFormat.ts
+ * for what is written and why. Lines are batched: the events taken in one
+ * turn are written with one `write`, not one each (a syscall per line saved;
+ * its gain measured in bench/command.ts was within a shared machine's noise:
+ * docs/benchmarks.md, issue 19; what made the default cheap is no line per
+ * item). Log
+ * messages (warnings) go to stderr, one line each, in the same format, without
+ * breaking the status line.
  */
-import { Cause, Duration, Effect, HashMap, Logger, Queue, type Scope } from "effect"
+import { Cause, Effect, HashMap, Logger, Queue, type Scope } from "effect"
 import type { Event } from "../Events.js"
 import { StorageErrorLog } from "../internal/worker/events.js"
 import type * as Worker from "../Worker.js"
 import { oneLine } from "./format.js"
+import { eventRecord, eventText, isRoutine, type LogFormat, type LogOptions, type LogRecord, render, summaryRecord } from "./logFormat.js"
 
 const CLEAR_LINE = "\r\x1b[2K"
 
@@ -27,14 +36,14 @@ class StatusLine {
     process.stdout.write(CLEAR_LINE + line)
   }
 
-  /** Writes a whole line above the status line. */
+  /** Writes whole lines (each ending in a newline) above the status line. */
   print(stream: NodeJS.WriteStream, text: string): void {
     if (this.active && this.shown !== "") {
       process.stdout.write(CLEAR_LINE)
-      stream.write(text + "\n")
+      stream.write(text)
       process.stdout.write(this.shown)
     } else {
-      stream.write(text + "\n")
+      stream.write(text)
     }
   }
 
@@ -49,11 +58,27 @@ class StatusLine {
 /** The one status line of this process (shown only in a terminal). */
 export const statusLine = new StatusLine()
 
+/** The form of this process's log lines (`--log-format`; text unless the worker command says otherwise). */
+let logFormat: LogFormat = "text"
+
+/** Sets the form of the log lines of this process (the worker command's `--log-format`). */
+export const setLogFormat = (format: LogFormat) => Effect.sync(() => void (logFormat = format))
+
 /** Prints a line on stdout (above the status line when one is shown). */
-export const printLine = (text: string) => Effect.sync(() => statusLine.print(process.stdout, text))
+export const printLine = (text: string) => Effect.sync(() => statusLine.print(process.stdout, text + "\n"))
 
 /** Prints a line on stderr (above the status line when one is shown). */
-export const printError = (text: string) => Effect.sync(() => statusLine.print(process.stderr, text))
+export const printError = (text: string) => Effect.sync(() => statusLine.print(process.stderr, text + "\n"))
+
+/**
+ * Prints a record on stdout: its message as it is in text (the worker's
+ * started/stopping/stopped lines carry no time, as before), a JSON object with
+ * its fields in JSON.
+ */
+export const printRecord = (record: LogRecord) =>
+  Effect.sync(() =>
+    statusLine.print(process.stdout, (logFormat === "text" ? record.message : render("json", new Date(), record)) + "\n")
+  )
 
 const messageText = (message: unknown): string => {
   const parts = Array.isArray(message) ? message : [message]
@@ -61,58 +86,36 @@ const messageText = (message: unknown): string => {
     .join(" ")
 }
 
-/** Log lines: `<level>: <message> (key=value ...)`, one line each, on stderr. */
+const LEVELS: Record<string, "info" | "warn" | "error"> = { WARN: "warn", ERROR: "error", FATAL: "error" }
+
+/** Log lines, on stderr: `<level>: <message> (key=value ...)` in text, an object per line in JSON. */
 export const logger = Logger.make(({ annotations, cause, logLevel, message }) => {
-  let text = `${logLevel.label.toLowerCase()}: ${messageText(message)}`
-  const notes = [...HashMap.toEntries(annotations)].map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
-  if (notes.length > 0) text += ` (${notes.join(" ")})`
-  if (!Cause.isEmpty(cause)) text += `: ${Cause.pretty(cause)}`
-  statusLine.print(process.stderr, oneLine(text))
+  const text = messageText(message)
+  const notes = [...HashMap.toEntries(annotations)]
+  if (logFormat === "json") {
+    const record: LogRecord = {
+      level: LEVELS[logLevel.label] ?? "info",
+      event: "log",
+      message: text,
+      fields: { ...Object.fromEntries(notes), ...(Cause.isEmpty(cause) ? {} : { cause: Cause.pretty(cause) }) }
+    }
+    statusLine.print(process.stderr, render("json", new Date(), record) + "\n")
+    return
+  }
+  let line = `${logLevel.label.toLowerCase()}: ${text}`
+  const shown = notes.map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+  if (shown.length > 0) line += ` (${shown.join(" ")})`
+  if (!Cause.isEmpty(cause)) line += `: ${Cause.pretty(cause)}`
+  statusLine.print(process.stderr, oneLine(line) + "\n")
 })
 
 /** The logger of the command: replaces Effect's default one. */
 export const loggerLayer = Logger.replace(Logger.defaultLogger, logger)
 
-const ms = (n: number) => (n < 1000 ? `${Math.round(n)} ms` : Duration.format(Duration.millis(Math.round(n))))
-
-/** One log line for an event (null for events not worth a line). */
+/** One text log line for an event, with its time (null for events not worth a line). */
 export const describeEvent = (event: Event): string | null => {
-  const time = new Date().toISOString()
-  switch (event._tag) {
-    case "Claimed":
-      return null
-    case "Started":
-      return `${time} started ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt})`
-    case "Completed":
-      return `${time} done ${event.claim.kind} #${event.claim.id} in ${ms(event.durationMs)}`
-    case "Retried":
-      return `${time} retry ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt} of ${event.claim.maxAttempts}) in ${
-        ms(event.delayMs)
-      }: ${oneLine(event.error)}`
-    case "Snoozed":
-      return `${time} snooze ${event.claim.kind} #${event.claim.id} (snooze ${event.claim.snoozes + 1}; attempt not counted) for ${
-        ms(event.delayMs)
-      }: ${oneLine(event.reason)}`
-    case "Dead":
-      return `${time} dead ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt}): ${oneLine(event.error)}`
-    case "Cancelled":
-      return event.source === "cancel"
-        ? `${time} cancelled ${event.claim.kind} #${event.claim.id} (stopped here, nothing recorded): ${oneLine(event.error)}`
-        : `${time} cancelled ${event.claim.kind} #${event.claim.id} (attempt ${event.claim.attempt}): ${oneLine(event.error)}`
-    case "Absorbed":
-      return `${time} absorbed ${event.claim.kind} #${event.claim.id} (a waiting item with its key stands for it)`
-    case "Released":
-      return `${time} released ${event.claim.kind} #${event.claim.id} (given back; attempt not counted)`
-    case "LeaseLost":
-      return `${time} lease lost ${event.claim.kind} #${event.claim.id} (run interrupted, nothing recorded)`
-    case "StorageFailed":
-      // A StorageError's message already says "storage error in <operation>: ...".
-      return event.error.startsWith(`storage error in ${event.operation}`)
-        ? `${time} ${oneLine(event.error)}`
-        : `${time} storage error in ${event.operation}: ${oneLine(event.error)}`
-    case "Stopped":
-      return null
-  }
+  const text = eventText(event)
+  return text === null ? null : `${new Date().toISOString()} ${text}`
 }
 
 /** The status line's text. */
@@ -121,26 +124,76 @@ export const describeCounters = (counters: Worker.Counters, perSecond: number): 
     perSecond.toFixed(perSecond < 10 ? 1 : 0)
   }/s`
 
+/** What `show` logs when it logs lines; the demo's: every event, in text, no summary. */
+const EVERY_EVENT: LogOptions = { format: "text", items: true, summaryMs: null }
+
 /**
  * Shows the worker's progress until the scope closes: the status line in a
- * terminal, else a log line per event.
+ * terminal, else log lines.
  */
-export const show = (worker: Worker.Service, tty: boolean): Effect.Effect<void, never, Scope.Scope> =>
-  tty ? showStatusLine(worker) : showEvents(worker)
+export const show = (
+  worker: Worker.Service,
+  tty: boolean,
+  options: LogOptions = EVERY_EVENT
+): Effect.Effect<void, never, Scope.Scope> =>
+  tty ? showStatusLine(worker) : Effect.zipRight(showEvents(worker, options), showSummaries(worker, options))
 
-const showEvents = (worker: Worker.Service) =>
+// The most events taken (and written) at once.
+const BATCH = 4096
+
+const showEvents = (worker: Worker.Service, options: LogOptions) =>
   Effect.gen(function*() {
     const events = yield* worker.subscribe
     // Storage errors as the pool logs them: at most one line per operation and period.
     const storageLog = new StorageErrorLog()
-    yield* Queue.take(events).pipe(
-      Effect.flatMap((event) => {
-        const note = event._tag === "StorageFailed" ? storageLog.failed(event.operation, Date.now()) : ""
-        const line = note === undefined ? null : describeEvent(event)
-        return line === null ? Effect.void : printLine(line + note)
-      }),
+    const lineOf = (event: Event, time: Date): string | null => {
+      if (!options.items && isRoutine(event)) return null
+      const note = event._tag === "StorageFailed" ? storageLog.failed(event.operation, time.getTime()) : ""
+      if (note === undefined) return null
+      const record = eventRecord(event)
+      if (record === null) return null
+      return options.format === "text"
+        ? render("text", time, record) + note
+        : render("json", time, note === "" ? record : { ...record, message: record.message + note })
+    }
+    yield* Queue.takeBetween(events, 1, BATCH).pipe(
+      Effect.flatMap((batch) =>
+        Effect.sync(() => {
+          const time = new Date()
+          let text = ""
+          for (const event of batch) {
+            const line = lineOf(event, time)
+            if (line !== null) text += line + "\n"
+          }
+          // One write for the whole batch.
+          if (text !== "") statusLine.print(process.stdout, text)
+        })
+      ),
       Effect.forever,
       Effect.catchAllCause(() => Effect.void),
+      Effect.forkScoped
+    )
+  })
+
+/** A summary line every period, when there is something to say. */
+const showSummaries = (worker: Worker.Service, options: LogOptions) =>
+  Effect.gen(function*() {
+    const periodMs = options.summaryMs
+    if (periodMs === null) return
+    let previous = yield* worker.counters
+    let at = performance.now()
+    yield* Effect.sleep(periodMs).pipe(
+      Effect.zipRight(worker.counters),
+      Effect.flatMap((counters) =>
+        Effect.sync(() => {
+          const now = performance.now()
+          const record = summaryRecord(previous, counters, now - at)
+          previous = counters
+          at = now
+          if (record !== null) statusLine.print(process.stdout, render(options.format, new Date(), record) + "\n")
+        })
+      ),
+      Effect.forever,
       Effect.forkScoped
     )
   })

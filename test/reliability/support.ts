@@ -111,6 +111,8 @@ export interface WorkerOptions {
   readonly keep?: RegExp
   /** Count stdout lines matching this. */
   readonly count?: RegExp
+  /** Pass --log-items (a line per started and done item, which the scenarios wait for); default true. */
+  readonly logItems?: boolean
 }
 
 const STARTED = /^docket worker (\S+) started on /
@@ -121,7 +123,7 @@ export const startWorker = (options: WorkerOptions): WorkerProcess => {
   for (const key of Object.keys(env)) if (env[key] === undefined) delete env[key]
   const child = spawn(
     process.execPath,
-    [...(options.nodeArgs ?? []), BIN, "worker", "--database", options.database, "--tasks", options.tasks, ...(options.args ?? [])],
+    [...(options.nodeArgs ?? []), BIN, "worker", "--database", options.database, "--tasks", options.tasks, ...(options.logItems === false ? [] : ["--log-items"]), ...(options.args ?? [])],
     { cwd: ROOT, env: env as NodeJS.ProcessEnv, stdio: ["ignore", "pipe", "pipe"] }
   )
   const tail: Array<string> = []

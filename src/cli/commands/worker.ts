@@ -1,6 +1,7 @@
 /**
  * `docket worker`: a worker pool over a folder of task files until
- * SIGINT/SIGTERM, shown by a status line (or log lines), stopped gracefully.
+ * SIGINT/SIGTERM, shown by a status line (or log lines: failures, a periodic
+ * summary, per-item lines with --log-items; text or JSON), stopped gracefully.
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Either } from "effect"
@@ -10,10 +11,11 @@ import type * as Worker from "../../Worker.js"
 import { usage } from "../errors.js"
 import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
-import { readPeriod } from "../input.js"
+import { parseDuration, readPeriod } from "../input.js"
 import { databaseOption, databaseUrl, durationOption, integerOption, refuse, textOption, withDefault } from "../options.js"
 import { describeDatabase } from "../queue.js"
-import { printLine, show } from "../status.js"
+import { LOG_FORMATS, type LogFormat, type LogOptions } from "../logFormat.js"
+import { printRecord, setLogFormat, show } from "../status.js"
 import { describeRetention, parseRetention } from "../retention.js"
 import { loadTasks } from "../tasks.js"
 import type { Retention } from "../../Domain.js"
@@ -58,6 +60,45 @@ const workerConfig = {
     Options.withDefault<Retention>({}),
     Options.withDescription("Default: done=24h,cancelled=24h,dead=forever.")
   ),
+  logItems: Options.boolean("log-items").pipe(
+    Options.withDescription(
+      "Also log a line per routine item event (started, done, snoozed, absorbed, given back) when the " +
+        "output is not a terminal. Without it the worker logs failures and abnormal events (retry, dead, " +
+        "cancelled, lease lost, storage errors) and a summary every --summary: a line per item costs throughput."
+    )
+  ),
+  logFormat: Options.text("log-format").pipe(
+    Options.withPseudoName("<text|json>"),
+    Options.mapEffect((text) =>
+      (LOG_FORMATS as ReadonlyArray<string>).includes(text.trim())
+        ? Effect.succeed(text.trim() as LogFormat)
+        : Effect.fail(refuse(`--log-format must be text or json (got '${text}')`))
+    ),
+    Options.withDescription(
+      "The form of the log lines: text, or json (one object per line: time, level, event, kind, id, " +
+        "attempt, durationMs, error...; the started and stopped lines and warnings too). json also " +
+        "replaces the terminal's status line by log lines."
+    ),
+    Options.withDefault<LogFormat>("text"),
+    Options.withDescription("Default: text.")
+  ),
+  summary: Options.text("summary").pipe(
+    Options.withPseudoName("<duration|off>"),
+    Options.withDescription(
+      "How often to log a summary line (done, retried, dead, running and done per second since the " +
+        "last one) when the output is not a terminal; none while nothing happens. off: never."
+    ),
+    Options.mapEffect((text) =>
+      text.trim() === "off"
+        ? Effect.succeed(null)
+        : Either.match(parseDuration("--summary", text), {
+          onLeft: (e) => Effect.fail(refuse(typeof e === "string" ? e : e.reason)),
+          onRight: (n) => n < 100 ? Effect.fail(refuse("--summary must be at least 100ms, or off")) : Effect.succeed(n)
+        })
+    ),
+    Options.withDefault<number | null>(60_000),
+    Options.withDescription("Default: 60s.")
+  ),
   allKinds: Options.boolean("all-kinds").pipe(
     Options.withDescription(
       "Claim items of every kind: an item of a kind with no task file here is dead at once. Without it " +
@@ -77,6 +118,7 @@ export interface RunOptions {
   readonly grace: number
   readonly allKinds: boolean
   readonly retention: Retention
+  readonly log: LogOptions
 }
 
 /** Checks the worker's options (exit 2 on a bad one). */
@@ -94,13 +136,34 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
       poll: args.poll,
       grace: args.grace,
       allKinds: args.allKinds,
-      retention: args.retention
+      retention: args.retention,
+      log: { format: args.logFormat, items: args.logItems, summaryMs: args.summary }
     } satisfies RunOptions
   })
+
+/** The stopped line: what this worker did, from its counters. */
+const stoppedRecord = (id: string, c: Worker.Counters) => ({
+  level: "info" as const,
+  event: "worker stopped",
+  message: `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
+    `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}` +
+    `${c.pruned > 0 ? `, pruned ${c.pruned}` : ""}`,
+  fields: {
+    worker: id,
+    done: c.completed,
+    retried: c.retried,
+    dead: c.dead,
+    released: c.released,
+    cancelled: c.cancelled,
+    snoozed: c.snoozed,
+    pruned: c.pruned
+  }
+})
 
 /** Runs a worker over a folder of task files until interrupted (SIGINT/SIGTERM). */
 export const runWorker = (options: RunOptions) =>
   Effect.gen(function*() {
+    yield* setLogFormat(options.log.format)
     const { handlers, recurring } = yield* loadTasks(options.tasks)
     const graceMs = options.grace
     let service: Worker.Service | undefined
@@ -116,22 +179,31 @@ export const runWorker = (options: RunOptions) =>
       })
       const worker = pool.worker
       service = worker
-      // Shown until after the pool stopped, so the items finishing in the grace show too.
-      yield* show(worker, process.stdout.isTTY === true)
-      yield* printLine(
-        `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
-          `${plural(handlers.length, "kind")} (${handlers.map((h) => h.kind).join(", ")}), ` +
+      // Shown until after the pool stopped, so the items finishing in the grace show too. The status
+      // line only in a terminal, and only when no log option asks for lines.
+      const statusLine = process.stdout.isTTY === true && options.log.format === "text" && !options.log.items
+      yield* show(worker, statusLine, options.log)
+      const kinds = handlers.map((h) => h.kind)
+      yield* printRecord({
+        level: "info",
+        event: "worker started",
+        message: `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
+          `${plural(handlers.length, "kind")} (${kinds.join(", ")}), ` +
           `concurrency ${options.concurrency}` +
           (recurring.length === 0 ? "" : `, recurring ${recurring.map((r) => `${r.name} (${r.cron})`).join(", ")}`) +
-          `; keeps finished items: ${describeRetention(options.retention, readPeriod)}`
-      )
+          `; keeps finished items: ${describeRetention(options.retention, readPeriod)}`,
+        fields: { worker: worker.id, database: describeDatabase(options.url), kinds, concurrency: options.concurrency }
+      })
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
           worker.counters.pipe(
             Effect.flatMap((c) =>
-              printLine(
-                `docket worker stopping: ${plural(c.running, "running item")} may finish within ${graceMs} ms`
-              )
+              printRecord({
+                level: "info",
+                event: "worker stopping",
+                message: `docket worker stopping: ${plural(c.running, "running item")} may finish within ${graceMs} ms`,
+                fields: { worker: worker.id, running: c.running, graceMs }
+              })
             ),
             Effect.zipRight(pool.stop)
           )
@@ -141,12 +213,9 @@ export const runWorker = (options: RunOptions) =>
       Effect.scoped,
       Effect.provide(Docket.layerClient(options.url, { repo: { retention: options.retention } })),
       Effect.onInterrupt(() =>
-        service === undefined ? Effect.void : Effect.flatMap(service.counters, (c) =>
-          printLine(
-            `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
-              `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}` +
-              `${c.pruned > 0 ? `, pruned ${c.pruned}` : ""}`
-          ))
+        service === undefined
+          ? Effect.void
+          : Effect.flatMap(service.counters, (c) => printRecord(stoppedRecord(service!.id, c)))
       )
     )
   })
