@@ -63,7 +63,8 @@ export const enqueueBulk = (args: EnqueueArgs, from: string) =>
     const input = from === "-" ? process.stdin : createReadStream(from, { highWaterMark: CHUNK_BYTES })
     const batches = yield* Effect.acquireRelease(
       Effect.sync(() => lineBatches(input, BATCH)),
-      (generator) => Effect.promise(() => generator.return(undefined)).pipe(Effect.ignore)
+      // Closes the input when the command stops early (a bad line, a failed insert).
+      (generator) => Effect.tryPromise(() => generator.return(undefined)).pipe(Effect.ignore)
     )
     const first = yield* nextRequests(batches, name)
     if (Option.isNone(first)) return yield* Console.log(`no items in ${name}`)
