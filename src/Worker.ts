@@ -36,7 +36,7 @@
  */
 import { Context, Effect, Either, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
 import type { InvalidSchedule } from "./Errors.js"
-import type { Counters, Event } from "./Events.js"
+import type { Counters, Event, Tag } from "./Events.js"
 import type * as Handler from "./Handler.js"
 import { Cancels } from "./internal/worker/cancels.js"
 import { Claimer } from "./internal/worker/claimer.js"
@@ -94,6 +94,14 @@ export interface Service {
   readonly poolId: string
   /** A subscription to the pool's events, for the subscription's scope. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<Event>, never, Scope.Scope>
+  /**
+   * A subscription to the events of these tags only (say the failures), for
+   * its scope. While no subscription takes every event, the pool makes none of
+   * the others: a log of what went wrong costs nothing per item that ran well.
+   */
+  readonly subscribeTo: <T extends Tag>(
+    tags: ReadonlyArray<T>
+  ) => Effect.Effect<Queue.Dequeue<Extract<Event, { readonly _tag: T }>>, never, Scope.Scope>
   /** Counters since the pool started. */
   readonly counters: Effect.Effect<Counters>
   /**
@@ -326,6 +334,7 @@ export const make = <H extends Handler.Any>(
       id,
       poolId: pool.registry.id,
       subscribe: pool.publisher.subscribe,
+      subscribeTo: pool.publisher.subscribeTo,
       counters: Effect.sync(() => pool.state.counters()),
       whenIdle: pool.idle.wait(wake),
       wake

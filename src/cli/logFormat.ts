@@ -15,7 +15,7 @@
  * "done" lines says less than one summary line. See docs/operations.md.
  */
 import { Duration } from "effect"
-import type { Counters, Event } from "../Events.js"
+import type { Counters, Event, Tag } from "../Events.js"
 import { oneLine } from "./format.js"
 
 /** The form of the command's log lines. */
@@ -42,10 +42,27 @@ export interface LogRecord {
   readonly fields?: Readonly<Record<string, unknown>>
 }
 
+// Which events make a line: every one with `--log-items`, else the noteworthy ones.
+const LINES: Record<Tag, "routine" | "noteworthy" | "none"> = {
+  Claimed: "none",
+  Started: "routine",
+  Completed: "routine",
+  Snoozed: "routine",
+  Absorbed: "routine",
+  Released: "routine",
+  Retried: "noteworthy",
+  Dead: "noteworthy",
+  Cancelled: "noteworthy",
+  LeaseLost: "noteworthy",
+  StorageFailed: "noteworthy",
+  Stopped: "none"
+}
+
 /** The events of an item that went as planned: a line each only with `--log-items`. */
-export const isRoutine = (event: Event): boolean =>
-  event._tag === "Started" || event._tag === "Completed" || event._tag === "Snoozed" || event._tag === "Absorbed" ||
-  event._tag === "Released"
+export const isRoutine = (event: Event): boolean => LINES[event._tag] === "routine"
+
+/** The events that make a line without `--log-items` (what the command subscribes to then). */
+export const NOTEWORTHY: ReadonlyArray<Tag> = (Object.keys(LINES) as Array<Tag>).filter((tag) => LINES[tag] === "noteworthy")
 
 const ms = (n: number) => (n < 1000 ? `${Math.round(n)} ms` : Duration.format(Duration.millis(Math.round(n))))
 

@@ -17,7 +17,7 @@ import type { Event } from "../Events.js"
 import { StorageErrorLog } from "../internal/worker/events.js"
 import type * as Worker from "../Worker.js"
 import { oneLine } from "./format.js"
-import { eventRecord, eventText, isRoutine, type LogFormat, type LogOptions, type LogRecord, render, summaryRecord } from "./logFormat.js"
+import { eventRecord, eventText, isRoutine, NOTEWORTHY, type LogFormat, type LogOptions, type LogRecord, render, summaryRecord } from "./logFormat.js"
 
 const CLEAR_LINE = "\r\x1b[2K"
 
@@ -143,7 +143,9 @@ const BATCH = 4096
 
 const showEvents = (worker: Worker.Service, options: LogOptions) =>
   Effect.gen(function*() {
-    const events = yield* worker.subscribe
+    // Without per-item lines, only the events that make a line: the pool then
+    // makes no event for an item that ran well.
+    const events: Queue.Dequeue<Event> = options.items ? yield* worker.subscribe : yield* worker.subscribeTo(NOTEWORTHY)
     // Storage errors as the pool logs them: at most one line per operation and period.
     const storageLog = new StorageErrorLog()
     const lineOf = (event: Event, time: Date): string | null => {

@@ -5,7 +5,8 @@
  * and one line when it works again; every failure is still published.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Logger, Queue, TestClock } from "effect"
+import { Chunk, Effect, Exit, Logger, Queue, Scope, TestClock } from "effect"
+import type { Claim } from "../../src/Domain.js"
 import { StorageError } from "../../src/Errors.js"
 import { Publisher, STORAGE_LOG_PERIOD_MS, StorageErrorLog } from "../../src/internal/worker/events.js"
 
@@ -84,4 +85,37 @@ describe("the storage-error log", () => {
     expect(log.failing("heartbeat")).toBe(false)
     expect(STORAGE_LOG_PERIOD_MS).toBe(10_000)
   })
+})
+
+describe("subscriptions to some events", () => {
+  const claim = { id: 1, kind: "k" } as unknown as Claim
+
+  it.effect("a subscription to some tags gets only those; while it is the only one, the others are not made", () =>
+    Effect.gen(function*() {
+      const publisher = yield* Publisher.make
+      expect(publisher.wants("Dead")).toBe(false)
+      const scope = yield* Scope.make()
+      const failures = yield* Scope.extend(publisher.subscribeTo(["Dead", "Retried"]), scope)
+      expect([publisher.wants("Dead"), publisher.wants("Retried"), publisher.wants("Started"), publisher.wants("Completed")])
+        .toEqual([true, true, false, false])
+      yield* publisher.publish({ _tag: "Started", claim })
+      yield* publisher.publish({ _tag: "Dead", claim, error: "boom" })
+      yield* publisher.publish({ _tag: "Completed", claim, durationMs: 1 })
+      expect((yield* Queue.takeAll(failures)).pipe(Chunk.toReadonlyArray).map((e) => e._tag)).toEqual(["Dead"])
+
+      // A subscription to every event beside it: it gets them all, the filtered one still only its own.
+      const everyScope = yield* Scope.make()
+      const every = yield* Scope.extend(publisher.subscribe, everyScope)
+      expect(publisher.wants("Started")).toBe(true)
+      yield* publisher.publish({ _tag: "Started", claim })
+      yield* publisher.publish({ _tag: "Retried", claim, error: "again", delayMs: 5 })
+      expect((yield* Queue.takeAll(every)).pipe(Chunk.toReadonlyArray).map((e) => e._tag)).toEqual(["Started", "Retried"])
+      expect((yield* Queue.takeAll(failures)).pipe(Chunk.toReadonlyArray).map((e) => e._tag)).toEqual(["Retried"])
+
+      yield* Scope.close(everyScope, Exit.void)
+      expect(publisher.wants("Started")).toBe(false)
+      yield* Scope.close(scope, Exit.void)
+      expect([publisher.wants("Dead"), publisher.active]).toEqual([false, false])
+      expect(yield* Queue.isShutdown(failures)).toBe(true)
+    }))
 })

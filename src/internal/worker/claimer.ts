@@ -124,7 +124,9 @@ export class Claimer {
       for (const claim of claims) state.buffer.push(claim, sentAt)
       state.counts.claimed += claims.length
       yield* Metric.incrementBy(metrics.claimed, claims.length)
-      yield* Effect.forEach(claims, (claim) => publisher.publish({ _tag: "Claimed", claim }), { discard: true })
+      if (publisher.wants("Claimed")) {
+        yield* Effect.forEach(claims, (claim) => publisher.publish({ _tag: "Claimed", claim }), { discard: true })
+      }
       this.deps.dispatch()
     }
     yield* yieldToEventLoop

@@ -99,7 +99,7 @@ export class Executor {
     const started = performance.now()
     metrics.lag.unsafeUpdate(Math.max(0, Date.now() - claim.runAt), [])
     const run = Effect.flatMap(this.decideRun(claim, abort), (decision) => this.settle(entry, decision, performance.now() - started))
-    const observed = publisher.active ? Effect.zipRight(publisher.publish({ _tag: "Started", claim }), run) : run
+    const observed = publisher.wants("Started") ? Effect.zipRight(publisher.publish({ _tag: "Started", claim }), run) : run
     return traced
       ? Effect.withSpan(observed, "docket.item", {
         attributes: { "docket.kind": claim.kind, "docket.id": claim.id, "docket.attempt": claim.attempt },

@@ -219,7 +219,7 @@ export class Recorder {
           Effect.logWarning("docket: completion refused: the lease was lost (or the item cancelled) before it was recorded").pipe(
             Effect.annotateLogs({ kind: claim.kind, id: claim.id })
           ), { discard: true })
-        const notify = !publisher.active ? Effect.void : Effect.forEach(done, (o, i) =>
+        const notify = !publisher.wants("Completed") ? Effect.void : Effect.forEach(done, (o, i) =>
           applied[i] ? publisher.publish({ _tag: "Completed", claim: o.claim, durationMs: o.durationMs }) : Effect.void, {
           discard: true
         })
