@@ -17,9 +17,8 @@
  *
  * Contenders: `docket` (the compiled command, `node dist/cli/main.js worker`,
  * built by `npm run build` when dist/ is missing), `docket-items` (the same
- * with --log-items: a line per started and done item), `gw-0.17` and
- * `gw-0.18` (the `graphile-worker` bin of .tmp/bench-peers and .tmp/gw18, see
- * scripts/bench-peers.mjs; each skipped when not installed) with a
+ * with --log-items: a line per started and done item), `gw` (the
+ * `graphile-worker` bin of the project's devDependency, 0.18) with a
  * graphile.config.mjs of its documented high-throughput settings
  * (`localQueue: { size: 500 }`, `completeJobBatchDelay: 0`,
  * `failJobBatchDelay: 0`), as bench/adapters/graphile-worker.ts uses them.
@@ -35,7 +34,7 @@
  * Environment: BENCH_PG_URL (default postgres://root@127.0.0.1:5432/postgres).
  */
 import { execFileSync, spawn } from "node:child_process"
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import pg from "pg"
@@ -85,9 +84,14 @@ const docket = (name: string, label: string, extra: ReadonlyArray<string>, main 
 
 const gwBin = (prefix: string) => join(ROOT, prefix, "node_modules", "graphile-worker", "dist", "cli.js")
 
+const gwVersion = (prefix: string) =>
+  existsSync(gwBin(prefix))
+    ? String(JSON.parse(readFileSync(join(ROOT, prefix, "node_modules", "graphile-worker", "package.json"), "utf8")).version)
+    : "(not installed)"
+
 const graphile = (name: string, prefix: string): Contender => ({
   name,
-  label: `graphile-worker ${name.slice(3)} command, local queue`,
+  label: `graphile-worker ${gwVersion(prefix)} command, local queue`,
   available: () => existsSync(gwBin(prefix)),
   prepare: async (url, n) => {
     execFileSync(process.execPath, [gwBin(prefix), "--connection", url, "--schema-only"], { stdio: "ignore" })
@@ -115,8 +119,7 @@ const graphile = (name: string, prefix: string): Contender => ({
 
 const CONTENDERS: ReadonlyArray<Contender> = [
   docket("docket", "`docket worker` (compiled), default flags", []),
-  graphile("gw-0.17", ".tmp/bench-peers"),
-  graphile("gw-0.18", ".tmp/gw18"),
+  graphile("gw", "."),
   docket("docket-items", "`docket worker` --log-items (a line per started and done, batched writes)", ["--log-items"]),
   docket(
     "docket-before",
