@@ -118,9 +118,11 @@ const docket = (name: string, entry: string): Contender => ({
     })
 })
 
-const gwCli = (): string => join(require.resolve("graphile-worker/package.json"), "..", "dist", "cli.js")
+// graphile-worker 0.18 exports no ./package.json: its files are read from node_modules.
+const GW_ROOT = join(ROOT, "node_modules", "graphile-worker")
+const gwCli = (): string => join(GW_ROOT, "dist", "cli.js")
 const graphileWorker: Contender = {
-  name: `graphile-worker ${JSON.parse(readFileSync(require.resolve("graphile-worker/package.json"), "utf8")).version} (its command)`,
+  name: `graphile-worker ${JSON.parse(readFileSync(join(GW_ROOT, "package.json"), "utf8")).version} (its command)`,
   setup: (url) => void execFileSync(process.execPath, [gwCli(), "--connection", url, "--schema-only"], { cwd: GW_DIR, stdio: "ignore" }),
   fill: async (db, jobs) => {
     await db.query("SELECT graphile_worker.add_job('noop', '{}'::json) FROM generate_series(1, $1)", [jobs])

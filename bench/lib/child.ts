@@ -93,9 +93,20 @@ const main = async () => {
   // of a 10 ms timer, the last one counted until `stop`.
   let lastTick = 0
   let maxGap = 0
+  // W3: what lies under the slowest pickups, the GC pauses and the loop's stalls.
+  const gcPauses: Array<readonly [number, number]> = []
+  const loopStalls: Array<readonly [number, number]> = []
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcPauses.push([performance.timeOrigin + e.startTime, e.duration])
+  })
+  if (config.recordStarts) gcObserver.observe({ entryTypes: ["gc"] })
   const ticker = setInterval(() => {
     const t = performance.now()
-    if (lastTick > 0) maxGap = Math.max(maxGap, t - lastTick - 10)
+    if (lastTick > 0) {
+      const gap = t - lastTick - 10
+      maxGap = Math.max(maxGap, gap)
+      if (config.recordStarts && gap > 2) loopStalls.push([performance.timeOrigin + lastTick + 10, gap])
+    }
     lastTick = t
   }, 10)
   ticker.unref()
@@ -136,6 +147,7 @@ const main = async () => {
           send({ type: "series-done" })
         } else if (message.type === "stop") {
           loop.disable()
+          gcObserver.disconnect()
           clearInterval(ticker)
           maxGap = Math.max(maxGap, performance.now() - lastTick - 10)
           const cpu = process.cpuUsage(cpuAtStart)
@@ -159,6 +171,8 @@ const main = async () => {
               latencies,
               starts,
               returned,
+              gcPauses,
+              loopStalls,
               peakRssKb: await peakRssKb(),
               sampledRssMaxKb: Math.round(sampledMax / 1024),
               loadedRssKb,

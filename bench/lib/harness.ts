@@ -429,6 +429,35 @@ const runDrain = async (
   }
 }
 
+/**
+ * What lies under W3's slowest starts (enqueue to start at or above `p95`):
+ * the share whose wait overlaps a GC pause of the worker, the share that
+ * overlaps only an event-loop stall (over 2 ms), and the GC pauses in all.
+ */
+const tailCauses = (results: ReadonlyArray<ChildResult>, p95: number) => {
+  const overlaps = (spans: ReadonlyArray<readonly [number, number]>, from: number, to: number) =>
+    spans.some(([start, ms]) => start < to && start + ms > from)
+  let tail = 0
+  let gc = 0
+  let stall = 0
+  for (const r of results) {
+    r.starts.forEach(([, start], k) => {
+      const latency = r.latencies[k]
+      if (latency < p95) return
+      tail++
+      if (overlaps(r.gcPauses, start - latency, start)) gc++
+      else if (overlaps(r.loopStalls, start - latency, start)) stall++
+    })
+  }
+  const pauses = results.flatMap((r) => r.gcPauses.map(([, ms]) => ms))
+  return {
+    tailGcShare: tail === 0 ? 0 : gc / tail,
+    tailStallShare: tail === 0 ? 0 : stall / tail,
+    gcPauses: pauses.length,
+    gcPauseMaxMs: pauses.length === 0 ? 0 : Math.max(...pauses)
+  }
+}
+
 const runW3 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit<Sample, "contender" | "rep">> => {
   const n = sizes.latency
   const target = await freshTarget(env, contender.store, contender.name)
@@ -474,10 +503,12 @@ const runW3 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
         enqueueCall.push(r.latencies[k] - (start - back))
       })
     }
+    const tail = tailCauses(results, percentile(latencies, 95))
     return {
       kind: "W3",
       procs: 1,
       values: {
+        ...tail,
         p50: percentile(latencies, 50),
         p95: percentile(latencies, 95),
         p99: percentile(latencies, 99),

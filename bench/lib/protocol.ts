@@ -32,6 +32,10 @@ export interface ChildResult {
   readonly starts: ReadonlyArray<readonly [number, number]>
   /** [payload index, when its enqueue call returned] (W3 in-process series only). */
   readonly returned: ReadonlyArray<readonly [number, number]>
+  /** [start (epoch ms), duration ms] of each GC pause while the worker ran (W3 only). */
+  readonly gcPauses: ReadonlyArray<readonly [number, number]>
+  /** [start (epoch ms), length ms] of each event-loop stall over 2 ms, seen by a 10 ms timer (W3 only). */
+  readonly loopStalls: ReadonlyArray<readonly [number, number]>
   readonly peakRssKb: number
   /** RSS once the library was loaded, before its worker started. */
   readonly loadedRssKb: number

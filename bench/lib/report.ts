@@ -431,11 +431,21 @@ const details = (result: Result): string => {
   }
   if (hasKind(result, "W3")) {
     lines.push("**W3 split** at the enqueue call's return (its commit): the call's own time, and the pickup after it (medians over runs):", "")
-    lines.push("| Contender | enqueue call p50 ms | pickup p50 ms | pickup p99 ms | worst start ms |")
-    lines.push("| --- | ---: | ---: | ---: | ---: |")
+    lines.push(
+      "| Contender | enqueue call p50 ms | pickup p50 ms | pickup p99 ms | worst start ms | starts ≥ p95: over a GC pause / a loop stall only | worker GC pauses, count / longest ms |"
+    )
+    lines.push("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (const c of result.contenders) {
       const m = (k: string) => fmt(metric(result, c.name, "W3", k)?.median)
-      lines.push(`| ${c.label} | ${m("enqueueCallP50")} | ${m("pickupP50")} | ${m("pickupP99")} | ${m("max")} |`)
+      const pct = (k: string) => {
+        const v = metric(result, c.name, "W3", k)?.median
+        return v === undefined ? "–" : `${Math.round(v * 100)}%`
+      }
+      lines.push(
+        `| ${c.label} | ${m("enqueueCallP50")} | ${m("pickupP50")} | ${m("pickupP99")} | ${m("max")} | ${pct("tailGcShare")} / ${
+          pct("tailStallShare")
+        } | ${m("gcPauses")} / ${m("gcPauseMaxMs")} |`
+      )
     }
     lines.push("")
   }
