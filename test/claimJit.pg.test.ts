@@ -13,7 +13,7 @@ import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Docket from "../src/Docket.js"
 import * as QueueRepo from "../src/QueueRepo.js"
-import { freshPgDatabase, pgAvailable } from "./support/db.js"
+import { freshPgDatabase, IN_CI, pgAvailable } from "./support/db.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterAll(async () => {
@@ -42,8 +42,13 @@ describe.skipIf(!pgAvailable)("the claim without JIT (PostgreSQL)", () => {
     ])
 
     const { rows: [{ available }] } = await client.query<{ available: boolean }>("SELECT pg_jit_available() AS available")
-    // Without LLVM in the server there is no JIT to turn off; this machine's (and CI's) server has it.
-    expect(available, "this PostgreSQL has no JIT: the plans below cannot show it").toBe(true)
+    // Without LLVM in the server there is no JIT to turn off, and the plans
+    // below cannot show it: CI's server has it (there this is a failure).
+    if (!available) {
+      expect(IN_CI, "this PostgreSQL has no JIT (pg_jit_available() is false): the plans cannot show it").toBe(false)
+      console.warn("claimJit: this PostgreSQL has no JIT; only the functions' settings were checked")
+      return
+    }
 
     const notices: Array<string> = []
     client.on("notice", (notice) => notices.push(notice.message ?? ""))
