@@ -479,8 +479,8 @@ describe("task files whatever the package type (SQLite)", () => {
       ])
     )).map((r) => r.id)
     // Two workers on one queue, each with its own kinds; --log-level after the command.
-    const a = start(["worker", "--tasks", commonjs.dir, "--database", url, "--poll", "200ms", "--log-level", "info"])
-    const b = start(["worker", "--tasks", none.dir, "--database", url, "--poll", "200ms"])
+    const a = start(["worker", "--tasks", commonjs.dir, "--database", url, "--poll", "200ms", "--log-level", "info", "--log-items"])
+    const b = start(["worker", "--tasks", none.dir, "--database", url, "--poll", "200ms", "--log-items"])
     cleanups.push(async () => {
       a.child.kill("SIGKILL")
       b.child.kill("SIGKILL")
