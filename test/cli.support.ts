@@ -9,9 +9,18 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Effect, ManagedRuntime } from "effect"
+import { vi } from "vitest"
 import type * as QueueRepo from "../src/QueueRepo.js"
 import { QueueRepo as QueueRepoTag } from "../src/QueueRepo.js"
 import { freshPgDatabase, pgAvailable, repoLayer } from "./support/db.js"
+
+// Every test file that runs the command takes this bound instead of the global
+// 60 s: a test here runs the command as a child process again and again, and
+// each start loads about 800 modules under tsx, 1 to 3 s on this 2-core machine
+// while another test file runs beside it. In CI (2026-12-04) the README's
+// sixteen commands took 52 s, and the sequence tests of cli.test.ts 49-55 s, too
+// close to 60 s for a bound that is there to catch a hang, not to time them.
+vi.setConfig({ testTimeout: 180_000 })
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url))
 export const BIN = join(ROOT, "bin", "docket.mjs")
