@@ -47,5 +47,5 @@ describe("a task file's maxAttempts through the command", () => {
       ["1", "capped", "3"],
       ["2", "capped", "2/2"]
     ])
-  }, 60_000)
+  }, 180_000)
 })

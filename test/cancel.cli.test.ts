@@ -98,7 +98,7 @@ for (const backend of backends) {
       })
       expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+done\s+dead\s+cancelled$/)
       expect(text.stdout).toMatch(/^total\s+0\s+0\s+0\s+0\s+1\s+4$/m)
-    }, 90_000)
+    }, 180_000)
 
     it("a running worker's item is interrupted by a cancel from another process; its job.signal aborts", async () => {
       const url = await backend.fresh()
@@ -141,6 +141,6 @@ for (const backend of backends) {
       expect(exit.stdout).toMatch(/docket worker stopped: done 0, retried 0, dead 0, given back 0, cancelled 1/)
       expect(exit.stdout).not.toMatch(/lease lost/)
       expect(await stateOf(repoAt(url), id)).toMatchObject({ state: "cancelled", lastError: "Cancelled: operator", attempts: 1 })
-    }, 90_000)
+    }, 180_000)
   })
 }

@@ -19,7 +19,9 @@ import { freshPgDatabase, pgAvailable, repoLayer } from "./support/db.js"
 // each start loads about 800 modules under tsx, 1 to 3 s on this 2-core machine
 // while another test file runs beside it. In CI (2026-12-04) the README's
 // sixteen commands took 52 s, and the sequence tests of cli.test.ts 49-55 s, too
-// close to 60 s for a bound that is there to catch a hang, not to time them.
+// close to 60 s for a bound that is there to catch a hang, not to time them
+// (and kind.cli.test.ts's own 60 s bound was hit once the suite had grown).
+// Tests in these files give no lower bound of their own.
 vi.setConfig({ testTimeout: 180_000 })
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url))

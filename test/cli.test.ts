@@ -92,7 +92,7 @@ const VERSION = String(json(readFileSync(new URL("../package.json", import.meta.
 describe.each(backends)("docket command on $name", (backend) => {
   describe.skipIf(backend.skip).concurrent("", () => {
     // A dozen command starts, some at once: on a loaded two-core machine up to a minute.
-    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", { timeout: 150_000 }, async () => {
+    it("migrates, enqueues (dedupe, delay, run-at, priority, attempts) and counts", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       const first = await docket(["migrate", "--database", url])
       expect(first.code, first.stderr).toBe(0)

@@ -150,7 +150,7 @@ describe("--help", () => {
     "recurring", "recurring list", "cancel", "dashboard", "demo"
   ]
 
-  it("is generated for the command and its subcommands, within 100 columns", { timeout: 120_000 }, async () => {
+  it("is generated for the command and its subcommands, within 100 columns", { timeout: 180_000 }, async () => {
     const results = await docketAll([["--help"], ...commands.map((c) => [...c.split(" "), "--help"])])
     for (const r of results) {
       expect(r.code, r.stderr).toBe(0)

@@ -43,7 +43,7 @@ describe.each(cliBackends(cleanups))("the dashboard's bulk and schedule actions 
       const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0]
       const page = await (await get(`${served.root}/items`, { cookie })).text()
       session = { cookie, csrf: /name="_csrf" value="([^"]+)"/.exec(page)![1] }
-    }, 60_000)
+    }, 180_000)
 
     it("a bulk retry by form shows the count first, changes nothing until confirmed, then retries every match", async () => {
       const ids = await deadItems(served, "bulk.retry", 3)

@@ -29,7 +29,7 @@ const XSS_PAYLOAD = { html: XSS.img, s: XSS.script }
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c()
-}, 60_000)
+}, 180_000)
 
 /** An item whose payload is the hostile strings (made dead, with them as its error, in the set-up). */
 const enqueueHostile = (repo: QueueRepo.Service) => repo.enqueue("hostile.browser", XSS_PAYLOAD)
@@ -61,7 +61,7 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
         context = await browser.newContext({ viewport: { width: 1200, height: 800 } })
         context.setDefaultTimeout(10_000)
         cleanups.push(() => context.close())
-      }, 60_000)
+      }, 180_000)
 
       const opened: Array<Page> = []
       // Each test's pages closed (none keeps refreshing), and none had a console error or CSP violation.

@@ -17,7 +17,7 @@ const TOKEN = "cli-token-0123456789abcdef"
 
 describe.each(cliBackends(cleanups))("docket dashboard on $name", (backend) => {
   describe.skipIf(backend.skip)("", () => {
-    it("serves the pages, the API and /metrics on 127.0.0.1, actions with the token, until SIGTERM", { timeout: 60_000 }, async () => {
+    it("serves the pages, the API and /metrics on 127.0.0.1, actions with the token, until SIGTERM", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       expect((await docket(["enqueue", "mail.send", "{\"to\":\"ada@example.com\"}", "--database", url])).code).toBe(0)
       // On PostgreSQL a password the server does not check (trust) goes in the URL: it must never be shown.
@@ -52,7 +52,7 @@ describe.each(cliBackends(cleanups))("docket dashboard on $name", (backend) => {
 })
 
 describe("docket dashboard's usage", () => {
-  it("refuses a short token, a bad base path and a missing SQLite file with exit 2 and one line", { timeout: 60_000 }, async () => {
+  it("refuses a short token, a bad base path and a missing SQLite file with exit 2 and one line", { timeout: 180_000 }, async () => {
     const dir = tempDir()
     cleanups.push(dir.remove)
     const db = dir.path("queue.db")
@@ -72,7 +72,7 @@ describe("docket dashboard's usage", () => {
     expect(missing.stderr).toMatch(/no queue at/)
   })
 
-  it("is read-only without a token, and says so", { timeout: 30_000 }, async () => {
+  it("is read-only without a token, and says so", { timeout: 180_000 }, async () => {
     const dir = tempDir()
     cleanups.push(dir.remove)
     const db = dir.path("queue.db")

@@ -38,7 +38,7 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       guarded = await serve(url, { token: TOKEN, basePath: BASE })
       cleanups.push(guarded.dispose)
       ids = await readOnly.repo(seed)
-    }, 60_000)
+    }, 180_000)
 
     const login = async () => {
       const response = await postForm(`${guarded.root}/login`, { token: TOKEN }, { origin: `http://${guarded.host}` })

@@ -41,7 +41,7 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
         })
       )
       ids = { ...seeded, retried }
-    }, 60_000)
+    }, 180_000)
 
     const page = async (path: string) => {
       const response = await get(`${served.root}${path}`)

@@ -70,7 +70,7 @@ describe.each(backends)("docket enqueue --from on $name", (backend) => {
     expect(lines(refused.stderr)).toEqual([`docket: line 4: unknown field "paylod"`])
     if (backend.name === "sqlite") expect(existsSync(url)).toBe(false)
     else expect(await count(openDb(url))).toBe(0)
-  }, 60_000)
+  }, 180_000)
 
   it.skipIf(backend.skip)("keys dedupe across batches and against a waiting item, counted in the output", async () => {
     const url = await backend.fresh()

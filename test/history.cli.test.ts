@@ -82,7 +82,7 @@ for (const backend of backends) {
       expect(lines(missing.stderr)).toEqual(["docket: no item 999999 (never enqueued, or finished and pruned)"])
       expect(bad.code).toBe(2)
       expect(lines(bad.stderr)).toEqual(["docket: 'abc' is not an item id"])
-    }, 90_000)
+    }, 180_000)
 
     it("list: newest first a page at a time; following the printed cursor lists every item once; bad input exit 2", async () => {
       const url = await backend.fresh()
@@ -143,7 +143,7 @@ for (const backend of backends) {
       expect(bad[3].stderr).toMatch(/another listing/)
       const empty = await docket(["list", "--state", "cancelled", "--database", url])
       expect(empty.stdout.trim()).toBe("no items")
-    }, 90_000)
+    }, 180_000)
 
     it("worker --retention: bad values refused; a task's returned value kept with the done item; 0 deletes at once", async () => {
       const url = await backend.fresh()
@@ -183,6 +183,6 @@ for (const backend of backends) {
       expect((await docket(["show", String(gone.id), "--database", url])).code).toBe(1)
       const stats = JSON.parse((await docket(["stats", "--json", "--database", url])).stdout)
       expect(stats).toMatchObject({ done: 1, due: 0 })
-    }, 120_000)
+    }, 180_000)
   })
 }

@@ -31,7 +31,7 @@ const kindsOf = async (url: string): Promise<Array<KindJson>> => {
 
 describe.each(backends)("docket kind on $name", (backend) => {
   describe.skipIf(backend.skip)("", () => {
-    it("sets limits, pauses, lists, resumes and resets a kind", { timeout: 60_000 }, async () => {
+    it("sets limits, pauses, lists, resumes and resets a kind", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       expect((await docket(["enqueue", "mail.send", "{}", "--database", url])).code).toBe(0)
       const set = await docket(["kind", "set", "mail.send", "--concurrency", "2", "--rate", "100/1m", "--database", url])
@@ -62,7 +62,7 @@ describe.each(backends)("docket kind on $name", (backend) => {
       expect((await kindsOf(url))[0]).toMatchObject({ paused: false, concurrency: null, rate: null, limitsSetBy: "code" })
     })
 
-    it("refuses bad input with exit 2 and one line, and writes nothing", { timeout: 90_000 }, async () => {
+    it("refuses bad input with exit 2 and one line, and writes nothing", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       expect((await docket(["migrate", "--database", url])).code).toBe(0)
       const refusals: Array<[ReadonlyArray<string>, RegExp]> = [
@@ -86,7 +86,7 @@ describe.each(backends)("docket kind on $name", (backend) => {
     })
 
     it("a task file's declared global limits are written at its worker's start; a person's setting wins", {
-      timeout: 90_000
+      timeout: 180_000
     }, async () => {
       const url = await backend.fresh()
       const d = tempDir("docket-kind-tasks-")

@@ -39,7 +39,7 @@ const listed = async (url: string): Promise<Array<ScheduleJson>> => {
 
 describe.each(backends)("docket recurring on $name", (backend) => {
   describe.skipIf(backend.skip)("", () => {
-    it("a task file's schedule is declared by its worker, ticks every second, and is listed", { timeout: 90_000 }, async () => {
+    it("a task file's schedule is declared by its worker, ticks every second, and is listed", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       const d = tempDir("docket-recurring-tasks-")
       cleanups.push(d.remove)
@@ -98,7 +98,7 @@ describe.each(backends)("docket recurring on $name", (backend) => {
       expect(new Set(keys).size).toBe(keys.length)
     })
 
-    it("a bad recurring export is refused at load, naming the file and the schedule", { timeout: 90_000 }, async () => {
+    it("a bad recurring export is refused at load, naming the file and the schedule", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       expect((await docket(["migrate", "--database", url])).code).toBe(0)
       const cases: ReadonlyArray<readonly [string, RegExp]> = [

@@ -54,5 +54,5 @@ describe("a task file's Snooze through the command", () => {
     expect(lines(refused.stderr).join("\n")).toMatch(
       /task file poll\.mts: options\.maxSnoozes must be an integer from 0 to 1000000 \(got -1\)/
     )
-  }, 60_000)
+  }, 180_000)
 })

@@ -77,7 +77,7 @@ describe("SQLite wake-ups across processes", () => {
     // The watch closed with the pool's scope.
     if (linux) expect(watchesOn(dir)).toBe(0)
     rmSync(dir, { recursive: true, force: true })
-  }, 60_000)
+  }, 180_000)
 
   it("a `docket worker` process starts items this process adds, before its poll", async () => {
     const dir = tempDir()
@@ -105,7 +105,7 @@ describe("SQLite wake-ups across processes", () => {
       await client.dispose()
       rmSync(dir, { recursive: true, force: true })
     }
-  }, 60_000)
+  }, 180_000)
 
   it.skipIf(!linux)("a database reached through a symbolic link is watched where its file is", async () => {
     const real = tempDir()
