@@ -64,7 +64,7 @@ export const queryDb = async (url: string, sqlite: string, postgres: string, par
 
 /** An item's state as stored ("gone" when there is no row). */
 export const stateInDb = async (url: string, id: number): Promise<string> => {
-  const rows = await queryDb(url, "SELECT state FROM docket_items WHERE id = ?", "SELECT state FROM docket_items WHERE id = $1", [id])
+  const rows = await queryDb(url, "SELECT state FROM docket_items_all WHERE id = ?", "SELECT state FROM docket_items_all WHERE id = $1", [id])
   return rows.length === 0 ? "gone" : String(rows[0].state)
 }
 

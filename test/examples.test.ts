@@ -39,7 +39,7 @@ const leftBehind = async (url: string) => {
   await client.connect()
   try {
     const table = await client.query(`SELECT to_regclass('docket_example_orders')::text AS name`)
-    const items = await client.query(`SELECT kind, state, attempts FROM docket_items ORDER BY id`)
+    const items = await client.query(`SELECT kind, state, attempts FROM docket_items_all ORDER BY id`)
     return { table: table.rows[0].name as string | null, items: items.rows }
   } finally {
     await client.end()

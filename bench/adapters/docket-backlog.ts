@@ -4,7 +4,8 @@
  * on SQLite), not through enqueue, so 2,000,000 rows take seconds:
  *
  * - `done` finished items, done in the last minutes (inside the default 24 h
- *   retention, so the pruner leaves them), as `complete` leaves them;
+ *   retention, so the pruner leaves them), as `complete` leaves them (in
+ *   docket_done on PostgreSQL, in docket_items on SQLite);
  * - `waiting` items due in a day (behind the due ones in claim order; a
  *   worker must not touch them: their payload indexes are out of the run's
  *   range, so a claimed one fails the each-job-once check);
@@ -24,11 +25,16 @@ import type { Backlog, BacklogSizes, Target } from "./types.js"
 
 const DAY_MS = 86_400_000
 
-/** $1 now (ms), $2 count, $3 first payload index (waiting) or enqueue time (due). */
+/**
+ * $1 now (ms), $2 count, $3 first payload index (waiting) or enqueue time
+ * (due). Done items are in docket_done on PostgreSQL (migration 0011), their
+ * ids taken from docket_items' identity as an enqueue would.
+ */
 const PG_DONE = `
-INSERT INTO docket_items (kind, payload, state, run_at, attempts, lease_seq, claimed_by, created_at, updated_at, finished_at)
-SELECT 'bench', '{"i":-1,"t":0}', 'done', $1::bigint - 60000 - g, 1, 1, 'backlog',
-       $1::bigint - 60000 - g, $1::bigint - g / 4, $1::bigint - g / 4
+INSERT INTO docket_done (id, kind, payload, priority, state, run_at, attempts, max_attempts, lease_seq, claimed_by,
+  created_at, updated_at, max_attempts_given, snoozes, finished_at)
+SELECT nextval(pg_get_serial_sequence('docket_items', 'id')), 'bench', '{"i":-1,"t":0}', 0, 'done',
+       $1::bigint - 60000 - g, 1, 8, 1, 'backlog', $1::bigint - 60000 - g, $1::bigint - g / 4, true, 0, $1::bigint - g / 4
 FROM generate_series(1, $2::int) g`
 
 const PG_WAITING = `
@@ -65,6 +71,7 @@ const buildPg = async (url: string, sizes: BacklogSizes) => {
     if (sizes.waiting > 0) await client.query(PG_WAITING, [now, sizes.waiting, sizes.due])
     await client.query(PG_DUE, [now, sizes.due, String(now)])
     await client.query("VACUUM ANALYZE docket_items")
+    await client.query("VACUUM ANALYZE docket_done")
   } finally {
     await client.end()
   }

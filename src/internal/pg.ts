@@ -106,7 +106,10 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
         ? run<ItemRow>(List.pg.finished, [q.state, q.kind, q.finishedBefore, q.idBefore, q.limit])
         : run<ItemRow>(List.pg[q.by], [q.kind, q.idBefore, q.limit]),
     prune: (state, retentionMs, limit) =>
-      run<{ n: number | string }>(Prune.pg, [state, retentionMs, limit]).pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
+      (state === "done"
+        ? run<{ n: number | string }>(Prune.pgDone, [retentionMs, limit])
+        : run<{ n: number | string }>(Prune.pg, [state, retentionMs, limit])
+      ).pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
     pruneMinuteCounts: (keptMs, limit) =>
       run<{ n: number | string }>(Prune.pgMinuteCounts, [keptMs, limit]).pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
     deleteDead: (selection) => run<IdRow>(DeleteDead.pg, [selection.ids, selection.kind]),

@@ -13,7 +13,7 @@ import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as Database from "../../src/Database.js"
 import { InvalidInput, type InvalidField } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, countAll, countState, setRow } from "../support/db.js"
+import { type Backend, countAll, countState, itemTables, setRow } from "../support/db.js"
 import { dbNow, expectAround, withRepo } from "./harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -254,7 +254,9 @@ export const historyConformance = (backend: Backend) => {
         // Older as the id grows (one statement): the newest ids go first.
         const sql = yield* SqlClient.SqlClient
         const base = (yield* dbNow) - DAY - HOUR
-        yield* sql.unsafe(`UPDATE docket_items SET finished_at = ${base} - (id - ${claims[0].id}) * 1000`)
+        for (const table of yield* itemTables) {
+          yield* sql.unsafe(`UPDATE ${table} SET finished_at = ${base} - (id - ${claims[0].id}) * 1000`)
+        }
         expect(yield* repo.prune).toEqual({ done: 1000, cancelled: 0, dead: 0 })
         const left = (yield* repo.list({ state: "done", limit: 1000 })).items.map((i) => i.id)
         expect(left).toEqual(claims.slice(0, 205).map((c) => c.id))

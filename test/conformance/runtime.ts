@@ -380,7 +380,7 @@ export const runtimeConformance = (backend: Backend) => {
         const deleteWaits = Effect.promise(() =>
           observer.query<{ n: number }>(
             `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SET state = ''done''%'`
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO docket_done%'`
           )
         ).pipe(Effect.map((r) => r.rows[0].n === 1))
 

@@ -6,7 +6,9 @@
  * as it was; and one made by the last release (0006) upgrades to the latest
  * (0007, history) with every item runnable and its past backfilled; and one
  * at 0008 (recurring) upgrades to 0009 (retries per minute) with a claim
- * taken before it still failing, counted, with its token.
+ * taken before it still failing, counted, with its token; and one at 0010
+ * upgrades to 0011 (on PostgreSQL done items move to docket_done) with every
+ * row as it was, while a worker of the release before completes in place.
  *
  * The release's own statements are written out here as it sent them, so the
  * test keeps meaning what it says when the current statements change.
@@ -20,7 +22,7 @@ import * as Database from "../../src/Database.js"
 import * as Migrations from "../../src/Migrations.js"
 import { files } from "../../src/internal/migrationFiles.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, setRow } from "../support/db.js"
+import { type Backend, countState, setRow } from "../support/db.js"
 
 /** Applies the migration files up to `last` only, as the release that shipped them did. */
 const migrateUpTo = (last: number) =>
@@ -53,6 +55,16 @@ WHERE true
 ORDER BY j.key
 ON CONFLICT DO NOTHING
 RETURNING id, kind, dedupe_key`
+
+// The complete of the release before 0011 (retention above 0): the item is
+// marked done in place, as a worker of that release still does while the
+// others are upgraded.
+const OLD_PG_COMPLETE = `
+UPDATE docket_items i
+SET state = 'done', result = c.result, finished_at = docket_now_ms(), lease_until = NULL, updated_at = docket_now_ms()
+FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS c(id, seq, result)
+WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
+RETURNING i.id, i.lease_seq`
 
 // The release's claim on PostgreSQL and the columns it read.
 const OLD_PG_CLAIM = `SELECT id, kind, payload, dedupe_key, priority, run_at, attempts, max_attempts, last_error, lease_until,
@@ -87,7 +99,7 @@ export const upgradeConformance = (backend: Backend) => {
             yield* Effect.promise(() => oldWorker.query(OLD_PG_CLAIM, ["old", 1, 30_000, ["nothing"]]))
           }
 
-          expect(yield* Migrations.run).toEqual([5, 6, 7, 8, 9, 10])
+          expect(yield* Migrations.run).toEqual([5, 6, 7, 8, 9, 10, 11])
           const repo = yield* QueueRepo.QueueRepo
           const stored = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           for (const [id, n, budget] of [[plain, 1, 8], [budgeted, 2, 5]] as const) {
@@ -159,7 +171,7 @@ export const upgradeConformance = (backend: Backend) => {
           // The same rows, every column the same, and the new one at its default.
           expect(yield* stored).toEqual(before.map((row) => ({ ...row, snoozes: 0 })))
           // This release's statements read 0007's columns: upgrade the rest of the way.
-          expect(yield* Migrations.run).toEqual([7, 8, 9, 10])
+          expect(yield* Migrations.run).toEqual([7, 8, 9, 10, 11])
           expect(before.map((row) => Number(row.id))).toEqual([waiting, scheduled, running, dying])
           const after = yield* Effect.forEach([waiting, scheduled, running, dying], (id) => repo.get(id))
           expect(Option.getOrThrow(after[3])).toMatchObject({ state: "dead", lastError: `it's "broken"` })
@@ -202,7 +214,7 @@ export const upgradeConformance = (backend: Backend) => {
           yield* setRow(cancelled, { state: "cancelled", lease_seq: 1, last_error: "Cancelled: not needed", updated_at: now - 7000 })
           yield* setRow(retrying, { attempts: 2, last_error: "Retry: later", updated_at: now - 9000 })
 
-          expect(yield* Migrations.run).toEqual([7, 8, 9, 10])
+          expect(yield* Migrations.run).toEqual([7, 8, 9, 10, 11])
           const repo = yield* QueueRepo.QueueRepo
           const item = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
           expect(yield* item(waiting)).toMatchObject({ state: "waiting", key: "k1", finishedAt: null, errors: [], result: null })
@@ -256,12 +268,93 @@ export const upgradeConformance = (backend: Backend) => {
           yield* setRow(running, { state: "running", attempts: 1, lease_seq: 1, claimed_by: "old", lease_until: now + 60_000 })
           yield* setRow(dead, { state: "dead", attempts: 1, lease_seq: 1, last_error: "boom", finished_at: now - 5000 })
 
-          expect(yield* Migrations.run).toEqual([9, 10])
+          expect(yield* Migrations.run).toEqual([9, 10, 11])
           const repo = yield* QueueRepo.QueueRepo
           expect(yield* repo.retriedPerMinute(60)).toEqual([])
           expect(yield* repo.fail({ id: running, token: 1 } as QueueRepo.Claim, "again", { _tag: "Retry", delay: 0 })).toBe("retried")
           expect((yield* repo.retriedPerMinute(60)).map((r) => [r.kind, r.count])).toEqual([["v.run", 1]])
           expect((yield* repo.list({ state: "dead" })).items.map((i) => i.id)).toEqual([dead])
+          expect(yield* Migrations.run).toEqual([])
+        }).pipe(Effect.scoped, Effect.provide(layer))
+      }), 60_000)
+  })
+
+  // 0011 moves done items out of docket_items on PostgreSQL (a view reads
+  // both tables); on SQLite it only adds the view. Either way every row reads
+  // back as it was, and a worker of the release before can still complete.
+  describe("upgrading in place from the schema at 0010 to the latest", () => {
+    it.live("every row reads back as it was; done ones stay listed, counted and pruned, and so do items a worker of the release before completes in place", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        const layer = QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { migrate: false })))
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+          expect((yield* migrateUpTo(10)).map(([id]) => id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+          const ids = {
+            waiting: yield* oldEnqueue("v.kind", { n: 1 }, "k1", 8),
+            running: yield* oldEnqueue("v.run", { n: 2 }, null, 8),
+            done: yield* oldEnqueue("v.kind", { n: 3 }, "k3", 8),
+            old: yield* oldEnqueue("v.kind", { n: 4 }, null, 8),
+            dead: yield* oldEnqueue("v.dead", { n: 5 }, null, 1),
+            cancelled: yield* oldEnqueue("v.kind", { n: 6 }, null, 8),
+            legacy: yield* oldEnqueue("v.run", { n: 7 }, null, 8)
+          }
+          const now = Date.now()
+          const errors = JSON.stringify([{ attempt: 1, at: now - 9000, worker: "w'1", error: `it's "broken"` }])
+          yield* setRow(ids.running, { state: "running", attempts: 1, lease_seq: 1, claimed_by: "old", lease_until: now + 60_000 })
+          yield* setRow(ids.legacy, { state: "running", attempts: 1, lease_seq: 4, claimed_by: "old", lease_until: now + 60_000 })
+          yield* setRow(ids.done, {
+            state: "done", attempts: 2, lease_seq: 2, claimed_by: "w'2", finished_at: now - 3000, updated_at: now - 3000,
+            result: JSON.stringify({ sent: "ok</script>" }), errors, last_error: `it's "broken"`
+          })
+          yield* setRow(ids.old, { state: "done", attempts: 1, lease_seq: 1, claimed_by: "w", finished_at: now - 2 * 86_400_000 })
+          yield* setRow(ids.dead, { state: "dead", attempts: 1, lease_seq: 1, last_error: "boom", finished_at: now - 5000 })
+          yield* setRow(ids.cancelled, { state: "cancelled", lease_seq: 1, last_error: "Cancelled", finished_at: now - 7000 })
+          const everyRow = (table: string) => sql.unsafe<Record<string, unknown>>(`SELECT * FROM ${table} ORDER BY id`)
+          const before = yield* everyRow("docket_items")
+
+          expect(yield* Migrations.run).toEqual([11])
+          // Every column of every row, whichever table holds it now.
+          expect(yield* everyRow("docket_items_all")).toEqual(before)
+          if (isPg) {
+            const held = yield* sql.unsafe<{ id: string }>("SELECT id FROM docket_done ORDER BY id")
+            expect(held.map((r) => Number(r.id))).toEqual([ids.done, ids.old])
+            expect(yield* sql.unsafe("SELECT id FROM docket_items WHERE state = 'done'")).toEqual([])
+          }
+          const repo = yield* QueueRepo.QueueRepo
+          const item = (id: number) => Effect.map(repo.get(id), Option.getOrThrow)
+          expect(yield* item(ids.done)).toMatchObject({
+            state: "done", claimedBy: "w'2", finishedAt: now - 3000, result: { sent: "ok</script>" },
+            errors: [{ attempt: 1, at: now - 9000, worker: "w'1", error: `it's "broken"` }]
+          })
+          // A claim from before completes with its token (moved, on PostgreSQL);
+          // a worker of the release before completes its own in place.
+          expect(yield* repo.complete({ id: ids.running, token: 1 } as QueueRepo.Claim, { n: 2 })).toBe(true)
+          if (isPg) {
+            const legacy = yield* sql.unsafe<{ id: string }>(OLD_PG_COMPLETE, [[ids.legacy], [4], [JSON.stringify("legacy")]])
+            expect(legacy.map((r) => Number(r.id))).toEqual([ids.legacy])
+          } else {
+            expect(yield* repo.complete({ id: ids.legacy, token: 4 } as QueueRepo.Claim, "legacy")).toBe(true)
+          }
+          expect(yield* item(ids.legacy)).toMatchObject({ state: "done", claimedBy: "old", result: "legacy" })
+          expect(yield* item(ids.running)).toMatchObject({ state: "done", claimedBy: "old", result: { n: 2 } })
+          // Listed newest first across both tables, counted, cancel says finished.
+          const listed = (yield* repo.list({ state: "done" })).items.map((i) => i.id)
+          expect(new Set(listed.slice(0, 2))).toEqual(new Set([ids.running, ids.legacy]))
+          expect(listed.slice(2)).toEqual([ids.done, ids.old])
+          expect(yield* countState("done")).toBe(4)
+          expect((yield* repo.stats).done).toBe(4)
+          expect(yield* repo.cancel([ids.done, ids.legacy, ids.waiting])).toEqual(["finished", "finished", "cancelled"])
+          // Pruning reads both: the one two days old goes, and once everything
+          // is past its retention the one completed in place goes too.
+          expect(yield* repo.prune).toEqual({ done: 1, cancelled: 0, dead: 0 })
+          expect(Option.isNone(yield* repo.get(ids.old))).toBe(true)
+          for (const table of isPg ? ["docket_items", "docket_done"] : ["docket_items"]) {
+            yield* sql.unsafe(`UPDATE ${table} SET finished_at = finished_at - 172800000 WHERE state = 'done'`)
+          }
+          expect(yield* repo.prune).toEqual({ done: 3, cancelled: 0, dead: 0 })
+          expect(yield* countState("done")).toBe(0)
           expect(yield* Migrations.run).toEqual([])
         }).pipe(Effect.scoped, Effect.provide(layer))
       }), 60_000)

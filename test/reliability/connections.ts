@@ -180,7 +180,7 @@ export const connectionsScenario = () =>
         }
         const runsOf = (from: number, to: number) => readRuns(logs.dir).filter((r) => r.n >= from && r.n < to)
         const doneCount = async () =>
-          Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM docket_items WHERE state = 'done'")).rows[0].n)
+          Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM docket_items_all WHERE state = 'done'")).rows[0].n)
         // Items held when the outage starts (3 s each), and short ones.
         await enqueueAll(1, 4, HELD_MS)
         await enqueueAll(100, 20, 50)
@@ -314,7 +314,7 @@ export const connectionsScenario = () =>
         for (const w of workers) expect(w.alive(), `worker ${w.name} still running`).toBe(true)
         const exits = await Promise.all(workers.map((w) => stopWorker(w)))
         const { rows: items } = await db.query<{ n: number; state: string; attempts: number }>(
-          "SELECT (payload::jsonb->>'n')::int AS n, state, attempts FROM docket_items"
+          "SELECT (payload::jsonb->>'n')::int AS n, state, attempts FROM docket_items_all"
         )
         const stored = new Map(items.map((i) => [i.n, i]))
         const refused = attempts.filter((a) => a.outcome === "refused")

@@ -154,7 +154,7 @@ const hostile = (backend: Backend) => {
       await runtime.runPromise(Effect.gen(function*() {
         const repo = yield* QueueRepo.QueueRepo
         const sql = yield* SqlClient.SqlClient
-        const count = sql.unsafe<{ n: number | string }>("SELECT count(*) AS n FROM docket_items").pipe(
+        const count = sql.unsafe<{ n: number | string }>("SELECT count(*) AS n FROM docket_items_all").pipe(
           Effect.map((rows) => Number(rows[0].n))
         )
         /** An operation that must either succeed or fail with InvalidInput having written nothing. */

@@ -22,7 +22,7 @@ import { Duration, Effect, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, pgAvailable, pgBackend, repoLayer, setRow, sqliteBackend } from "../support/db.js"
+import { type Backend, itemTables, pgAvailable, pgBackend, repoLayer, setRow, sqliteBackend } from "../support/db.js"
 import { report } from "./support.js"
 
 const MINUTE = 60_000
@@ -514,7 +514,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals
     run(Effect.flatMap(SqlClient.SqlClient, (s) =>
       s.unsafe<A>(s.onDialectOrElse({ pg: () => text, orElse: () => text.replace(/\$\d+/g, "?") }), params)))
 
-  await sql("DELETE FROM docket_items")
+  for (const table of await run(itemTables)) await sql(`DELETE FROM ${table}`)
   await sql("DELETE FROM docket_kinds")
   const model = new Model()
   const claims: Array<QueueRepo.Claim> = []
@@ -538,7 +538,7 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals
   /** Every stored row agrees with the model; the database's times are pinned to the model's. */
   const verify = async (step: string) => {
     const rows = await sql<Row>(
-      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, max_attempts_given, last_error, claimed_by, lease_until, lease_seq, snoozes FROM docket_items ORDER BY id"
+      "SELECT id, kind, dedupe_key, priority, state, run_at, attempts, max_attempts, max_attempts_given, last_error, claimed_by, lease_until, lease_seq, snoozes FROM docket_items_all ORDER BY id"
     )
     const expected = [...model.items.values()].sort((a, b) => a.id - b.id)
     expect(rows.map((r) => Number(r.id)), `${step}: the ids stored`).toEqual(expected.map((i) => i.id))
@@ -745,7 +745,9 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals
         break
       }
       case "advance": {
-        await sql("UPDATE docket_items SET run_at = run_at - $1, lease_until = lease_until - $2", [op.by, op.by])
+        for (const table of await run(itemTables)) {
+          await sql(`UPDATE ${table} SET run_at = run_at - $1, lease_until = lease_until - $2`, [op.by, op.by])
+        }
         await sql("UPDATE docket_kind_slots SET started_at = started_at - $1", [op.by])
         model.now += op.by
         break

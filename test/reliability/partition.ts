@@ -135,7 +135,7 @@ export const partitionScenario = () =>
 
         // --- after the heal ---
         await waitFor(`all ${JOBS} items done`, async () =>
-          (await pgCount(pool, "SELECT count(*) AS n FROM docket_items WHERE state = 'done'")) === JOBS, 60_000)
+          (await pgCount(pool, "SELECT count(*) AS n FROM docket_items_all WHERE state = 'done'")) === JOBS, 60_000)
         const runs = await readRuns(pool)
         const exit = await Promise.race([victimExit, delay(1000).then(() => undefined)])
         if (process.env.RELIABILITY_DEBUG) console.log(`victim (SIGTERM at ${new Date(sigtermAt).toISOString()}):\n${victim.tail()}`)
@@ -144,7 +144,7 @@ export const partitionScenario = () =>
         const interruptMs = survivorAborts.map((r) => r.abortedAt! - partitionAt)
         const firstAfterHeal = runs.find((r) => r.startedAt >= healAt && survivorPids.has(r.pid))
         const items = await pool.query<{ id: string; state: string; attempts: number }>(
-          "SELECT id, state, attempts FROM docket_items"
+          "SELECT id, state, attempts FROM docket_items_all"
         )
         const runsByItem = new Map<number, Array<Run>>()
         for (const r of runs) runsByItem.set(r.itemId, [...(runsByItem.get(r.itemId) ?? []), r])

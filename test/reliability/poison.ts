@@ -128,7 +128,7 @@ export const poisonScenario = () =>
         await feeder
         await waitFor("every ordinary item done", async () => {
           const { rows } = await pool.query<{ n: string }>(
-            "SELECT count(*) AS n FROM docket_items WHERE kind = 'rel.ok' AND state = 'done'"
+            "SELECT count(*) AS n FROM docket_items_all WHERE kind = 'rel.ok' AND state = 'done'"
           )
           return Number(rows[0].n) === ordinary.length
         }, 60_000)
@@ -145,7 +145,7 @@ export const poisonScenario = () =>
           "SELECT id, state, attempts, last_error FROM docket_items WHERE kind = 'rel.poison' ORDER BY id"
         )
         const { rows: states } = await pool.query<{ state: string; n: string }>(
-          "SELECT state, count(*) AS n FROM docket_items WHERE kind = 'rel.ok' GROUP BY state"
+          "SELECT state, count(*) AS n FROM docket_items_all WHERE kind = 'rel.ok' GROUP BY state"
         )
         const okRuns = runs.filter((r) => r.kind === "rel.ok")
         const okItemsRunTwice = new Set(

@@ -106,16 +106,42 @@ export const pgBackend = (): Backend => {
 export const repoLayer = (url: string, options: QueueRepo.Options = {}) =>
   QueueRepo.layer(options).pipe(Layer.provideMerge(Database.layer(url)))
 
-/** Sets columns of an item directly (tests move time by editing rows, never by sleeping). */
+/**
+ * The tables items are stored in: on PostgreSQL done items are in docket_done
+ * (migrations/pg/0011_done_table.sql), every other item in docket_items.
+ */
+export const itemTables = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql.onDialectOrElse({
+    // Before migration 0011 (the upgrade tests) there is no docket_done yet.
+    pg: () =>
+      Effect.map(
+        sql.unsafe<{ done: string | null }>("SELECT to_regclass('docket_done')::text AS done"),
+        (rows) => rows[0].done === null ? ["docket_items"] : ["docket_items", "docket_done"]
+      ),
+    orElse: () => Effect.succeed(["docket_items"])
+  }))
+
+/** Sets columns of an item directly (tests move time by editing rows, never by sleeping), in whichever table holds it. */
 export const setRow = (id: number, set: Record<string, number | string | null>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = Object.keys(set)
     const marks = sql.onDialectOrElse({ pg: () => (i: number) => `$${i + 1}`, orElse: () => (_: number) => "?" })
-    const text = `UPDATE docket_items SET ${columns.map((c, i) => `${c} = ${marks(i)}`).join(", ")} WHERE id = ${
-      marks(columns.length)
-    }`
-    yield* sql.unsafe(text, [...columns.map((c) => set[c]), id])
+    for (const table of yield* itemTables) {
+      const text = `UPDATE ${table} SET ${columns.map((c, i) => `${c} = ${marks(i)}`).join(", ")} WHERE id = ${
+        marks(columns.length)
+      }`
+      yield* sql.unsafe(text, [...columns.map((c) => set[c]), id])
+    }
+  })
+
+/** Moves every finished item's finish time `ms` into the past (in both tables on PostgreSQL). */
+export const ageFinished = (ms: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    for (const table of yield* itemTables) {
+      yield* sql.unsafe(`UPDATE ${table} SET finished_at = finished_at - ${Math.trunc(ms)} WHERE finished_at IS NOT NULL`)
+    }
   })
 
 /** Makes an item's lease run out now. */
@@ -129,14 +155,14 @@ export const countState = (state: "waiting" | "running" | "done" | "dead" | "can
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.unsafe<{ n: number | string }>(
       sql.onDialectOrElse({
-        pg: () => `SELECT count(*) AS n FROM docket_items WHERE state = $1`,
-        orElse: () => `SELECT count(*) AS n FROM docket_items WHERE state = ?`
+        pg: () => `SELECT count(*) AS n FROM docket_items_all WHERE state = $1`,
+        orElse: () => `SELECT count(*) AS n FROM docket_items_all WHERE state = ?`
       }),
       [state]
     )).pipe(Effect.map((rows) => Number(rows[0].n)))
 
 /** Counts every row of the queue table. */
 export const countAll = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql.unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_items`)).pipe(
+  sql.unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_items_all`)).pipe(
     Effect.map((rows) => Number(rows[0].n))
   )

@@ -22,7 +22,9 @@ const SET = (now: string, error: string) =>
  * state read after it; in id order, so two cancels of the same items cannot
  * deadlock). The running items cancelled are announced on the
  * cancel channel, their ids in notices of at most CANCEL_IDS_PER_NOTICE,
- * delivered at commit: the pools holding them stop their runs.
+ * delivered at commit: the pools holding them stop their runs. A done item
+ * is in docket_done (migrations/pg/0011_done_table.sql), never locked here:
+ * nothing changes it but the pruner.
  */
 export const pg = `
 WITH target AS (
@@ -45,7 +47,9 @@ WITH target AS (
 SELECT t.id,
   CASE WHEN c.id IS NULL THEN 'finished' WHEN c.was = 'running' THEN 'cancelledRunning' ELSE 'cancelled' END AS outcome,
   (SELECT count(*) FROM notices) AS notices
-FROM target t LEFT JOIN cancelled c ON c.id = t.id`
+FROM target t LEFT JOIN cancelled c ON c.id = t.id
+UNION ALL
+SELECT d.id, 'finished', (SELECT count(*) FROM notices) FROM docket_done d WHERE d.id = ANY($1::bigint[])`
 
 // SQLite runs three statements in one transaction (the dialect's), the first
 // a write, so the transaction holds the write lock from its start: RETURNING
@@ -64,4 +68,4 @@ export const sqliteRunning = sqliteCancel("running", "cancelledRunning")
 export const sqliteWaiting = sqliteCancel("waiting", "cancelled")
 
 /** SQLite, third: every id that names an item (those the updates did not change are finished). */
-export const sqliteExisting = `SELECT id FROM docket_items WHERE id IN (SELECT value FROM json_each(?1))`
+export const sqliteExisting = `SELECT id FROM docket_items_all WHERE id IN (SELECT value FROM json_each(?1))`

@@ -7,7 +7,8 @@
  * - oldestDue: the waiting and the running items (the claim's and the lease's
  *   partial indexes), grouped by kind; finished items are not read.
  * - finishedPerMinute: a range of docket_items_finished (state, finished_at,
- *   id) per finished state: only the items finished in the window.
+ *   id) per finished state, and on PostgreSQL of docket_done_finished
+ *   (finished_at, id): only the items finished in the window.
  * - retriedPerMinute: a range of docket_minute_counts' key (minute, kind):
  *   at most one row per kind and minute of the window (migration 0009).
  * - searchFloor, search: the primary key walked backwards from the cursor, at
@@ -32,7 +33,7 @@ GROUP BY kind ORDER BY kind`
 // The minute is the finish time rounded down to a whole minute (epoch ms).
 const finishedPerMinute = (now: string, windowMs: string) => `
 SELECT kind, state, (finished_at / 60000) * 60000 AS minute, count(*) AS n
-FROM docket_items
+FROM docket_items_all
 WHERE state IN ('done', 'dead', 'cancelled') AND finished_at IS NOT NULL AND finished_at >= ${now} - ${windowMs}
 GROUP BY kind, state, (finished_at / 60000) * 60000
 ORDER BY minute, kind, state`
@@ -47,7 +48,7 @@ ORDER BY minute, kind`
 // The lowest id of the window a page reads, and how many rows it holds.
 const searchFloor = (before: string, cap: string) => `
 SELECT min(id) AS floor, count(*) AS n FROM (
-  SELECT id FROM docket_items WHERE id < ${before} ORDER BY id DESC LIMIT ${cap}
+  SELECT id FROM docket_items_all WHERE id < ${before} ORDER BY id DESC LIMIT ${cap}
 ) recent`
 
 interface SearchMarks {
@@ -63,7 +64,7 @@ interface SearchMarks {
 // The state as `list` reads it: waiting is due now, scheduled due later.
 // The text is matched case-insensitively in the payload and the last error.
 const search = (m: SearchMarks, now: string, position: (hay: string, needle: string) => string) => `
-SELECT ${ITEM_COLUMNS} FROM docket_items
+SELECT ${ITEM_COLUMNS} FROM docket_items_all
 WHERE id < ${m.before} AND id >= ${m.floor}
   AND (${m.state} IS NULL
     OR (${m.state} = 'waiting' AND state = 'waiting' AND run_at <= ${now})

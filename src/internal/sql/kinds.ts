@@ -13,7 +13,7 @@ import { NOTIFY_CHANNEL } from "./notify.js"
 
 const listSql = (now: string, no: string) => `
 WITH known AS (
-  SELECT kind FROM docket_items GROUP BY kind
+  SELECT kind FROM docket_items_all GROUP BY kind
   UNION SELECT kind FROM docket_kinds
 ), counts AS (
   SELECT kind,
@@ -24,7 +24,7 @@ WITH known AS (
     sum(CASE WHEN state = 'done' THEN 1 ELSE 0 END) AS done,
     sum(CASE WHEN state = 'dead' THEN 1 ELSE 0 END) AS dead,
     sum(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled
-  FROM docket_items GROUP BY kind
+  FROM docket_items_all GROUP BY kind
 )
 SELECT n.kind, coalesce(k.paused, ${no}) AS paused, k.concurrency, k.rate_limit, k.rate_period_ms,
   coalesce(k.limits_set_by, 'code') AS limits_set_by,

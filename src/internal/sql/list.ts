@@ -5,8 +5,10 @@
  *
  * Finished states (done, dead, cancelled) are ordered by (finished_at, id)
  * descending, walking docket_items_finished backwards from the cursor's key
- * (migrations/pg/0007_history.sql); the other listings by id descending
- * (the primary key). The first page's key is above every stored one, so each
+ * (migrations/pg/0007_history.sql) and, on PostgreSQL, docket_done_finished
+ * (0011: done items live there); the other listings by id descending (the
+ * primary keys). Every listing reads docket_items_all, the two tables merged
+ * in key order. The first page's key is above every stored one, so each
  * text has one form (no "cursor IS NULL OR", which no index serves).
  */
 import { ITEM_COLUMNS } from "./columns.js"
@@ -30,7 +32,7 @@ const SQLITE: Marks = { state: "?1", kind: "?2", finished: "?3", id: "?4", limit
 const SQLITE_BY_ID: Marks = { state: "", kind: "?1", finished: "", id: "?2", limit: "?3" }
 
 const finished = (m: Marks) => `
-SELECT ${ITEM_COLUMNS} FROM docket_items
+SELECT ${ITEM_COLUMNS} FROM docket_items_all
 WHERE state = ${m.state} AND finished_at IS NOT NULL AND (${m.kind} IS NULL OR kind = ${m.kind})
   AND (finished_at, id) < (${m.finished}, ${m.id})
 ORDER BY finished_at DESC, id DESC
@@ -38,7 +40,7 @@ LIMIT ${m.limit}`
 
 // `where` is one of the constant conditions below, never input.
 const byId = (m: Marks, where: string) => `
-SELECT ${ITEM_COLUMNS} FROM docket_items
+SELECT ${ITEM_COLUMNS} FROM docket_items_all
 WHERE ${where} AND (${m.kind} IS NULL OR kind = ${m.kind}) AND id < ${m.id}
 ORDER BY id DESC
 LIMIT ${m.limit}`

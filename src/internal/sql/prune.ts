@@ -6,7 +6,8 @@
  * on SQLite, the write lock) for long.
  *
  * Walks docket_items_finished (state, finished_at, id) ascending
- * (migrations/pg/0007_history.sql).
+ * (migrations/pg/0007_history.sql), and on PostgreSQL docket_done_finished
+ * for done items (0011).
  */
 import * as Now from "./clock.js"
 
@@ -29,6 +30,36 @@ WITH gone AS (
   RETURNING 1
 )
 SELECT count(*) AS n FROM gone`
+
+/**
+ * PostgreSQL, done items: $1 the retention in ms, $2 the batch size; one row
+ * with the count deleted. Done items live in docket_done (0011), walked by
+ * docket_done_finished; a worker of the release before 0011 still marks them
+ * done in docket_items during a rolling upgrade, so those are pruned too (an
+ * empty range of docket_items_finished once every worker is upgraded). At
+ * most a batch from each table.
+ */
+export const pgDone = `
+WITH gone AS (
+  DELETE FROM docket_done d
+  WHERE d.id IN (
+    SELECT x.id FROM docket_done x
+    WHERE x.finished_at <= ${Now.pg} - $1::bigint
+    ORDER BY x.finished_at, x.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+  RETURNING 1
+), gone_in_place AS (
+  DELETE FROM docket_items d
+  WHERE d.id IN (
+    SELECT i.id FROM docket_items i
+    WHERE i.state = 'done' AND i.finished_at IS NOT NULL AND i.finished_at <= ${Now.pg} - $1::bigint
+    ORDER BY i.finished_at, i.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_in_place) AS n`
 
 /** SQLite: ?1 the state, ?2 the retention in ms, ?3 the batch size; the ids deleted. */
 export const sqlite = `

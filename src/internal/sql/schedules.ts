@@ -18,14 +18,14 @@ export const pgRead = `
 SELECT n.now_ms, ${COLUMNS}, i.state AS last_item_state
 FROM (SELECT ${Now.pg} AS now_ms) n
 LEFT JOIN docket_schedules s ON ($1::text[] IS NULL OR s.name = ANY($1::text[]))
-LEFT JOIN docket_items i ON i.id = s.last_item_id`
+LEFT JOIN docket_items_all i ON i.id = s.last_item_id`
 
 /** SQLite: ?1 names (a JSON array) or NULL. */
 export const sqliteRead = `
 SELECT n.now_ms, ${COLUMNS}, i.state AS last_item_state
 FROM (SELECT ${Now.sqlite} AS now_ms) n
 LEFT JOIN docket_schedules s ON (?1 IS NULL OR s.name IN (SELECT value FROM json_each(?1)))
-LEFT JOIN docket_items i ON i.id = s.last_item_id`
+LEFT JOIN docket_items_all i ON i.id = s.last_item_id`
 
 /**
  * PostgreSQL: adds a schedule unless one of its name exists (then nothing;
