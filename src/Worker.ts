@@ -42,7 +42,7 @@ import { Cancels } from "./internal/worker/cancels.js"
 import { Claimer } from "./internal/worker/claimer.js"
 import * as Config from "./internal/worker/config.js"
 import { Publisher } from "./internal/worker/events.js"
-import { boundedWait, Budget, forkDetached, interruptWithin } from "./internal/worker/bounded.js"
+import { boundedWait, Budget, forkDetached, interruptWithin, SHUTDOWN_DB_MS } from "./internal/worker/bounded.js"
 import { Executor } from "./internal/worker/executor.js"
 import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
@@ -117,12 +117,6 @@ export interface Service {
 export class Worker extends Context.Tag("docket/Worker")<Worker, Service>() {}
 
 /**
- * On shutdown, how long its database waits may take in all, beyond the grace
- * (the claim in flight, releasing the prefetched items and the leases of runs
- * cut off, the outcomes still unwritten, leaving the live-workers table): the
- * database may be down, or silent.
- */
-const SHUTDOWN_DB_MS = 10_000
 /** On shutdown, how long the claim in flight may take to end. */
 const CLAIM_END_MS = 5000
 

@@ -15,6 +15,7 @@
  * again): counted, with the reason.
  */
 import { describe, expect, it } from "vitest"
+import { SHUTDOWN_DB_MS } from "../../src/internal/worker/bounded.js"
 import { freshPgDatabase } from "../support/db.js"
 import { enqueueJobs } from "./kill.js"
 import { startProxy } from "./proxy.js"
@@ -68,8 +69,6 @@ export const overlaps = (runs: ReadonlyArray<Run>): number => {
 
 const LEASE_MS = 2000
 const GRACE_MS = 2000
-/** Shutdown's database budget beyond the grace (src/Worker.ts SHUTDOWN_DB_MS). */
-const SHUTDOWN_DB_MS = 10_000
 const JOB_MS = 5000
 const JOBS = 16
 const CONCURRENCY = 4
@@ -127,6 +126,7 @@ export const partitionScenario = () =>
           return runs.filter((r) => ids.has(r.startedAt * 1e6 + r.itemId)).every((r) => r.finishedAt !== null || r.abortedAt !== null)
         }, 4 * LEASE_MS, 50)
         // Held until the stopped worker exited (or surely should have), and at least three leases.
+        // (The budget, then up to 1 s for each of the three closings after it.)
         const stopBoundMs = GRACE_MS + SHUTDOWN_DB_MS + 3000
         await Promise.race([victimExit, delay(stopBoundMs)])
         await delay(Math.max(0, partitionAt + 3 * LEASE_MS - Date.now()))

@@ -12,6 +12,16 @@
  */
 import { Duration, Effect, Fiber, type Option, type Scope } from "effect"
 
+/**
+ * On shutdown, how long its database waits may take in all, beyond the grace
+ * (the claim in flight, releasing the prefetched items and the leases of runs
+ * cut off, the outcomes still unwritten, leaving the live-workers table): the
+ * database may be down, or silent. Past it, three closings get at most 1 s
+ * each (the outcome writer's interruption, the LISTEN connection, the pool):
+ * a stop ends within the grace + 13 s (docs/operations.md).
+ */
+export const SHUTDOWN_DB_MS = 10_000
+
 /** `effect`'s result, or None if it has not ended within `ms` (it is then interrupted, in the background). */
 export const boundedWait = <A, E>(effect: Effect.Effect<A, E>, ms: number): Effect.Effect<Option.Option<A>, E> =>
   Effect.timeoutOption(Effect.interruptible(Effect.disconnect(effect)), Duration.millis(Math.max(0, ms)))
