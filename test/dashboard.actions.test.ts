@@ -58,16 +58,42 @@ describe.each(cliBackends(cleanups))("the dashboard's bulk and schedule actions 
       const text = await confirm.text()
       expect(text).toContain("Retry 3 dead items?")
       expect(text).toContain(`name="confirm" value="3"`)
+      expect(text).toContain(`name="upto" value="${Math.max(...ids)}"`)
       expect(await statesOf(served, ids)).toEqual(["dead", "dead", "dead"])
-      const done = await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: "3" }, { cookie })
+      // One more dies after the confirmation was shown: the confirmed three are retried, not it.
+      const [later] = await deadItems(served, "bulk.retry", 1)
+      const upto = String(Math.max(...ids))
+      // A confirmation that is not one the page sent: 400, nothing changed.
+      expect((await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: "3" }, { cookie })).status).toBe(400)
+      const done = await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: "3", upto }, { cookie })
       expect(done.status).toBe(303)
       expect(done.headers.get("location")).toBe("/items?state=dead&kind=bulk.retry&bulk=retry&n=3")
-      expect(await statesOf(served, ids)).toEqual(["waiting", "waiting", "waiting"])
+      expect(await statesOf(served, [...ids, later])).toEqual(["waiting", "waiting", "waiting", "dead"])
       const after = await (await get(`${served.root}${done.headers.get("location")!}`, { cookie })).text()
       expect(after).toContain("Retried 3 items.")
       // A notice names only a known action and a number.
       const forged = await (await get(`${served.root}/items?bulk=retry&n=%3Cb%3E`, { cookie })).text()
       expect(forged).not.toContain("Retried")
+    })
+
+    it("a confirmed bulk action whose matches changed meanwhile does nothing and asks again with the new count", async () => {
+      const ids = await deadItems(served, "bulk.changed", 3)
+      const { cookie, csrf } = session
+      const form = { _csrf: csrf, state: "dead", kind: "bulk.changed" }
+      const text = await (await postForm(`${served.root}/items/bulk/delete`, form, { cookie })).text()
+      expect(text).toContain("Delete 3 dead items?")
+      const upto = /name="upto" value="(\d+)"/.exec(text)![1]
+      // Someone retries one of them meanwhile: two match now, not the three confirmed.
+      await served.repo((r) => r.retryDead({ ids: [ids[0]] }))
+      const again = await postForm(`${served.root}/items/bulk/delete`, { ...form, confirm: "3", upto }, { cookie })
+      expect(again.status).toBe(409)
+      const page = await again.text()
+      expect(page).toContain("The matching items changed since you confirmed; nothing was done.")
+      expect(page).toContain("Delete 2 dead items?")
+      expect(await statesOf(served, ids)).toEqual(["waiting", "dead", "dead"])
+      const done = await postForm(`${served.root}/items/bulk/delete`, { ...form, confirm: "2", upto }, { cookie })
+      expect(done.status).toBe(303)
+      expect(await statesOf(served, ids)).toEqual(["waiting", "gone", "gone"])
     })
 
     it("bulk cancel and delete through the API change exactly the matching items; without the token nothing", async () => {
@@ -101,9 +127,11 @@ describe.each(cliBackends(cleanups))("the dashboard's bulk and schedule actions 
       const list = await (await get(`${served.root}/items?kind=bulk.later`, { cookie })).text()
       expect(list).toContain(`action="/items/bulk/run-now"`)
       const confirm = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later" }, { cookie })
-      expect(await confirm.text()).toContain("Run now 2 scheduled items?")
+      const confirmText = await confirm.text()
+      expect(confirmText).toContain("Run now 2 scheduled items?")
       expect(await Promise.all(later.map(runAt))).toEqual(before.slice(0, 2))
-      const done = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later", confirm: "2" }, { cookie })
+      const upto = /name="upto" value="(\d+)"/.exec(confirmText)![1]
+      const done = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later", confirm: "2", upto }, { cookie })
       expect(done.status).toBe(303)
       expect(done.headers.get("location")).toBe("/items?kind=bulk.later&bulk=run-now&n=2")
       const [a, b, c, d] = await Promise.all([...later, due, otherKind].map(runAt))

@@ -134,6 +134,19 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
         expect(await page.locator("#live-items").innerText()).toContain("No items")
       })
 
+      it("a list refreshes by itself: an item enqueued after the page loaded shows up without a reload", async () => {
+        const page = await open("/items?kind=live.arrival")
+        expect(await page.locator("#live-items").innerText()).not.toContain("live.arrival")
+        // Set on this document: a reload would make a new one without it.
+        await page.evaluate("window.__sameDocument = true")
+        const { id } = await served.repo((r) => r.enqueue("live.arrival", { at: "later" }))
+        await expect.poll(() => page.locator(`#live-items a[href$="/items/${id}"]`).count(), { timeout: 20_000 }).toBe(1)
+        expect(await page.evaluate<unknown>("window.__sameDocument")).toBe(true)
+        expect(await page.locator("#live-status").innerText()).toMatch(/^live, updated /)
+        // Not left waiting for the tests after it (their counts).
+        expect(await served.repo((r) => r.cancel([id]))).toEqual(["cancelled"])
+      })
+
       it("an item's page shows its payload pretty, its errors and its timeline", async () => {
         const page = await open(`/items/${hostile}`)
         expect(await page.locator("#payload").textContent()).toBe(JSON.stringify(XSS_PAYLOAD, null, 2))
@@ -177,7 +190,13 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
 
       it("logged in, pausing a kind from the kinds page pauses it in the database", async () => {
         expect(await pausedInDb(url, "report.build")).toBe(false)
-        const page = await open("/kinds")
+        // A context of its own: logged in here, not by the test before it.
+        const own = await browser.newContext({ viewport: { width: 1200, height: 800 } })
+        own.setDefaultTimeout(10_000)
+        cleanups.push(() => own.close())
+        const page = await open("/login", own)
+        await login(page)
+        await page.goto(`${served.root}/kinds`)
         const row = page.locator("#kinds tbody tr", { hasText: "report.build" })
         await Promise.all([page.waitForURL(`${served.root}/kinds`), row.locator("button:text-is('Pause')").click()])
         await expect.poll(() => row.locator("td").nth(1).innerText()).toBe("paused")

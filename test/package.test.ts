@@ -178,7 +178,11 @@ describe("the package, installed into a new project", () => {
     expect(r.stdout.trim()).toBe(manifest.version)
   })
 
-  it("serves the dashboard's throughput chart from the uplot installed with it (no CDN, nothing copied at build)", async () => {
+  it("serves the dashboard's throughput chart from uPlot's files bundled at build (no CDN, no uplot package installed)", async () => {
+    // Not a dependency: the files come from dist/vendor/uplot/.
+    expect(existsSync(join(project, "node_modules", "uplot"))).toBe(false)
+    expect(JSON.parse(readFileSync(join(installed, "dist", "vendor", "uplot", "version.json"), "utf8"))).toMatchObject({ name: "uplot" })
+    expect(existsSync(join(installed, "dist", "vendor", "uplot", "LICENSE"))).toBe(true)
     expect((await docket(["migrate", "--database", "dash.db"])).code).toBe(0)
     const dashboard = startNode([join(installed, "bin", "docket.mjs"), "dashboard", "--database", "dash.db", "--port", "0"])
     try {

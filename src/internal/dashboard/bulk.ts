@@ -54,6 +54,15 @@ export const collect = (repo: Service, filter: ItemFilter, action: BulkAction): 
     return { ids, more: true }
   })
 
+/** A confirmation's count and newest id, as the confirmation page's form sent them; a 400 if they are not. */
+export const readConfirmation = (count: string, upto: string): Effect.Effect<{ readonly count: number; readonly upto: number }, Problem> => {
+  const n = /^\d{1,9}$/.test(count) ? Number(count) : -1
+  const id = /^\d{1,16}$/.test(upto) ? Number(upto) : -1
+  return n < 0 || n > MAX_BULK || !Number.isSafeInteger(id) || id < 0
+    ? Effect.fail(new Problem({ status: 400, message: "confirm and upto must be the count and the newest id the confirmation showed" }))
+    : Effect.succeed({ count: n, upto: id })
+}
+
 /** Applies the action to the collected ids, in one statement; how many items it changed. */
 export const apply = (repo: Service, ids: ReadonlyArray<number>, action: BulkAction): Effect.Effect<number, Problem> => {
   if (ids.length === 0) return Effect.succeed(0)

@@ -1,25 +1,40 @@
 /**
- * The overview's throughput chart: uPlot (a dependency of the package, read
- * from its own installed files: nothing from a CDN) and a script of the
- * dashboard's that fetches `<base>/api/throughput` and draws items finished
- * and attempts retried per minute over the last hour (done, dead, cancelled,
- * retried; a new script gets a new name: assets are cached for a year). uPlot needs no eval and
- * sets its styles through the CSSOM (element.style), which `style-src 'self'`
- * allows, so the CSP is unchanged. With JavaScript off the overview's table
- * shows the same figures.
+ * The overview's throughput chart: uPlot, served from the package's own
+ * files (nothing from a CDN), and a script of the dashboard's that fetches
+ * `<base>/api/throughput` and draws items finished and attempts retried per
+ * minute over the last hour (done, dead, cancelled, retried; a new script gets
+ * a new name: assets are cached for a year). uPlot needs no eval and sets its
+ * styles through the CSSOM (element.style), which `style-src 'self'` allows,
+ * so the CSP is unchanged. With JavaScript off the overview's table shows the
+ * same figures.
+ *
+ * Where uPlot's files are: `npm run build` copies them into dist/vendor/uplot/
+ * (scripts/build.mjs), so an installed package has them beside its compiled
+ * modules and needs no front-end package at run time; a git checkout runs
+ * from src/ and reads them from node_modules (uplot is a devDependency).
  */
 import { HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
+import { fileURLToPath } from "node:url"
 import { Problem } from "./model.js"
 
 const require = createRequire(import.meta.url)
 
+type UplotFile = "uPlot.iife.min.js" | "uPlot.min.css"
+
+// dist/internal/dashboard/chart.js -> dist/vendor/uplot/.
+const VENDORED = fileURLToPath(new URL("../../vendor/uplot/", import.meta.url))
+const vendored = existsSync(`${VENDORED}version.json`)
+
+const pathOf = (file: UplotFile): string => vendored ? `${VENDORED}${file}` : require.resolve(`uplot/dist/${file}`)
+
 /** uPlot's version, in its files' names: a new uPlot gets new URLs. */
 const UPLOT_VERSION: string = (() => {
   try {
-    return String((require("uplot/package.json") as { version: unknown }).version)
+    const manifest = vendored ? JSON.parse(readFileSync(`${VENDORED}version.json`, "utf8")) : require("uplot/package.json")
+    return String((manifest as { version: unknown }).version)
   } catch {
     return "missing"
   }
@@ -31,17 +46,17 @@ export const CHART_JS_PATH = "/assets/chart-2.js"
 
 const files = new Map<string, string>()
 
-/** A file of the installed uplot package, read once; a 404 when uplot is not installed. */
-export const uplotFile = (file: "uPlot.iife.min.js" | "uPlot.min.css"): Effect.Effect<string, Problem> =>
+/** A file of uPlot, read once; a 404 when it is missing (a build without it). */
+export const uplotFile = (file: UplotFile): Effect.Effect<string, Problem> =>
   Effect.try({
     try: () => {
       const cached = files.get(file)
       if (cached !== undefined) return cached
-      const text = readFileSync(require.resolve(`uplot/dist/${file}`), "utf8")
+      const text = readFileSync(pathOf(file), "utf8")
       files.set(file, text)
       return text
     },
-    catch: () => new Problem({ status: 404, message: "uPlot is not installed with the package: the chart cannot be drawn" })
+    catch: () => new Problem({ status: 404, message: "uPlot's files are missing from the package: the chart cannot be drawn" })
   })
 
 /** A served file of the package: cached for a year (its name changes with its content). */

@@ -116,8 +116,11 @@ const asset = (body: string, contentType: string) => Effect.succeed(secured(Char
 
 const FILTER_FIELDS = ["state", "kind", "key", "q"] as const
 
-// A bulk action by form: the first post shows the count and asks to
-// confirm; the confirmation's post (confirm=N) acts, then goes back to the list.
+// A bulk action by form: the first post shows the count and asks to confirm;
+// the confirmation's post (confirm=N, upto=the newest id then) acts on the
+// matches up to that id, if they are still N (else it asks again: a person
+// confirms a number, and acting on more or others than that would betray it),
+// then goes back to the list.
 const bulkAction = (config: Config): Handler => (request, repo, view, p) =>
   Effect.gen(function*() {
     const name = p.action as Bulk.BulkAction
@@ -126,7 +129,10 @@ const bulkAction = (config: Config): Handler => (request, repo, view, p) =>
     const filter = yield* Model.readFilter(new URLSearchParams(FILTER_FIELDS.map((f): [string, string] => [f, field(form, f)])))
     const matched = yield* Bulk.collect(repo, filter, name)
     if (field(form, "confirm") === "") return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched))
-    const changed = yield* Bulk.apply(repo, matched.ids, name)
+    const confirmed = yield* Bulk.readConfirmation(field(form, "confirm"), field(form, "upto"))
+    const ids = matched.ids.filter((id) => id <= confirmed.upto)
+    if (ids.length !== confirmed.count) return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched, true), 409)
+    const changed = yield* Bulk.apply(repo, ids, name)
     const back = new URLSearchParams()
     for (const f of FILTER_FIELDS) if (filter[f] !== undefined) back.set(f, filter[f])
     back.set("bulk", name)
