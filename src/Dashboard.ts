@@ -33,7 +33,7 @@ import * as Api from "./internal/dashboard/api.js"
 import { hostAllowed, LOOPBACK_HOSTS, WrongTokens } from "./internal/dashboard/auth.js"
 import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
-import { OverviewCache } from "./internal/dashboard/model.js"
+import { OverviewCache, TotalsCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
 import type * as QueueRepo from "./QueueRepo.js"
 
@@ -99,7 +99,8 @@ const configOf = (options: Options): Config => {
     token,
     database: options.database === undefined ? null : describeDatabase(options.database),
     wrongTokens: new WrongTokens(),
-    overview: new OverviewCache()
+    overview: new OverviewCache(),
+    totals: new TotalsCache()
   }
 }
 

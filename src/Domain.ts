@@ -394,7 +394,7 @@ export interface ItemPage {
 }
 
 /** The read model's types: what a dashboard and /metrics read (defined in Insights.ts). */
-export type { FinishedMinute, OldestDue, RetriedMinute, SearchOptions, SearchPage } from "./Insights.js"
+export type { FinishedMinute, OldestDue, RetriedMinute, SearchOptions, SearchPage, Total } from "./Insights.js"
 
 /** The recurring schedules' types (defined in Recurring.ts, beside `Recurring.make`). */
 export type { DeclareOutcome, ScheduleInfo, TickPass } from "./Recurring.js"

@@ -1,8 +1,9 @@
 /**
  * The read model's types: how long the oldest due item of each kind has
- * waited, what finished and what was retried per minute, and a search over
- * the items (QueueRepo's `oldestDue`, `finishedPerMinute`, `retriedPerMinute`,
- * `searchItems`): what the dashboard and /metrics read. Re-exported by
+ * waited, what finished and what was retried per minute and in all, and a
+ * search over the items (QueueRepo's `oldestDue`, `finishedPerMinute`,
+ * `retriedPerMinute`, `totals`, `searchItems`): what the dashboard and
+ * /metrics read. Re-exported by
  * Domain.ts, beside the queue's other types.
  */
 import type { FinishedState, Item, ListState } from "./Domain.js"
@@ -32,6 +33,19 @@ export interface FinishedMinute {
 export interface RetriedMinute {
   readonly minute: number
   readonly kind: string
+  readonly count: number
+}
+
+/**
+ * Every item of a kind that ever finished in a state (`done`, `dead`,
+ * `cancelled`), or every attempt of it retried (`retried`): the kept history
+ * plus what left it (pruned, retried or deleted dead items, retry counts
+ * older than a day: migration 0012), so it never falls. Items a retention of
+ * 0 deleted at their complete are not counted (nothing was kept).
+ */
+export interface Total {
+  readonly kind: string
+  readonly what: FinishedState | "retried"
   readonly count: number
 }
 

@@ -6,9 +6,11 @@
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
+import Sqlite from "better-sqlite3"
 import { createServer } from "node:http"
 import { createRequire } from "node:module"
 import { Dashboard, QueueRepo, Recurring } from "../src/index.js"
+import pg from "pg"
 import { repoLayer } from "./support/db.js"
 
 /** Strings a hostile enqueuer or worker could store. */
@@ -132,3 +134,24 @@ export const chartScriptTags = (base: string) =>
 /** A page's body without its allowed script tags, the package's own files (to check that nothing else is a script). */
 export const withoutOwnScript = (body: string, base: string) =>
   body.split(scriptTag(base)).join("").split(chartScriptTags(base)).join("")
+
+/** Runs one writing statement straight on the database (a test moves time by editing rows). */
+export const execDb = async (url: string, sqlite: string, postgres: string, params: ReadonlyArray<unknown>): Promise<void> => {
+  if (!url.startsWith("postgres")) {
+    const db = new Sqlite(url, { fileMustExist: true })
+    try {
+      db.pragma("busy_timeout = 10000")
+      db.prepare(sqlite).run(...params)
+    } finally {
+      db.close()
+    }
+    return
+  }
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query(postgres, [...params])
+  } finally {
+    await client.end()
+  }
+}

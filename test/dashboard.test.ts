@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cliBackends } from "./cli.support.js"
 import { Script } from "node:vm"
-import { chartScriptTags, CSP, get, parseMetrics, type Seeded, scriptTag, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
+import { chartScriptTags, CSP, execDb, get, parseMetrics, type Seeded, scriptTag, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -21,9 +21,10 @@ const PASSWORD = "s3cret-Pw-9f2"
 describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
   describe.skipIf(backend.skip)("", () => {
     let served: Served
+    let url: string
     let ids: Seeded & { readonly retried: number }
     beforeAll(async () => {
-      const url = await backend.fresh()
+      url = await backend.fresh()
       // What the header shows comes from this URL: its password and query must never appear.
       const shown = `postgres://root:${PASSWORD}@db.example:5432/queue?sslpassword=${PASSWORD}`
       served = await serve(url, { database: shown })
@@ -251,18 +252,39 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       const response = await get(`${served.root}/metrics`)
       expect(response.status).toBe(200)
       expect(response.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8")
-      const samples = parseMetrics(await response.text())
+      const text = await response.text()
+      const samples = parseMetrics(text)
       expect(samples.get(`docket_items{kind="mail.send",state="waiting"}`)).toBe(1)
       expect(samples.get(`docket_items{kind="mail.send",state="scheduled"}`)).toBe(1)
       expect(samples.get(`docket_items{kind="report.build",state="running"}`)).toBe(1)
       expect(samples.get(`docket_items{kind="export.run",state="done"}`)).toBe(1)
       expect(samples.get(`docket_items{kind="hostile.kind",state="dead"}`)).toBe(1)
-      expect(samples.get(`docket_oldest_due_seconds{kind="mail.send"}`)).toBeGreaterThanOrEqual(0)
+      // The oldest due mail.send item made due two minutes ago: read again once the 2 s cache has passed.
+      await execDb(
+        url,
+        "UPDATE docket_items SET run_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) - 120000 WHERE id = ?",
+        "UPDATE docket_items SET run_at = docket_now_ms() - 120000 WHERE id = $1",
+        [ids.waiting]
+      )
+      await expect.poll(async () => parseMetrics(await (await get(`${served.root}/metrics`)).text()).get(`docket_oldest_due_seconds{kind="mail.send"}`), {
+        timeout: 10_000,
+        interval: 250
+      }).toBeGreaterThanOrEqual(120)
+      const aged = parseMetrics(await (await get(`${served.root}/metrics`)).text())
+      expect(aged.get(`docket_oldest_due_seconds{kind="mail.send"}`)).toBeLessThan(150)
       expect(samples.get(`docket_oldest_due_seconds{kind="export.run"}`)).toBe(0)
       expect(samples.get(`docket_finished_last_hour{kind="hostile.kind",state="dead"}`)).toBe(1)
       expect(samples.get(`docket_finished_last_hour{kind="export.run",state="done"}`)).toBe(1)
       expect(samples.get(`docket_retried_last_hour{kind="retry.kind"}`)).toBe(1)
       expect(samples.get(`docket_retried_last_hour{kind="export.run"}`)).toBe(0)
+      // Counters: typed so, and counting the kept history (and what left it: test/conformance/insights.ts).
+      expect(text).toMatch(/^# TYPE docket_finished_total counter$/m)
+      expect(text).toMatch(/^# TYPE docket_retried_total counter$/m)
+      expect(samples.get(`docket_finished_total{kind="export.run",state="done"}`)).toBe(1)
+      expect(samples.get(`docket_finished_total{kind="hostile.kind",state="dead"}`)).toBe(1)
+      expect(samples.get(`docket_finished_total{kind="mail.send",state="cancelled"}`)).toBe(1)
+      expect(samples.get(`docket_retried_total{kind="retry.kind"}`)).toBe(1)
+      expect(samples.get(`docket_retried_total{kind="export.run"}`)).toBe(0)
       expect(samples.get(`docket_workers{host="host-a"}`)).toBe(1)
       expect(samples.get(`docket_kind_live_workers{kind="mail.send"}`)).toBe(1)
       expect(samples.get(`docket_kind_live_workers{kind="export.run"}`)).toBe(0)

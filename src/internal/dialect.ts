@@ -8,7 +8,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
 import type {
-  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, WorkerRow
+  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, ScheduleRow, StatsRow, TotalRow, WorkerRow
 } from "./rows.js"
 
 /** One checked, encoded enqueue request (internal/store/prepare.ts makes it). */
@@ -178,6 +178,8 @@ export interface Dialect {
   /** Deletes at most `limit` retry counts of minutes older than `keptMs` (sql/prune.ts); how many. */
   readonly pruneMinuteCounts: (keptMs: number, limit: number) => Effect.Effect<number, SqlError>
   readonly deleteDead: (selection: DeadSelection) => Effect.Effect<ReadonlyArray<IdRow>, SqlError>
+  /** Every item that ever finished in a state, and every retry, by kind: what left plus what is stored (sql/counts.ts). */
+  readonly totals: Effect.Effect<ReadonlyArray<TotalRow>, SqlError>
   /** Milliseconds from the database's now until a waiting item not yet due becomes due or a lease ends (negative if one has ended), if any. */
   readonly nextDue: Effect.Effect<ReadonlyArray<{ readonly wait_ms: number | string | null }>, SqlError>
   /** Every kind with items or a control row, with its controls and counts. */

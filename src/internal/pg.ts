@@ -13,7 +13,7 @@ import * as Bindings from "./bindings.js"
 import * as DirectPool from "./directPool.js"
 import type { Dialect, InsertRow } from "./dialect.js"
 import type {
-  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow
+  CancelRow, ClaimRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, TotalRow
 } from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Claim from "./sql/claim.js"
@@ -30,6 +30,7 @@ import * as Kinds from "./sql/kinds.js"
 import * as List from "./sql/list.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
+import * as Counts from "./sql/counts.js"
 import * as Prune from "./sql/prune.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
@@ -113,6 +114,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
     pruneMinuteCounts: (keptMs, limit) =>
       run<{ n: number | string }>(Prune.pgMinuteCounts, [keptMs, limit]).pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
     deleteDead: (selection) => run<IdRow>(DeleteDead.pg, [selection.ids, selection.kind]),
+    totals: run<TotalRow>(Counts.pgTotals, []),
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.pg, []),
     listKinds: run<KindRow>(Kinds.pgList, []),
     setPaused: (kind, paused) => run<{ kind: string }>(Kinds.pgSetPaused, [kind, paused]),

@@ -49,6 +49,16 @@ export interface IdRow {
   readonly id: number | string
 }
 
+/**
+ * A total of what ever finished in a state (`what`: done, dead, cancelled)
+ * or was retried (`retried`), for one kind (sql/counts.ts).
+ */
+export interface TotalRow {
+  readonly kind: string
+  readonly what: string
+  readonly n: number | string
+}
+
 /** A row a fenced change applied to: its id and the claim token it matched. */
 export interface FencedRow {
   readonly id: number | string

@@ -15,7 +15,7 @@ import * as Bindings from "./bindings.js"
 import type { Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
 import * as Transaction from "./transaction.js"
-import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow } from "./rows.js"
+import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, TotalRow } from "./rows.js"
 import * as Cancel from "./sql/cancel.js"
 import * as Complete from "./sql/complete.js"
 import * as DeleteDead from "./sql/deleteDead.js"
@@ -29,6 +29,7 @@ import * as Kinds from "./sql/kinds.js"
 import * as List from "./sql/list.js"
 import * as ListDead from "./sql/listDead.js"
 import * as NextDue from "./sql/nextDue.js"
+import * as Counts from "./sql/counts.js"
 import * as Prune from "./sql/prune.js"
 import * as Release from "./sql/release.js"
 import * as RetryDead from "./sql/retryDead.js"
@@ -91,6 +92,27 @@ const failWith = (run: Bindings.Run, transaction: Dialect["transaction"]): Diale
   }))
 }
 
+/**
+ * A statement that takes finished items (or retry counts) out of the store,
+ * and the count of what it took added to docket_counts (sql/counts.ts), in one
+ * transaction: a reader of the totals sees both or neither.
+ */
+const counting = <A extends { readonly kind: string }>(
+  run: Bindings.Run,
+  transaction: Dialect["transaction"],
+  take: Effect.Effect<ReadonlyArray<A>, SqlError>,
+  what: string | ((row: A) => string),
+  n: (row: A) => number = () => 1
+): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  transaction(Effect.gen(function*() {
+    const rows = yield* take
+    if (rows.length > 0) {
+      const counts = rows.map((r) => [r.kind, typeof what === "string" ? what : what(r), n(r)])
+      yield* run(Counts.sqliteAdd, [JSON.stringify(counts)])
+    }
+    return rows
+  }))
+
 /** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
   const transaction = Transaction.typed(sql)
@@ -140,13 +162,31 @@ export const make = (sql: SqlClient): Dialect => {
         ? run<ItemRow>(List.sqlite.finished, [q.state, q.kind, q.finishedBefore, q.idBefore, q.limit])
         : run<ItemRow>(List.sqlite[q.by], [q.kind, q.idBefore, q.limit]),
     prune: (state, retentionMs, limit) =>
-      run<IdRow>(Prune.sqlite, [state, retentionMs, limit]).pipe(Effect.map((rows) => rows.length)),
+      counting(run, transaction, run<{ kind: string }>(Prune.sqlite, [state, retentionMs, limit]), state)
+        .pipe(Effect.map((rows) => rows.length)),
     pruneMinuteCounts: (keptMs, limit) =>
-      run<{ n: number }>(Prune.sqliteMinuteCounts, [keptMs, limit]).pipe(Effect.map((rows) => rows.length)),
+      counting(
+        run,
+        transaction,
+        run<{ kind: string; retried: number }>(Prune.sqliteMinuteCounts, [keptMs, limit]),
+        "retried",
+        (r) => Number(r.retried)
+      ).pipe(Effect.map((rows) => rows.length)),
     retryDead: (selection) =>
-      run<IdRow>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+      counting(
+        run,
+        transaction,
+        run<IdRow & { kind: string }>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+        "dead"
+      ),
     deleteDead: (selection) =>
-      run<IdRow>(DeleteDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+      counting(
+        run,
+        transaction,
+        run<IdRow & { kind: string }>(DeleteDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+        "dead"
+      ),
+    totals: run<TotalRow>(Counts.sqliteTotals, []),
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.sqlite, []),
     listKinds: run<KindRow>(Kinds.sqliteList, []),
     setPaused: (kind, paused) => run<{ kind: string }>(Kinds.sqliteSetPaused, [kind, paused ? 1 : 0]),

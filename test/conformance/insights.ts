@@ -8,7 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { QueueRepo } from "../../src/index.js"
-import { type Backend, makeDue, setRow } from "../support/db.js"
+import { ageFinished, type Backend, countAll, makeDue, setRow } from "../support/db.js"
 import { dbNow, withRepo } from "./harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -147,6 +147,59 @@ export const insightsConformance = (backend: Backend) => {
         const left = yield* sql.unsafe<{ minute: number | string }>("SELECT minute FROM docket_minute_counts ORDER BY minute")
         expect(left.map((r) => Number(r.minute))).toEqual([now - 2 * 60, now - 10])
       })))
+
+    it.live("totals never fall: pruning, retrying and deleting dead items and pruning retry counts keep each count; retention 0 counts nothing", () =>
+      run(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        const sql = yield* SqlClient.SqlClient
+        const totals = Effect.map(repo.totals, (rows) => Object.fromEntries(rows.map((r) => [`${r.kind}/${r.what}`, r.count])))
+        expect(yield* repo.totals).toEqual([])
+        const seen: Array<Record<string, number>> = []
+        const check = (expected: Record<string, number>) =>
+          Effect.gen(function*() {
+            const now = yield* totals
+            expect(now).toEqual(expected)
+            seen.push(now)
+          })
+        // Two done, one dead, one cancelled, one retried attempt.
+        yield* repo.enqueueMany([1, 2].map((i) => ({ kind: "mail", payload: i })))
+        yield* repo.completeMany(yield* repo.claim({ worker: "w", limit: 2, lease: "1 minute" }))
+        yield* repo.enqueue("mail", "dies")
+        const dead = yield* killOne(repo, "mail", "boom")
+        yield* repo.enqueue("mail", "retries")
+        const [again] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute" })
+        expect(yield* repo.fail(again, "later", { _tag: "Retry", delay: 0 })).toBe("retried")
+        const stop = yield* repo.enqueue("mail", "stop")
+        expect(yield* repo.cancel([stop.id])).toEqual(["cancelled"])
+        yield* check({ "mail/done": 2, "mail/dead": 1, "mail/cancelled": 1, "mail/retried": 1 })
+        // Everything finished two days ago and the retry three days ago: pruned, still counted.
+        yield* ageFinished(2 * 86_400_000)
+        yield* sql.unsafe("UPDATE docket_minute_counts SET minute = minute - 4320")
+        expect(yield* repo.prune).toEqual({ done: 2, cancelled: 1, dead: 0 })
+        expect(yield* countAll).toBe(2)
+        expect(yield* sql.unsafe("SELECT kind FROM docket_minute_counts")).toEqual([])
+        yield* check({ "mail/done": 2, "mail/dead": 1, "mail/cancelled": 1, "mail/retried": 1 })
+        // The dead one retried (it left dead: still one death), dies again (two), then is deleted.
+        expect(yield* repo.retryDead({ ids: [dead] })).toEqual([dead])
+        yield* check({ "mail/done": 2, "mail/dead": 1, "mail/cancelled": 1, "mail/retried": 1 })
+        const retried = (yield* repo.claim({ worker: "w", limit: 2, lease: "1 minute", kinds: ["mail"] })).find((c) => c.id === dead)!
+        expect(yield* repo.fail(retried, "boom again", { _tag: "Dead" })).toBe("dead")
+        yield* check({ "mail/done": 2, "mail/dead": 2, "mail/cancelled": 1, "mail/retried": 1 })
+        expect(yield* repo.deleteDead({ ids: [dead] })).toEqual([dead])
+        yield* check({ "mail/done": 2, "mail/dead": 2, "mail/cancelled": 1, "mail/retried": 1 })
+        // Never fell between two reads, for any count.
+        for (let i = 1; i < seen.length; i++) {
+          for (const [key, n] of Object.entries(seen[i - 1])) expect(seen[i][key] ?? 0).toBeGreaterThanOrEqual(n)
+        }
+      })))
+
+    it.live("totals: a done item a retention of 0 deletes at its complete is not counted (nothing is kept)", () =>
+      withRepo(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        yield* repo.enqueue("fast", 1)
+        yield* repo.completeMany(yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute" }))
+        expect(yield* repo.totals).toEqual([])
+      }), { retention: { done: 0 } }).pipe(Effect.timeout("30 seconds")))
 
     it.live("searchItems: by state, kind, key and text in the payload or the last error, newest first, paged by cursor", () =>
       run(backend, Effect.gen(function*() {

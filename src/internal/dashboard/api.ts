@@ -114,10 +114,16 @@ export const routes = (config: Config) => {
   const action = (run: Handler): Handler => (request, repo, params) =>
     Effect.flatMap(formOf(request), (form) => authorize(config, request, form)).pipe(
       Effect.zipRight(run(request, repo, params)),
-      Effect.ensuring(Effect.sync(() => config.overview.clear()))
+      Effect.ensuring(Effect.sync(() => {
+        config.overview.clear()
+        config.totals.clear()
+      }))
     )
   const metrics = route((_, repo) =>
-    Effect.map(config.overview.read(repo), (o) => secured(HttpServerResponse.text(Metrics.render(o), { contentType: Metrics.CONTENT_TYPE })))
+    Effect.map(
+      Effect.all([config.overview.read(repo), config.totals.read(repo)]),
+      ([o, totals]) => secured(HttpServerResponse.text(Metrics.render(o, totals), { contentType: Metrics.CONTENT_TYPE }))
+    )
   )
   return HttpRouter.empty.pipe(
     HttpRouter.get(at("/api/overview"), route((_, repo) => ok(config.overview.read(repo)))),

@@ -7,7 +7,7 @@ import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, UrlParams }
 import { Effect, Option } from "effect"
 import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret, type WrongTokens } from "./auth.js"
 import type { View } from "./layout.js"
-import { type OverviewCache, Problem } from "./model.js"
+import { type OverviewCache, Problem, type TotalsCache } from "./model.js"
 
 /** The dashboard's configuration, checked (Dashboard.ts). */
 export interface Config {
@@ -21,6 +21,8 @@ export interface Config {
   readonly wrongTokens: WrongTokens
   /** The overview, read at most every 2 s (this router's own). */
   readonly overview: OverviewCache
+  /** /metrics' counters' totals, read at most every 2 s. */
+  readonly totals: TotalsCache
 }
 
 /** The address a request came from, as the wrong-token count keys it. */

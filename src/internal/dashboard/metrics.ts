@@ -1,12 +1,17 @@
 /**
  * /metrics in Prometheus' text format (version 0.0.4), read from the
- * database, so one scrape covers every worker on every host. Every series is
- * a gauge: the history is pruned, so a count read from it can fall, and a
- * counter must never fall; "finished in the last hour" is what an alert on
- * failures wants anyway (docs/dashboard.md has the rules). The retries of the
- * last hour likewise: their per-minute counts are pruned after a day, and a
- * sum over a sliding hour falls as old minutes leave it.
+ * database, so one scrape covers every worker on every host.
+ *
+ * Counters: docket_finished_total{kind,state} and docket_retried_total{kind}
+ * count every item that ever finished in a state, and every retry, from the
+ * kept history plus what left it (QueueRepo's `totals`, migration 0012: the
+ * pruner, `dead retry` and `dead delete` count what they take out), so they
+ * never fall, whoever prunes, and `rate()`/`increase()` work on them. The
+ * other series are gauges: what is stored now, how old the oldest due item
+ * is, and the last hour's finished and retried counts (easy to read on a
+ * page; a sliding hour falls as old minutes leave it).
  */
+import type { Total } from "../../Domain.js"
 import type { Overview } from "./model.js"
 
 /** The Content-Type of the text format. */
@@ -23,17 +28,21 @@ const labels = (pairs: Readonly<Record<string, string>>) => {
 interface Family {
   readonly name: string
   readonly help: string
+  readonly type?: "gauge" | "counter"
   readonly samples: ReadonlyArray<readonly [Readonly<Record<string, string>>, number]>
 }
 
 const family = (f: Family) =>
-  [`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} gauge`, ...f.samples.map(([l, v]) => `${f.name}${labels(l)} ${v}`)].join("\n")
+  [`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type ?? "gauge"}`, ...f.samples.map(([l, v]) => `${f.name}${labels(l)} ${v}`)]
+    .join("\n")
 
 const STATES = ["waiting", "scheduled", "running", "expired", "done", "dead", "cancelled"] as const
 
-/** The exposition of an overview. */
-export const render = (o: Overview): string => {
-  const kindNames = o.kinds.map((k) => k.kind)
+/** The exposition of an overview and the counters' totals. */
+export const render = (o: Overview, totals: ReadonlyArray<Total>): string => {
+  // Every kind with items, controls or a count: a kind whose items were all pruned keeps its counters.
+  const kindNames = [...new Set([...o.kinds.map((k) => k.kind), ...totals.map((t) => t.kind)])].sort()
+  const total = new Map(totals.map((t) => [`${t.kind}\u0000${t.what}`, t.count]))
   const due = new Map(o.oldestDue.map((d) => [d.kind, d]))
   const live = o.workers.filter((w) => w.status === "live")
   const finished = new Map<string, number>()
@@ -52,6 +61,21 @@ export const render = (o: Overview): string => {
       name: "docket_oldest_due_seconds",
       help: "How long the kind's oldest due item has waited to start, in seconds (0 when none is due).",
       samples: kindNames.map((kind) => [{ kind }, (due.get(kind)?.ageMs ?? 0) / 1000] as const)
+    },
+    {
+      name: "docket_finished_total",
+      help: "Items that finished in a state (done, dead, cancelled), by kind, since the queue was made: kept and pruned alike " +
+        "(not counted: done items a retention of 0 deletes at once).",
+      type: "counter",
+      samples: kindNames.flatMap((kind) =>
+        (["done", "dead", "cancelled"] as const).map((state) => [{ kind, state }, total.get(`${kind}\u0000${state}`) ?? 0] as const)
+      )
+    },
+    {
+      name: "docket_retried_total",
+      help: "Failed attempts sent back to waiting (to be retried), by kind, since the queue was made.",
+      type: "counter",
+      samples: kindNames.map((kind) => [{ kind }, total.get(`${kind}\u0000retried`) ?? 0] as const)
     },
     {
       name: "docket_finished_last_hour",

@@ -4,7 +4,7 @@
  * are a `Problem` with the HTTP status to answer with.
  */
 import { Data, Effect, Option } from "effect"
-import type { FinishedMinute, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, WorkerInfo } from "../../Domain.js"
+import type { FinishedMinute, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Service } from "../store/service.js"
 
@@ -100,28 +100,49 @@ export const throughput = (repo: Service, minutes: number, kind: string | undefi
 export const OVERVIEW_TTL_MS = 2000
 
 /**
- * The overview read at most once per OVERVIEW_TTL_MS, however many pages
- * refresh and scrapers scrape: what a dashboard adds to the database's load
- * is bounded by time, not by its viewers. (Actions do not wait for it: a
+ * A read of the database made at most once per OVERVIEW_TTL_MS, however many
+ * pages refresh and scrapers scrape: what a dashboard adds to the database's
+ * load is bounded by time, not by its viewers. (Actions do not wait for it: a
  * page after an action may show the state of up to 2 s before.)
  */
-export class OverviewCache {
-  private last: { readonly at: number; readonly value: Overview } | undefined
+export class TimedCache<A> {
+  private last: { readonly at: number; readonly value: A } | undefined
 
-  constructor(private readonly clock: () => number = Date.now) {}
+  constructor(
+    private readonly load: (repo: Service) => Effect.Effect<A, Problem>,
+    private readonly clock: () => number = Date.now
+  ) {}
 
-  read(repo: Service): Effect.Effect<Overview, Problem> {
+  read(repo: Service): Effect.Effect<A, Problem> {
     return Effect.suspend(() => {
       const now = this.clock()
       const last = this.last
       if (last !== undefined && now - last.at < OVERVIEW_TTL_MS && now >= last.at) return Effect.succeed(last.value)
-      return Effect.tap(overview(repo), (value) => Effect.sync(() => (this.last = { at: now, value })))
+      return Effect.tap(this.load(repo), (value) => Effect.sync(() => (this.last = { at: now, value })))
     })
   }
 
   /** Forgets the last read: the next one reads the database (after an action, so its page shows it). */
   clear(): void {
     this.last = undefined
+  }
+}
+
+/** The overview, read at most every 2 s (every page's and /metrics'). */
+export class OverviewCache extends TimedCache<Overview> {
+  constructor(clock: () => number = Date.now) {
+    super(overview, clock)
+  }
+}
+
+/**
+ * The totals of /metrics' counters, read at most every 2 s: only /metrics
+ * reads them (their statement counts every finished item, which the pages do
+ * not need), so a page refresh never pays for it.
+ */
+export class TotalsCache extends TimedCache<ReadonlyArray<Total>> {
+  constructor(clock: () => number = Date.now) {
+    super((repo) => Effect.mapError(repo.totals, toProblem), clock)
   }
 }
 

@@ -1,13 +1,21 @@
-/** Delete dead: dead items removed for good, by id or all (optionally of one kind). */
+/**
+ * Delete dead: dead items removed for good, by id or all (optionally of one
+ * kind); each removed item is added to its kind's count of dead items that
+ * left the store (docket_counts, 0012), so the dead counter never falls.
+ */
+import { pgAdd } from "./counts.js"
 
 /** PostgreSQL: $1 the ids or NULL for all, $2 the kind or NULL for all. */
 export const pg = `
-DELETE FROM docket_items
-WHERE state = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[])) AND ($2::text IS NULL OR kind = $2)
-RETURNING id`
+WITH gone AS (
+  DELETE FROM docket_items
+  WHERE state = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[])) AND ($2::text IS NULL OR kind = $2)
+  RETURNING id, kind, 1 AS n
+), ${pgAdd("counted", "gone", "'dead'")}
+SELECT id FROM gone`
 
-/** SQLite: ?1 a JSON array of ids or NULL for all, ?2 the kind or NULL for all. */
+/** SQLite: ?1 a JSON array of ids or NULL for all, ?2 the kind or NULL for all; counted in the same transaction. */
 export const sqlite = `
 DELETE FROM docket_items
 WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) AND (?2 IS NULL OR kind = ?2)
-RETURNING id`
+RETURNING id, kind`

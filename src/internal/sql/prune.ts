@@ -10,6 +10,7 @@
  * for done items (0011).
  */
 import * as Now from "./clock.js"
+import { pgAdd } from "./counts.js"
 
 /**
  * PostgreSQL: $1 the state, $2 the retention in ms, $3 the batch size; one row
@@ -27,8 +28,8 @@ WITH gone AS (
     ORDER BY i.finished_at, i.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED)
-  RETURNING 1
-)
+  RETURNING d.kind, 1 AS n
+), ${pgAdd("counted", "gone", "$1::text")}
 SELECT count(*) AS n FROM gone`
 
 /**
@@ -48,7 +49,7 @@ WITH gone AS (
     ORDER BY x.finished_at, x.id
     LIMIT $2
     FOR UPDATE SKIP LOCKED)
-  RETURNING 1
+  RETURNING d.kind, 1 AS n
 ), gone_in_place AS (
   DELETE FROM docket_items d
   WHERE d.id IN (
@@ -57,11 +58,16 @@ WITH gone AS (
     ORDER BY i.finished_at, i.id
     LIMIT $2
     FOR UPDATE SKIP LOCKED)
-  RETURNING 1
-)
-SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_in_place) AS n`
+  RETURNING d.kind, 1 AS n
+), both_tables AS (
+  SELECT kind, n FROM gone UNION ALL SELECT kind, n FROM gone_in_place
+), ${pgAdd("counted", "both_tables", "'done'")}
+SELECT count(*) AS n FROM both_tables`
 
-/** SQLite: ?1 the state, ?2 the retention in ms, ?3 the batch size; the ids deleted. */
+/**
+ * SQLite: ?1 the state, ?2 the retention in ms, ?3 the batch size; the kind of
+ * each item deleted (counted by counts.sqliteAdd in the same transaction).
+ */
 export const sqlite = `
 DELETE FROM docket_items
 WHERE id IN (
@@ -69,7 +75,7 @@ WHERE id IN (
   WHERE i.state = ?1 AND i.finished_at IS NOT NULL AND i.finished_at <= ${Now.sqlite} - ?2
   ORDER BY i.finished_at, i.id
   LIMIT ?3)
-RETURNING id`
+RETURNING kind`
 
 /**
  * The retry counts per minute (docket_minute_counts, migration 0009) older
@@ -88,11 +94,11 @@ WITH gone AS (
     ORDER BY c.minute, c.kind
     LIMIT $2
     FOR UPDATE SKIP LOCKED)
-  RETURNING 1
-)
+  RETURNING d.kind, d.retried AS n
+), ${pgAdd("counted", "gone", "'retried'")}
 SELECT count(*) AS n FROM gone`
 
-/** SQLite: ?1 the window in ms, ?2 the batch size; a row per count deleted. */
+/** SQLite: ?1 the window in ms, ?2 the batch size; a row (kind, retried) per count deleted. */
 export const sqliteMinuteCounts = `
 DELETE FROM docket_minute_counts
 WHERE (minute, kind) IN (
@@ -100,4 +106,4 @@ WHERE (minute, kind) IN (
   WHERE c.minute < (${Now.sqlite} - ?1) / 60000
   ORDER BY c.minute, c.kind
   LIMIT ?2)
-RETURNING 1 AS n`
+RETURNING kind, retried`

@@ -7,9 +7,12 @@
  * A dead item whose key a waiting item already holds (or a lower-id dead twin
  * retried by the same call) stays dead: the waiting item stands for it. So
  * one item per (kind, key) is retried, and none whose key a waiting item holds.
+ * Each retried item is added to its kind's count of dead items that left the
+ * dead state (docket_counts, 0012): the dead counter never falls.
  */
 import { waitingTwin } from "./absorb.js"
 import * as Now from "./clock.js"
+import { pgAdd } from "./counts.js"
 import { NOTIFY_CHANNEL } from "./notify.js"
 
 /** PostgreSQL: $1 the ids or NULL for all, $2 the kind or NULL for all; notifies idle pools. */
@@ -26,8 +29,8 @@ WITH candidates AS (
   SET state = 'waiting', attempts = 0, snoozes = 0, run_at = ${Now.pg}, claimed_by = NULL, lease_until = NULL,
       finished_at = NULL, result = NULL, updated_at = ${Now.pg}
   FROM candidates c WHERE u.id = c.id
-  RETURNING u.id
-)
+  RETURNING u.id, u.kind, 1 AS n
+), ${pgAdd("counted", "retried", "'dead'")}
 SELECT id, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'retried')) IS NULL AS notified FROM retried`
 
 /** SQLite: ?1 a JSON array of ids or NULL for all, ?2 the kind or NULL for all. */
@@ -42,4 +45,4 @@ WHERE id IN (
     AND (d.dedupe_key IS NULL OR NOT ${waitingTwin("d")})
   GROUP BY d.kind, d.dedupe_key IS NULL, coalesce(d.dedupe_key, d.id)
 )
-RETURNING id`
+RETURNING id, kind`

@@ -5,7 +5,7 @@
  * "run now", which makes scheduled items due at once.
  */
 import { Effect, Either } from "effect"
-import type { FinishedMinute, FinishedState, ListState, OldestDue, RetriedMinute, SearchOptions } from "../../Domain.js"
+import type { FinishedMinute, FinishedState, ListState, OldestDue, RetriedMinute, SearchOptions, Total } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
 import type { Dialect } from "../dialect.js"
@@ -77,7 +77,9 @@ const checkIds = (ids: ReadonlyArray<number>) =>
     return [...new Set(ids)]
   })
 
-type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "searchItems" | "runNow">
+type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "totals" | "searchItems" | "runNow">
+
+const TOTAL_WHATS: ReadonlySet<string> = new Set(["done", "dead", "cancelled", "retried"])
 
 /** The read model's operations and "run now" over a dialect. */
 export const make = (dialect: Dialect, wakeups: Wakeups.Service): Ops => {
@@ -132,6 +134,12 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service): Ops => {
         ),
         Effect.map((rows) => rows.map((r): RetriedMinute => ({ minute: num(r.minute), kind: r.kind, count: num(r.n) })))
       ),
+    totals: dialect.totals.pipe(
+      Effect.map((rows) =>
+        rows.filter((r) => TOTAL_WHATS.has(r.what)).map((r): Total => ({ kind: r.kind, what: r.what as Total["what"], count: num(r.n) }))
+      ),
+      Effect.mapError(storage("totals"))
+    ),
     searchItems: search,
     runNow: (ids) =>
       checkIds(ids).pipe(

@@ -9,7 +9,7 @@ import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
   EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage,
   KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
-  SnoozeRequest, Stats, TickPass, WorkerHeartbeat, WorkerInfo, WorkerListOptions
+  SnoozeRequest, Stats, TickPass, Total, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 import type { Declaration } from "../../Recurring.js"
 
@@ -182,6 +182,13 @@ export interface Service {
    * (docket_minute_counts, migration 0009), kept a day.
    */
   readonly retriedPerMinute: (minutes?: number) => Effect.Effect<ReadonlyArray<RetriedMinute>, EI>
+  /**
+   * Every item that ever finished in each state, and every retry, by kind
+   * (`Total`): counts that never fall, for counters (/metrics'
+   * docket_finished_total, docket_retried_total). One statement over every
+   * finished item: for a scrape, not a hot path.
+   */
+  readonly totals: Effect.Effect<ReadonlyArray<Total>, E>
   /**
    * Items by state, kind, dedupe key and a text in the payload or last error,
    * newest first by id, a page at a time. Each page reads at most
