@@ -274,6 +274,23 @@ describe("npm start (docket demo)", () => {
     expect(out).toContain(`npx docket dashboard --database ${db}`)
     const stats = await docket(["stats", "--json", "--database", db])
     expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, done: 25, dead: 1 })
+    // The dashboard the demo points to, on its database: every page, the dead item, the counters.
+    const dashboard = start(["dashboard", "--database", db, "--port", "0"])
+    try {
+      await dashboard.waitFor(/listening on http:\/\/127\.0\.0\.1:\d+/)
+      const root = /http:\/\/127\.0\.0\.1:\d+/.exec(dashboard.stdout)![0]
+      for (const path of ["/", "/items", "/items?state=dead", "/items/26", "/kinds", "/recurring", "/workers"]) {
+        expect((await fetch(`${root}${path}`)).status, path).toBe(200)
+      }
+      expect(await (await fetch(`${root}/items?state=dead`)).text()).toContain(`href="/items/26"`)
+      expect(await (await fetch(`${root}/api/items/26`)).json()).toMatchObject({ id: 26, kind: "greet", state: "dead" })
+      const metrics = await (await fetch(`${root}/metrics`)).text()
+      expect(metrics).toContain(`docket_finished_total{kind="greet",state="dead"} 1`)
+      expect(metrics).toMatch(/^docket_retried_total\{kind="flaky"\} 8$/m)
+    } finally {
+      dashboard.child.kill("SIGTERM")
+      expect((await dashboard.exited).code).toBe(0)
+    }
     // The demo's temporary folder.
     if (/docket-demo-[^/]+\/docket\.db$/.test(db)) rmSync(dirname(db), { recursive: true, force: true })
   })
