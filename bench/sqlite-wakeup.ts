@@ -10,7 +10,7 @@
  * `Worker.layer`, concurrency 10, a no-op handler); this process is the other
  * process that enqueues (`QueueRepo.enqueue`, one item at a time, 40-60 ms
  * apart). Measured: pickup = the handler's start less the enqueue call's
- * return (both `performance.timeOrigin + now()`); the worker's CPU time
+ * return (both on the system's monotonic clock); the worker's CPU time
  * (`process.cpuUsage`) over an idle window, and the claims it made in it;
  * the claims made while draining a burst of items enqueued by this process
  * (own completions must not set off a storm of empty claims); and the
@@ -46,7 +46,8 @@ import { SqlClient } from "@effect/sql"
 import { Database, Docket, Handler, QueueRepo, Wakeups, Worker } from "../src/index.js"
 
 const KIND = "wake"
-const now = () => performance.timeOrigin + performance.now()
+// The system's monotonic clock, one for every process (bench/lib/protocol.ts says why not timeOrigin).
+const now = () => Number(process.hrtime.bigint()) / 1e6
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const quiet = Logger.minimumLogLevel(LogLevel.Warning)
 

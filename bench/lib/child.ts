@@ -12,7 +12,7 @@ import { load, isName } from "../adapters/registry.js"
 import type { JobHandler, Payload, RunningWorker } from "../adapters/types.js"
 import { counts, countPg, countSqlite, peakRssKb } from "./instrument.js"
 import type { ChildConfig, FromChild, ToChild } from "./protocol.js"
-import { now } from "./protocol.js"
+import { fromPerformance, now } from "./protocol.js"
 
 const send = (message: FromChild) => {
   if (process.send) process.send(message)
@@ -97,7 +97,7 @@ const main = async () => {
   const gcPauses: Array<readonly [number, number]> = []
   const loopStalls: Array<readonly [number, number]> = []
   const gcObserver = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) gcPauses.push([performance.timeOrigin + e.startTime, e.duration])
+    for (const e of list.getEntries()) gcPauses.push([fromPerformance(e.startTime), e.duration])
   })
   if (config.recordStarts) gcObserver.observe({ entryTypes: ["gc"] })
   const ticker = setInterval(() => {
@@ -105,7 +105,7 @@ const main = async () => {
     if (lastTick > 0) {
       const gap = t - lastTick - 10
       maxGap = Math.max(maxGap, gap)
-      if (config.recordStarts && gap > 2) loopStalls.push([performance.timeOrigin + lastTick + 10, gap])
+      if (config.recordStarts && gap > 2) loopStalls.push([fromPerformance(lastTick + 10), gap])
     }
     lastTick = t
   }, 10)

@@ -65,5 +65,16 @@ export type FromChild =
   | { readonly type: "result"; readonly result: ChildResult }
   | { readonly type: "error"; readonly message: string }
 
-/** Wall-clock milliseconds with sub-millisecond precision, comparable across processes. */
-export const now = (): number => performance.timeOrigin + performance.now()
+/**
+ * Milliseconds with sub-millisecond precision, comparable across processes:
+ * the system's monotonic clock (CLOCK_MONOTONIC on Linux, one clock for every
+ * process). Not `performance.timeOrigin + performance.now()`: each process
+ * fixes its timeOrigin from the wall clock when it starts, and here two
+ * processes' origins were seen hundreds of ms apart (a W2 run with two
+ * worker processes measured its drain as ending before it began: a negative
+ * rate, in 2 of 80 runs).
+ */
+export const now = (): number => Number(process.hrtime.bigint()) / 1e6
+
+/** A time of this process's performance timeline (a PerformanceEntry's) on `now`'s clock. */
+export const fromPerformance = (t: number): number => now() - (performance.now() - t)
