@@ -105,7 +105,7 @@ export interface Running {
   readonly child: ChildProcess
   stdout: string
   stderr: string
-  /** Waits until stdout matches, or fails after the timeout. */
+  /** Waits until stdout matches, or fails after the timeout (default 60 s: a worker's start took up to 21 s in a loaded full run). */
   readonly waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<void>
   /** Resolves when the process has exited. */
   readonly exited: Promise<Result>
@@ -123,7 +123,7 @@ export const start = (args: ReadonlyArray<string>, options: RunOptions = {}): Ru
     child,
     stdout: "",
     stderr: "",
-    waitFor: (pattern, timeoutMs = 20_000) =>
+    waitFor: (pattern, timeoutMs = 60_000) =>
       new Promise<void>((resolve, reject) => {
         const check = () => {
           if (pattern.test(running.stdout)) {
@@ -152,11 +152,11 @@ export const start = (args: ReadonlyArray<string>, options: RunOptions = {}): Ru
   return running
 }
 
-/** Polls `condition` until it holds, or fails after `timeoutMs` saying what was awaited. */
+/** Polls `condition` until it holds, or fails after `timeoutMs` (default 60 s) saying what was awaited. */
 export const waitUntil = async (
   what: string,
   condition: () => Promise<boolean> | boolean,
-  timeoutMs = 20_000,
+  timeoutMs = 60_000,
   everyMs = 50
 ): Promise<void> => {
   const deadline = performance.now() + timeoutMs

@@ -150,7 +150,14 @@ export const cancelRuntimeConformance = (backend: Backend) => {
           expect(twin._tag).toBe("Enqueued")
           expect(yield* repo.cancel([first.id])).toEqual(["cancelledRunning"])
           yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === twin.id)
-          expect(order).toEqual(["start 1", "interrupted 1", "start 2", "end 2"])
+          // The twin may start before the first run's interruption is seen:
+          // the cancel's commit makes it claimable at once, and the holder
+          // interrupts its run on hearing of the cancel, each a round trip of
+          // its own (one run lost that race in a full CI run). What holds:
+          // the first run never ends, it is interrupted, and the twin runs.
+          expect(order[0]).toBe("start 1")
+          expect([...order].sort()).toEqual(["end 2", "interrupted 1", "start 1", "start 2"])
+          expect(order.indexOf("start 2")).toBeLessThan(order.indexOf("end 2"))
           expect((yield* item(first.id))?.state).toBe("cancelled")
           expect((yield* item(twin.id))?.state).toBe("done")
         }))
