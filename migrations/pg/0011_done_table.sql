@@ -8,9 +8,10 @@
 -- 100,000 running rows completed 1,000 a statement (one session, medians of
 -- 3): delete 0.84 s, mark done in place 2.37 s, delete and insert into this
 -- table (its primary key and finished index) 1.45-1.67 s. In bench W2 (20,000
--- no-op jobs, 6 pairs alternated, this machine) keeping done items in place
--- ran at 0.83 / 0.82 (1 / 2 worker processes) of deleting them; moving them
--- here at 0.91-0.97 / 0.91-0.92 (docs/benchmarks.md, "The cost of history").
+-- no-op jobs, pairs alternated, this machine) keeping done items in place
+-- ran at 0.84-0.87 (1 worker process) of deleting them; moving them here at
+-- 0.90 (1 process) and 0.98 (2), medians of 32 pairs (docs/benchmarks.md,
+-- "The cost of history").
 --
 -- Complete (retention of done items above 0) is now one statement:
 --   WITH d AS (DELETE FROM docket_items ... RETURNING ...) INSERT INTO docket_done ...

@@ -1,6 +1,6 @@
 -- On SQLite done items stay in docket_items (migrations/pg/0011_done_table.sql
 -- moves them to a table of their own on PostgreSQL, where marking a row done
--- in place cost W2 17% against deleting it). Here the same UPDATE cost 2-4%
+-- in place cost W2 13-16% against deleting it). Here the same UPDATE cost 2-4%
 -- (issue 17's measurements, docs/benchmarks.md), and a move would be two
 -- statements (SQLite has no DELETE ... RETURNING inside an INSERT).
 --
