@@ -1,12 +1,14 @@
 import { SqlClient, Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Queue, Redacted, Schedule, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Redacted, Schedule, Scope } from "effect"
 import pg from "pg"
 import * as Database from "../src/Database.js"
 import { DirectPool } from "../src/internal/directPool.js"
+import * as Complete from "../src/internal/sql/complete.js"
 import * as List from "../src/internal/sql/list.js"
 import * as Prune from "../src/internal/sql/prune.js"
+import * as RetryDead from "../src/internal/sql/retryDead.js"
 import * as QueueRepo from "../src/QueueRepo.js"
 import { ageFinished, countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
@@ -30,6 +32,67 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
   queueRepoConformance(backend)
 
   describe("PostgreSQL only", () => {
+    /** A repository and a raw session of its own on a fresh database; `untilLockWait` polls until a statement waits for a row lock. */
+    const racing = Effect.gen(function*() {
+      const url = yield* Effect.promise(() => backend.fresh())
+      const repo = Context.get(yield* Layer.build(repoLayer(url)), QueueRepo.QueueRepo)
+      const client = Effect.acquireRelease(
+        Effect.promise(async () => {
+          const c = new pg.Client({ connectionString: url })
+          await c.connect()
+          return c
+        }),
+        (c) => Effect.promise(() => c.end())
+      )
+      const session = yield* client
+      // Its own connection: inside the session's open transaction pg_stat_activity would stay the snapshot of its first read.
+      const observer = yield* client
+      const query = (text: string, params: Array<unknown> = []) => Effect.promise(() => session.query(text, params))
+      const untilLockWait = Effect.promise(async () => {
+        const deadline = Date.now() + 10_000
+        for (;;) {
+          const { rows } = await observer.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+          )
+          if (rows[0].n > 0) return
+          if (Date.now() > deadline) throw new Error("no statement waited for a lock within 10 s")
+          await new Promise((r) => setTimeout(r, 10))
+        }
+      })
+      return { repo, query, untilLockWait }
+    })
+
+    it.live("a cancel that waits for the lock of an item being completed says finished, not unknown", () =>
+      Effect.gen(function*() {
+        const { query, repo, untilLockWait } = yield* racing
+        const { id } = yield* repo.enqueue("race", 1)
+        const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: 30_000 })
+        // The complete holds the row (moved to docket_done, not yet committed) while the cancel comes.
+        yield* query("BEGIN")
+        yield* query(Complete.pgKeep, [[id], [claim.token], null])
+        const cancel = yield* Effect.fork(repo.cancel([id]))
+        yield* untilLockWait
+        yield* query("COMMIT")
+        expect(yield* Fiber.join(cancel)).toEqual(["finished"])
+        expect(Option.getOrThrow(yield* repo.get(id)).state).toBe("done")
+      }).pipe(Effect.scoped, Effect.timeout("30 seconds")))
+
+    it.live("two dead retries at once retry an item once and count its death once", () =>
+      Effect.gen(function*() {
+        const { query, repo, untilLockWait } = yield* racing
+        const { id } = yield* repo.enqueue("twice", 1)
+        const [claim] = yield* repo.claim({ worker: "w", limit: 1, lease: 30_000 })
+        expect(yield* repo.fail(claim, "boom", { _tag: "Dead" })).toBe("dead")
+        yield* query("BEGIN")
+        expect((yield* query(RetryDead.pg, [[id], null])).rows.map((r) => Number(r.id))).toEqual([id])
+        const second = yield* Effect.fork(repo.retryDead({ ids: [id] }))
+        yield* untilLockWait
+        yield* query("COMMIT")
+        expect(yield* Fiber.join(second)).toEqual([])
+        expect((yield* repo.totals).filter((t) => t.what === "dead")).toEqual([{ kind: "twice", what: "dead", count: 1 }])
+        expect(Option.getOrThrow(yield* repo.get(id)).state).toBe("waiting")
+      }).pipe(Effect.scoped, Effect.timeout("30 seconds")))
+
     it.live("a prune skips rows another session holds (never waits for them), takes them at a later pass, and walks the finished index", () =>
       Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())

@@ -96,7 +96,17 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       ]),
     extend: (fences, leaseMs) =>
       run<FencedRow>(Extend.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token)), leaseMs]),
-    cancel: (ids, error) => run<CancelRow>(Cancel.pg, [intArray(ids), error]),
+    cancel: (ids, error) =>
+      Effect.flatMap(run<CancelRow>(Cancel.pg, [intArray(ids), error]), (rows) => {
+        const answered = new Set(rows.map((r) => Number(r.id)))
+        const missing = ids.filter((id) => !answered.has(id))
+        if (missing.length === 0) return Effect.succeed(rows)
+        // Completed while the cancel waited for its lock: finished (sql/cancel.ts, pgExisting).
+        return Effect.map(
+          run<IdRow>(Cancel.pgExisting, [intArray(missing)]),
+          (found) => [...rows, ...found.map((f): CancelRow => ({ id: f.id, outcome: "finished" }))]
+        )
+      }),
     stats: run<StatsRow>(Stats.pg, []),
     get: (id) => run<ItemRow>(Get.pg, [id]),
     getMany: (ids) => run<ItemRow>(Get.pgMany, [intArray(ids)]),

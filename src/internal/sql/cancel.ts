@@ -69,3 +69,12 @@ export const sqliteWaiting = sqliteCancel("waiting", "cancelled")
 
 /** SQLite, third: every id that names an item (those the updates did not change are finished). */
 export const sqliteExisting = `SELECT id FROM docket_items_all WHERE id IN (SELECT value FROM json_each(?1))`
+
+/**
+ * PostgreSQL, after the cancel: $1 the ids it returned no row for; those that
+ * name an item (in a new snapshot). A complete that committed while the
+ * cancel waited for the row's lock moved the item to docket_done after the
+ * cancel's snapshot was taken, so the cancel saw it in neither table: it is
+ * finished, not unknown.
+ */
+export const pgExisting = `SELECT id FROM docket_items_all WHERE id = ANY($1::bigint[])`

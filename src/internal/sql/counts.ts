@@ -9,10 +9,12 @@
  * PostgreSQL: a CTE that adds the rows of `from` (a CTE of the same
  * statement with columns kind and n) to the counts of `what` (a constant or
  * a parameter mark). Data-modifying CTEs run whether or not the query reads them.
+ * Rows are upserted in kind order, so two statements counting several kinds
+ * lock them in the same order and never deadlock (as fail orders its rows).
  */
 export const pgAdd = (name: string, from: string, what: string) => `${name} AS (
   INSERT INTO docket_counts (kind, what, n)
-  SELECT kind, ${what}, sum(n) FROM ${from} GROUP BY kind
+  SELECT kind, ${what}, sum(n) FROM ${from} GROUP BY kind ORDER BY kind
   ON CONFLICT (kind, what) DO UPDATE SET n = docket_counts.n + excluded.n
 )`
 

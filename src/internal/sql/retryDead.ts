@@ -8,7 +8,11 @@
  * retried by the same call) stays dead: the waiting item stands for it. So
  * one item per (kind, key) is retried, and none whose key a waiting item holds.
  * Each retried item is added to its kind's count of dead items that left the
- * dead state (docket_counts, 0012): the dead counter never falls.
+ * dead state (docket_counts, 0012): the dead counter never falls. The update
+ * checks the state again: two retries at once both pick a candidate from
+ * their snapshots, and after waiting for the first one's lock PostgreSQL
+ * re-checks only the update's own conditions, so without it the second would
+ * retry the item again (and count its death twice).
  */
 import { waitingTwin } from "./absorb.js"
 import * as Now from "./clock.js"
@@ -28,7 +32,7 @@ WITH candidates AS (
   UPDATE docket_items u
   SET state = 'waiting', attempts = 0, snoozes = 0, run_at = ${Now.pg}, claimed_by = NULL, lease_until = NULL,
       finished_at = NULL, result = NULL, updated_at = ${Now.pg}
-  FROM candidates c WHERE u.id = c.id
+  FROM candidates c WHERE u.id = c.id AND u.state = 'dead'
   RETURNING u.id, u.kind, 1 AS n
 ), ${pgAdd("counted", "retried", "'dead'")}
 SELECT id, (SELECT pg_notify('${NOTIFY_CHANNEL}', 'retried')) IS NULL AS notified FROM retried`
