@@ -33,6 +33,7 @@ import * as Api from "./internal/dashboard/api.js"
 import { hostAllowed, LOOPBACK_HOSTS, WrongTokens } from "./internal/dashboard/auth.js"
 import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
+import { Confirmations } from "./internal/dashboard/bulk.js"
 import { OverviewCache, TotalsCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
 import type * as QueueRepo from "./QueueRepo.js"
@@ -100,7 +101,8 @@ const configOf = (options: Options): Config => {
     database: options.database === undefined ? null : describeDatabase(options.database),
     wrongTokens: new WrongTokens(),
     overview: new OverviewCache(),
-    totals: new TotalsCache()
+    totals: new TotalsCache(),
+    confirmations: new Confirmations()
   }
 }
 

@@ -57,43 +57,52 @@ describe.each(cliBackends(cleanups))("the dashboard's bulk and schedule actions 
       expect(confirm.status).toBe(200)
       const text = await confirm.text()
       expect(text).toContain("Retry 3 dead items?")
-      expect(text).toContain(`name="confirm" value="3"`)
-      expect(text).toContain(`name="upto" value="${Math.max(...ids)}"`)
+      const confirmation = /name="confirm" value="([0-9a-f-]{36})"/.exec(text)![1]
       expect(await statesOf(served, ids)).toEqual(["dead", "dead", "dead"])
       // One more dies after the confirmation was shown: the confirmed three are retried, not it.
       const [later] = await deadItems(served, "bulk.retry", 1)
-      const upto = String(Math.max(...ids))
-      // A confirmation that is not one the page sent: 400, nothing changed.
-      expect((await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: "3" }, { cookie })).status).toBe(400)
-      const done = await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: "3", upto }, { cookie })
+      // A confirmation the dashboard did not give: nothing done, asked again (409) with the count now.
+      const unknown = await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: "3" }, { cookie })
+      expect(unknown.status).toBe(409)
+      const unknownPage = await unknown.text()
+      expect(unknownPage).toContain("That confirmation is unknown here or expired; nothing was done.")
+      expect(unknownPage).toContain("Retry 4 dead items?")
+      expect(await statesOf(served, [...ids, later])).toEqual(["dead", "dead", "dead", "dead"])
+      const done = await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry", confirm: confirmation }, { cookie })
       expect(done.status).toBe(303)
       expect(done.headers.get("location")).toBe("/items?state=dead&kind=bulk.retry&bulk=retry&n=3")
       expect(await statesOf(served, [...ids, later])).toEqual(["waiting", "waiting", "waiting", "dead"])
       const after = await (await get(`${served.root}${done.headers.get("location")!}`, { cookie })).text()
       expect(after).toContain("Retried 3 items.")
+      // A confirmation given for another filter is not taken for this one.
+      const other = await (await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", kind: "bulk.retry" }, { cookie })).text()
+      const otherKey = /name="confirm" value="([0-9a-f-]{36})"/.exec(other)![1]
+      expect((await postForm(`${served.root}/items/bulk/retry`, { _csrf: csrf, state: "dead", confirm: otherKey }, { cookie })).status).toBe(409)
+      expect(await statesOf(served, [later])).toEqual(["dead"])
       // A notice names only a known action and a number.
       const forged = await (await get(`${served.root}/items?bulk=retry&n=%3Cb%3E`, { cookie })).text()
       expect(forged).not.toContain("Retried")
     })
 
-    it("a confirmed bulk action whose matches changed meanwhile does nothing and asks again with the new count", async () => {
+    it("a confirmed bulk action acts on the items its page counted: not on one that matches later, not twice", async () => {
       const ids = await deadItems(served, "bulk.changed", 3)
       const { cookie, csrf } = session
       const form = { _csrf: csrf, state: "dead", kind: "bulk.changed" }
       const text = await (await postForm(`${served.root}/items/bulk/delete`, form, { cookie })).text()
       expect(text).toContain("Delete 3 dead items?")
-      const upto = /name="upto" value="(\d+)"/.exec(text)![1]
-      // Someone retries one of them meanwhile: two match now, not the three confirmed.
+      const confirm = /name="confirm" value="([0-9a-f-]{36})"/.exec(text)![1]
+      // Meanwhile another item dies, and someone retries one of the three.
+      const [later] = await deadItems(served, "bulk.changed", 1)
       await served.repo((r) => r.retryDead({ ids: [ids[0]] }))
-      const again = await postForm(`${served.root}/items/bulk/delete`, { ...form, confirm: "3", upto }, { cookie })
-      expect(again.status).toBe(409)
-      const page = await again.text()
-      expect(page).toContain("The matching items changed since you confirmed; nothing was done.")
-      expect(page).toContain("Delete 2 dead items?")
-      expect(await statesOf(served, ids)).toEqual(["waiting", "dead", "dead"])
-      const done = await postForm(`${served.root}/items/bulk/delete`, { ...form, confirm: "2", upto }, { cookie })
+      const done = await postForm(`${served.root}/items/bulk/delete`, { ...form, confirm }, { cookie })
       expect(done.status).toBe(303)
-      expect(await statesOf(served, ids)).toEqual(["waiting", "gone", "gone"])
+      expect(done.headers.get("location")).toBe("/items?state=dead&kind=bulk.changed&bulk=delete&n=2")
+      // The retried one is no longer dead (left), the one that died later was not confirmed (left).
+      expect(await statesOf(served, [...ids, later])).toEqual(["waiting", "gone", "gone", "dead"])
+      // A confirmation is taken once.
+      const replay = await postForm(`${served.root}/items/bulk/delete`, { ...form, confirm }, { cookie })
+      expect(replay.status).toBe(409)
+      expect(await statesOf(served, [later])).toEqual(["dead"])
     })
 
     it("bulk cancel and delete through the API change exactly the matching items; without the token nothing", async () => {
@@ -130,8 +139,8 @@ describe.each(cliBackends(cleanups))("the dashboard's bulk and schedule actions 
       const confirmText = await confirm.text()
       expect(confirmText).toContain("Run now 2 scheduled items?")
       expect(await Promise.all(later.map(runAt))).toEqual(before.slice(0, 2))
-      const upto = /name="upto" value="(\d+)"/.exec(confirmText)![1]
-      const done = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later", confirm: "2", upto }, { cookie })
+      const confirmation = /name="confirm" value="([0-9a-f-]{36})"/.exec(confirmText)![1]
+      const done = await postForm(`${served.root}/items/bulk/run-now`, { _csrf: csrf, kind: "bulk.later", confirm: confirmation }, { cookie })
       expect(done.status).toBe(303)
       expect(done.headers.get("location")).toBe("/items?kind=bulk.later&bulk=run-now&n=2")
       const [a, b, c, d] = await Promise.all([...later, due, otherKind].map(runAt))

@@ -6,9 +6,12 @@
  * the same repository operation as the single-item action to all of them in
  * one statement; items not in a state the operation applies to are left as
  * they are (retryDead and deleteDead take dead items only, cancel waiting and
- * running ones, runNow scheduled ones: waiting and due later). The page asks for a confirmation showing the count first.
+ * running ones, runNow scheduled ones: waiting and due later). The page asks
+ * for a confirmation showing the count first, and the confirmed post acts on
+ * the items that page counted (`Confirmations`).
  */
 import { Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
 import type { Service } from "../store/service.js"
 import * as Model from "./model.js"
 import { type ItemFilter, Problem, toProblem } from "./model.js"
@@ -54,14 +57,52 @@ export const collect = (repo: Service, filter: ItemFilter, action: BulkAction): 
     return { ids, more: true }
   })
 
-/** A confirmation's count and newest id, as the confirmation page's form sent them; a 400 if they are not. */
-export const readConfirmation = (count: string, upto: string): Effect.Effect<{ readonly count: number; readonly upto: number }, Problem> => {
-  const n = /^\d{1,9}$/.test(count) ? Number(count) : -1
-  const id = /^\d{1,16}$/.test(upto) ? Number(upto) : -1
-  return n < 0 || n > MAX_BULK || !Number.isSafeInteger(id) || id < 0
-    ? Effect.fail(new Problem({ status: 400, message: "confirm and upto must be the count and the newest id the confirmation showed" }))
-    : Effect.succeed({ count: n, upto: id })
+/** How long a confirmation page's items wait for the confirming post. */
+export const CONFIRMATION_TTL_MS = 10 * 60_000
+/** The most confirmations one dashboard process keeps waiting (the oldest dropped first). */
+const MAX_CONFIRMATIONS = 32
+
+interface Pending {
+  readonly action: BulkAction
+  readonly filter: string
+  readonly ids: ReadonlyArray<number>
+  readonly at: number
 }
+
+/**
+ * The items each confirmation page asked about, by a random id the page's
+ * form sends back: the confirmed post acts on exactly those (the ones still
+ * in a state the action applies to), not on whatever matches the filter by
+ * then. Kept in the dashboard process, for 10 minutes, at most 32: behind a
+ * load balancer without sticky sessions a confirmation may reach another
+ * process, which then asks again.
+ */
+export class Confirmations {
+  private readonly pending = new Map<string, Pending>()
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  /** Keeps the ids a page asks to confirm; the id its form sends back. */
+  put(action: BulkAction, filter: ItemFilter, ids: ReadonlyArray<number>): string {
+    const now = this.clock()
+    for (const [key, p] of this.pending) if (now - p.at > CONFIRMATION_TTL_MS) this.pending.delete(key)
+    while (this.pending.size >= MAX_CONFIRMATIONS) this.pending.delete(this.pending.keys().next().value!)
+    const key = randomUUID()
+    this.pending.set(key, { action, filter: filterKey(filter), ids, at: now })
+    return key
+  }
+
+  /** The ids confirmed under `key` for this action and filter, once; none if unknown, expired or for another action or filter. */
+  take(key: string, action: BulkAction, filter: ItemFilter): Option.Option<ReadonlyArray<number>> {
+    const p = this.pending.get(key)
+    if (p === undefined) return Option.none()
+    this.pending.delete(key)
+    const fresh = this.clock() - p.at <= CONFIRMATION_TTL_MS
+    return fresh && p.action === action && p.filter === filterKey(filter) ? Option.some(p.ids) : Option.none()
+  }
+}
+
+const filterKey = (f: ItemFilter): string => JSON.stringify([f.state ?? null, f.kind ?? null, f.key ?? null, f.q ?? null])
 
 /** Applies the action to the collected ids, in one statement; how many items it changed. */
 export const apply = (repo: Service, ids: ReadonlyArray<number>, action: BulkAction): Effect.Effect<number, Problem> => {

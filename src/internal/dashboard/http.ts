@@ -7,6 +7,7 @@ import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, UrlParams }
 import { Effect, Option } from "effect"
 import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret, type WrongTokens } from "./auth.js"
 import type { View } from "./layout.js"
+import type { Confirmations } from "./bulk.js"
 import { type OverviewCache, Problem, type TotalsCache } from "./model.js"
 
 /** The dashboard's configuration, checked (Dashboard.ts). */
@@ -23,6 +24,8 @@ export interface Config {
   readonly overview: OverviewCache
   /** /metrics' counters' totals, read at most every 2 s. */
   readonly totals: TotalsCache
+  /** The items bulk confirmation pages asked about (this router's own). */
+  readonly confirmations: Confirmations
 }
 
 /** The address a request came from, as the wrong-token count keys it. */

@@ -287,15 +287,14 @@ const CONFIRM: Record<BulkAction, { readonly verb: string; readonly what: string
 /** The confirmation of a bulk action: how many items it would change, and the button that does it. */
 /**
  * Asks to confirm a bulk action on the items a filter matches now. The form
- * carries their count and the newest id among them: the confirmed post acts on
- * those items only (none enqueued since), and only if they are still as many
- * (`changed`: they were not, so it asks again).
+ * carries the id under which the dashboard keeps those items (`key`): the
+ * confirmed post acts on them, not on what matches by then. `again`: a
+ * confirmation came back unknown or expired, so this asks anew.
  */
-export const confirmBulkPage = (view: View, filter: ItemFilter, action: BulkAction, matched: Matched, changed = false): Html => {
+export const confirmBulkPage = (view: View, filter: ItemFilter, action: BulkAction, matched: Matched, key: string, again = false): Html => {
   const { verb, what } = CONFIRM[action]
-  const upto = matched.ids.length === 0 ? 0 : Math.max(...matched.ids)
   return page(view, "Confirm", html`<h1>${verb[0].toUpperCase() + verb.slice(1)} ${matched.ids.length} ${what} items?</h1>
-${changed ? html`<p class="badge bad" id="notice">The matching items changed since you confirmed; nothing was done. Confirm again.</p>` : ""}
+${again ? html`<p class="badge bad" id="notice">That confirmation is unknown here or expired; nothing was done. Confirm again.</p>` : ""}
 <p>Filter: ${describeFilter(filter)}.${matched.more ? html` <strong>More items may match</strong>: one action takes the newest ${matched.ids.length}.` : ""}</p>
 ${
     matched.ids.length === 0
@@ -303,7 +302,7 @@ ${
       : html`<div id="confirm">${
         actionForm(view, `/items/bulk/${action}`, `Yes, ${verb} ${matched.ids.length} items`, {
           danger: action === "cancel" || action === "delete",
-          fields: html`${filterFields(filter)}<input type="hidden" name="confirm" value="${matched.ids.length}"><input type="hidden" name="upto" value="${upto}">`
+          fields: html`${filterFields(filter)}<input type="hidden" name="confirm" value="${key}">`
         })
       }</div>`
   }

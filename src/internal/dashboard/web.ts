@@ -4,7 +4,7 @@
  * login and logout, and the style sheet.
  */
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as QueueRepo from "../../QueueRepo.js"
 import * as Assets from "./assets.js"
 import * as Bulk from "./bulk.js"
@@ -116,22 +116,25 @@ const asset = (body: string, contentType: string) => Effect.succeed(secured(Char
 
 const FILTER_FIELDS = ["state", "kind", "key", "q"] as const
 
-// A bulk action by form: the first post shows the count and asks to confirm;
-// the confirmation's post (confirm=N, upto=the newest id then) acts on the
-// matches up to that id, if they are still N (else it asks again: a person
-// confirms a number, and acting on more or others than that would betray it),
-// then goes back to the list.
+// A bulk action by form: the first post shows the count and asks to confirm
+// (the items it counted kept under a random id the form carries); the
+// confirmation's post acts on those items (Bulk.Confirmations), then goes back
+// to the list. An unknown or expired confirmation asks again (409): a person
+// confirmed those items, and acting on others would betray it.
 const bulkAction = (config: Config): Handler => (request, repo, view, p) =>
   Effect.gen(function*() {
     const name = p.action as Bulk.BulkAction
     if (!Bulk.BULK_ACTIONS.includes(name)) return yield* new Problem({ status: 404, message: "no such action" })
     const form = yield* formOf(request)
     const filter = yield* Model.readFilter(new URLSearchParams(FILTER_FIELDS.map((f): [string, string] => [f, field(form, f)])))
-    const matched = yield* Bulk.collect(repo, filter, name)
-    if (field(form, "confirm") === "") return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched))
-    const confirmed = yield* Bulk.readConfirmation(field(form, "confirm"), field(form, "upto"))
-    const ids = matched.ids.filter((id) => id <= confirmed.upto)
-    if (ids.length !== confirmed.count) return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched, true), 409)
+    const confirmed = field(form, "confirm") === "" ? Option.none() : config.confirmations.take(field(form, "confirm"), name, filter)
+    if (Option.isNone(confirmed)) {
+      const matched = yield* Bulk.collect(repo, filter, name)
+      const key = config.confirmations.put(name, filter, matched.ids)
+      const again = field(form, "confirm") !== ""
+      return htmlResponse(Pages.confirmBulkPage(view, filter, name, matched, key, again), again ? 409 : 200)
+    }
+    const ids = confirmed.value
     const changed = yield* Bulk.apply(repo, ids, name)
     const back = new URLSearchParams()
     for (const f of FILTER_FIELDS) if (filter[f] !== undefined) back.set(f, filter[f])
