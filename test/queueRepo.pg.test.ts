@@ -123,7 +123,8 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         const plan = yield* explain(Prune.pgDone, [86_400_000, 1000])
         expect(plan).toMatch(/Index Scan using docket_done_finished/)
         expect(plan).toMatch(/Index Scan using docket_items_finished/)
-        expect(plan).not.toMatch(/Sort/)
+        // (Its counts are sorted by kind, a few rows: the walk itself is not.)
+        expect(plan).not.toMatch(/Sort Key: \w+\.finished_at/)
         // `list` of done items merges both tables' indexes walked backwards from the cursor's key, no sort either.
         const listPlan = yield* explain(List.pg.finished, ["done", null, 1e15, 1e15, 51])
         expect(listPlan).toMatch(/Merge Append/)

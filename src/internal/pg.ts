@@ -51,6 +51,22 @@ const completeWith = (run: Bindings.Run): Dialect["complete"] => (rows, keep) =>
 }
 
 /**
+ * Cancel, then the ids it returned no row for read again in a new snapshot:
+ * one completed while the cancel waited for its lock is in docket_done, and
+ * finished (sql/cancel.ts, pgExisting).
+ */
+const cancelWith = (run: Bindings.Run): Dialect["cancel"] => (ids, error) =>
+  Effect.flatMap(run<CancelRow>(Cancel.pg, [intArray(ids), error]), (rows) => {
+    const answered = new Set(rows.map((r) => Number(r.id)))
+    const missing = ids.filter((id) => !answered.has(id))
+    if (missing.length === 0) return Effect.succeed(rows)
+    return Effect.map(
+      run<IdRow>(Cancel.pgExisting, [intArray(missing)]),
+      (found) => [...rows, ...found.map((f): CancelRow => ({ id: f.id, outcome: "finished" }))]
+    )
+  })
+
+/**
  * The PostgreSQL dialect. Given a scope, claims run on one connection reserved
  * from the pool on the first claim (and again after a connection error), held
  * until the scope closes: a worker woken from idle claims without the pool's
@@ -96,17 +112,7 @@ export const make = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool
       ]),
     extend: (fences, leaseMs) =>
       run<FencedRow>(Extend.pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token)), leaseMs]),
-    cancel: (ids, error) =>
-      Effect.flatMap(run<CancelRow>(Cancel.pg, [intArray(ids), error]), (rows) => {
-        const answered = new Set(rows.map((r) => Number(r.id)))
-        const missing = ids.filter((id) => !answered.has(id))
-        if (missing.length === 0) return Effect.succeed(rows)
-        // Completed while the cancel waited for its lock: finished (sql/cancel.ts, pgExisting).
-        return Effect.map(
-          run<IdRow>(Cancel.pgExisting, [intArray(missing)]),
-          (found) => [...rows, ...found.map((f): CancelRow => ({ id: f.id, outcome: "finished" }))]
-        )
-      }),
+    cancel: cancelWith(run),
     stats: run<StatsRow>(Stats.pg, []),
     get: (id) => run<ItemRow>(Get.pg, [id]),
     getMany: (ids) => run<ItemRow>(Get.pgMany, [intArray(ids)]),

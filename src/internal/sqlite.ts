@@ -12,7 +12,7 @@ import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import * as Bindings from "./bindings.js"
-import type { Dialect } from "./dialect.js"
+import type { DeadSelection, Dialect } from "./dialect.js"
 import * as SqliteClaim from "./sqliteClaim.js"
 import * as Transaction from "./transaction.js"
 import type { CancelRow, FencedRow, FencedStateRow, IdRow, ItemRow, KeyRow, KindRow, StatsRow, TotalRow } from "./rows.js"
@@ -113,6 +113,33 @@ const counting = <A extends { readonly kind: string }>(
     return rows
   }))
 
+/**
+ * The statements that take finished items (or retry counts) out of the store,
+ * each with its count added to docket_counts in the same transaction.
+ */
+const countedRemovals = (
+  run: Bindings.Run,
+  transaction: Dialect["transaction"]
+): Pick<Dialect, "prune" | "pruneMinuteCounts" | "retryDead" | "deleteDead"> => {
+  const dead = (text: string) => (selection: DeadSelection) =>
+    counting(run, transaction, run<IdRow & { kind: string }>(text, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]), "dead")
+  return {
+    prune: (state, retentionMs, limit) =>
+      counting(run, transaction, run<{ kind: string }>(Prune.sqlite, [state, retentionMs, limit]), state)
+        .pipe(Effect.map((rows) => rows.length)),
+    pruneMinuteCounts: (keptMs, limit) =>
+      counting(
+        run,
+        transaction,
+        run<{ kind: string; retried: number }>(Prune.sqliteMinuteCounts, [keptMs, limit]),
+        "retried",
+        (r) => Number(r.retried)
+      ).pipe(Effect.map((rows) => rows.length)),
+    retryDead: dead(RetryDead.sqlite),
+    deleteDead: dead(DeleteDead.sqlite)
+  }
+}
+
 /** The SQLite dialect over `sql`. */
 export const make = (sql: SqlClient): Dialect => {
   const transaction = Transaction.typed(sql)
@@ -161,31 +188,7 @@ export const make = (sql: SqlClient): Dialect => {
       q.by === "finished"
         ? run<ItemRow>(List.sqlite.finished, [q.state, q.kind, q.finishedBefore, q.idBefore, q.limit])
         : run<ItemRow>(List.sqlite[q.by], [q.kind, q.idBefore, q.limit]),
-    prune: (state, retentionMs, limit) =>
-      counting(run, transaction, run<{ kind: string }>(Prune.sqlite, [state, retentionMs, limit]), state)
-        .pipe(Effect.map((rows) => rows.length)),
-    pruneMinuteCounts: (keptMs, limit) =>
-      counting(
-        run,
-        transaction,
-        run<{ kind: string; retried: number }>(Prune.sqliteMinuteCounts, [keptMs, limit]),
-        "retried",
-        (r) => Number(r.retried)
-      ).pipe(Effect.map((rows) => rows.length)),
-    retryDead: (selection) =>
-      counting(
-        run,
-        transaction,
-        run<IdRow & { kind: string }>(RetryDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
-        "dead"
-      ),
-    deleteDead: (selection) =>
-      counting(
-        run,
-        transaction,
-        run<IdRow & { kind: string }>(DeleteDead.sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
-        "dead"
-      ),
+    ...countedRemovals(run, transaction),
     totals: run<TotalRow>(Counts.sqliteTotals, []),
     nextDue: run<{ wait_ms: number | string | null }>(NextDue.sqlite, []),
     listKinds: run<KindRow>(Kinds.sqliteList, []),
