@@ -30,7 +30,7 @@ import { HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { InvalidInput } from "./Errors.js"
 import * as Api from "./internal/dashboard/api.js"
-import { hostAllowed, LOOPBACK_HOSTS, WrongTokens } from "./internal/dashboard/auth.js"
+import { hostAllowed, LOOPBACK_HOSTS, publicOrigin, WrongTokens } from "./internal/dashboard/auth.js"
 import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
 import { Confirmations } from "./internal/dashboard/bulk.js"
@@ -56,6 +56,14 @@ export interface Options {
    * whose name an attacker points at 127.0.0.1 (DNS rebinding) cannot read it.
    */
   readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /**
+   * The address people open the dashboard at when a reverse proxy serves it
+   * (e.g. "https://ops.example.com"): a form posted from that origin is not
+   * cross-site even when the proxy rewrites Host to the dashboard's own
+   * address, and its host name joins `allowedHosts` when the proxy keeps
+   * Host. Without it, such a proxy's users could read but never act.
+   */
+  readonly publicOrigin?: string | undefined
 }
 
 /** The names a dashboard bound to a loopback address answers to: 127.0.0.1, localhost, [::1]. */
@@ -82,6 +90,14 @@ export const describeDatabase = (url: string): string => {
   }
 }
 
+/** The public origin of the options, checked (an `InvalidInput` on "dashboard" when it is not an http(s) URL), or null. */
+const publicOf = (options: Options): { readonly origin: string; readonly hostname: string } | null => {
+  if (options.publicOrigin === undefined || options.publicOrigin === "") return null
+  const checked = publicOrigin(options.publicOrigin)
+  if (typeof checked === "string") throw new InvalidInput({ field: "dashboard", reason: checked })
+  return checked
+}
+
 /** The options checked; a bad one throws an `InvalidInput` on "dashboard" (a program's mistake, found when it starts). */
 const configOf = (options: Options): Config => {
   const base = options.basePath ?? ""
@@ -89,6 +105,7 @@ const configOf = (options: Options): Config => {
     throw new InvalidInput({ field: "dashboard", reason: `basePath must be "" or like "/docket" (got "${base}")` })
   }
   const token = options.token === undefined || options.token === "" ? null : options.token
+  const known = publicOf(options)
   if (token !== null && (token.length < MIN_TOKEN_LENGTH || token.length > 1024 || /\s/.test(token))) {
     throw new InvalidInput({
       field: "dashboard",
@@ -98,6 +115,7 @@ const configOf = (options: Options): Config => {
   return {
     base,
     token,
+    origins: known === null ? [] : [known.origin],
     database: options.database === undefined ? null : describeDatabase(options.database),
     wrongTokens: new WrongTokens(),
     overview: new OverviewCache(),
@@ -115,7 +133,10 @@ const configOf = (options: Options): Config => {
 export const router = (options: Options = {}): HttpRouter.HttpRouter<never, QueueRepo.QueueRepo> => {
   const config = configOf(options)
   const routes = HttpRouter.concat(Api.routes(config), Web.routes(config))
-  const hosts = options.allowedHosts
+  const known = publicOf(options)
+  const hosts = options.allowedHosts === undefined || known === null
+    ? options.allowedHosts
+    : [...options.allowedHosts, known.hostname]
   if (hosts === undefined) return routes
   const misdirected = json({ error: "this dashboard does not answer to that host name", status: 421 }, 421)
   return HttpRouter.use(routes, (route) =>

@@ -60,7 +60,8 @@ describe("docket dashboard's usage", () => {
     const cases: Array<readonly [ReadonlyArray<string>, RegExp]> = [
       [["--token", "short"], /token must be 16 to 1024 characters/],
       [["--base-path", "docket/"], /basePath must be/],
-      [["--port", "70000"], /--port must be from 0 to 65535/]
+      [["--port", "70000"], /--port must be from 0 to 65535/],
+      [["--public-origin", "ops.example.com"], /publicOrigin must be a URL/]
     ]
     for (const [args, message] of cases) {
       const result = await docket(["dashboard", "--database", db, ...args])

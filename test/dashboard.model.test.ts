@@ -103,6 +103,34 @@ describe("tokens, sessions and hosts", () => {
     expect(Auth.crossSite(facts({ origin: "http://127.0.0.1:4681" }))).not.toBeNull()
     expect(Auth.crossSite(facts({ origin: "null" }))).not.toBeNull()
   })
+
+  it("behind a proxy: the public origin's posts are not cross-site, other origins still are", () => {
+    const facts = (headers: Record<string, string>) => ({ headers: { host: "127.0.0.1:4680", ...headers }, cookies: {} })
+    const origins = ["https://ops.example.com"]
+    expect(Auth.crossSite(facts({ origin: "https://ops.example.com" }), origins)).toBeNull()
+    expect(Auth.crossSite(facts({ origin: "https://ops.example.com" }))).not.toBeNull()
+    expect(Auth.crossSite(facts({ origin: "http://ops.example.com" }), origins)).not.toBeNull()
+    expect(Auth.crossSite(facts({ origin: "https://ops.example.com.evil.example" }), origins)).not.toBeNull()
+    expect(Auth.crossSite(facts({ origin: "https://ops.example.com", "sec-fetch-site": "cross-site" }), origins)).not.toBeNull()
+    expect(Auth.publicOrigin("https://Ops.Example.com/docket/")).toEqual({ origin: "https://ops.example.com", hostname: "ops.example.com" })
+    expect(Auth.publicOrigin("https://[::1]:8443")).toEqual({ origin: "https://[::1]:8443", hostname: "[::1]" })
+    expect(Auth.publicOrigin("ops.example.com")).toMatch(/must be a URL/)
+    expect(Auth.publicOrigin("ftp://ops.example.com")).toMatch(/http or https/)
+  })
+
+  it("only a Bearer header is a token attempt: a proxy's Basic header leaves the session cookie in charge", () => {
+    const token = "test-token-0123456789abcdef"
+    const session = Auth.newSession(token, 1_000)
+    const facts = (authorization: string | undefined, cookie: string | undefined) => ({
+      headers: authorization === undefined ? {} : { authorization },
+      cookies: cookie === undefined ? {} : { [Auth.SESSION_COOKIE]: cookie }
+    })
+    expect(Auth.access(facts("Basic dXNlcjpwYXNz", session), token, 2_000)._tag).toBe("Session")
+    expect(Auth.access(facts("Basic dXNlcjpwYXNz", undefined), token, 2_000)._tag).toBe("Anonymous")
+    expect(Auth.access(facts("Bearer nope-nope-nope-nope", session), token, 2_000)._tag).toBe("BadToken")
+    expect(Auth.access(facts("Bearer", session), token, 2_000)._tag).toBe("BadToken")
+    expect(Auth.access(facts(`bearer ${token}`, undefined), token, 2_000)._tag).toBe("Bearer")
+  })
 })
 
 describe("the limits form", () => {

@@ -135,7 +135,8 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       expect(none.status).toBe(401)
       expect(((await none.json()) as { error: string }).error).toMatch(/log in|Bearer/)
       expect((await postJson(url, undefined, { authorization: "Bearer wrong-token-0123456789" })).status).toBe(403)
-      expect((await postJson(url, undefined, { authorization: "Basic abc" })).status).toBe(403)
+      // Another scheme is no token attempt: no credentials (401), not a wrong token.
+      expect((await postJson(url, undefined, { authorization: "Basic abc" })).status).toBe(401)
       expect((await get(url, { authorization: `Bearer ${TOKEN}` })).status).toBe(405)
       // A forged session cookie is no session.
       expect((await postForm(`${guarded.root}/items/${ids.dead}/retry`, { _csrf: "x" }, { cookie: "docket_session=abc~1.xyz" })).status).toBe(401)
@@ -144,6 +145,70 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       const page = await (await get(`${guarded.root}/items/${ids.dead}`)).text()
       expect(page).toContain(`href="${BASE}/login"`)
       expect(page).not.toContain("_csrf")
+    })
+
+    it("behind a reverse proxy: the public origin may log in and act (Host kept or rewritten), a Basic header leaves the session in charge and is no wrong token", async () => {
+      const PUBLIC = "https://ops.example.com"
+      const proxied = await serve(url, { token: TOKEN, basePath: BASE, allowedHosts: Dashboard.LOOPBACK_HOSTS, publicOrigin: PUBLIC })
+      cleanups.push(proxied.dispose)
+      const port = Number(proxied.host.split(":")[1])
+      // A proxy that keeps the browser's Host: the public name is answered to, others still get 421.
+      const status = (host: string) =>
+        new Promise<number>((resolve, reject) => {
+          const req = request({ host: "127.0.0.1", port, path: `${BASE}/items`, headers: { host } }, (res) => {
+            res.resume()
+            resolve(res.statusCode ?? 0)
+          })
+          req.on("error", reject)
+          req.end()
+        })
+      expect(await status("ops.example.com")).toBe(200)
+      expect(await status("evil.example")).toBe(421)
+      // A proxy that rewrites Host to 127.0.0.1:port: the browser's Origin is the public one.
+      expect((await postForm(`${guarded.root}/login`, { token: TOKEN }, { origin: PUBLIC })).status).toBe(403)
+      const basic = "Basic dXNlcjpwYXNzd29yZA=="
+      const loggedIn = await postForm(`${proxied.root}/login`, { token: TOKEN }, { origin: PUBLIC, authorization: basic })
+      expect(loggedIn.status).toBe(303)
+      const cookie = (loggedIn.headers.get("set-cookie") ?? "").split(";")[0]
+      // The proxy's Basic header on every request: the session still counts (the page offers its forms).
+      const page = await (await get(`${proxied.root}/items/${ids.dead}`, { cookie, authorization: basic })).text()
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(page)
+      expect(csrf).not.toBeNull()
+      const paused = await postForm(`${proxied.root}/kinds/proxied.kind/pause`, { _csrf: csrf![1] }, {
+        cookie, authorization: basic, origin: PUBLIC, "sec-fetch-site": "same-origin"
+      })
+      expect(paused.status).toBe(303)
+      expect((await proxied.repo((r) => r.listKinds)).find((k) => k.kind === "proxied.kind")?.paused).toBe(true)
+      expect((await postForm(`${proxied.root}/kinds/proxied.kind/resume`, { _csrf: csrf![1] }, { cookie, authorization: basic, origin: PUBLIC }))
+        .status).toBe(303)
+      // Without a session a Basic header is no credentials (401), and twelve of them are no wrong tokens (no 429).
+      for (let i = 0; i < 12; i++) {
+        expect((await postJson(`${proxied.root}/api/items/${ids.dead}/retry`, undefined, { authorization: basic })).status).toBe(401)
+      }
+      expect((await postJson(`${proxied.root}/api/kinds/proxied.kind/pause`, undefined, { authorization: `Bearer ${TOKEN}` })).status).toBe(200)
+      expect(await stateOf(proxied, ids.dead)).toBe("dead")
+      // Another origin is still cross-site there.
+      expect((await postForm(`${proxied.root}/login`, { token: TOKEN }, { origin: "https://evil.example" })).status).toBe(403)
+    })
+
+    it("an action's URL opened by GET answers 405 (web and API) and does nothing; a notice is only one of the fixed set", async () => {
+      const paths = [
+        `/items/${ids.dead}/retry`, "/items/bulk/retry", "/kinds/mail.send/pause", "/recurring/nightly/run", "/logout",
+        `/api/items/${ids.dead}/delete`, "/api/kinds/mail.send/pause", "/api/recurring/nightly/run"
+      ]
+      for (const path of paths) {
+        const response = await get(`${guarded.root}${path}`, { authorization: `Bearer ${TOKEN}` })
+        expect(response.status, path).toBe(405)
+        expect(response.headers.get("allow"), path).toBe("POST")
+      }
+      expect(await stateOf(guarded, ids.dead)).toBe("dead")
+      expect((await guarded.repo((r) => r.listKinds)).find((k) => k.kind === "mail.send")?.paused ?? false).toBe(false)
+      for (const done of ["constructor", "__proto__", "toString", "hasOwnProperty"]) {
+        const page = await (await get(`${guarded.root}/items/${ids.dead}?done=${done}`)).text()
+        expect(page, done).not.toMatch(/native code|\[object Object\]/)
+        expect(page, done).not.toContain('id="notice"')
+      }
+      expect(await (await get(`${guarded.root}/items/${ids.dead}?done=retried`)).text()).toContain("Retried: the item waits to run again.")
     })
 
     it("a wrong login sets no cookie; a session without its CSRF token, or posting cross-site, is refused and changes nothing", async () => {

@@ -22,6 +22,13 @@ const hostOption = optionalText(
 
 const basePathOption = optionalText("base-path", "path", "Serve under this path, e.g. /docket (default: at the root).")
 
+const publicOriginOption = optionalText(
+  "public-origin",
+  "url",
+  "The address a reverse proxy serves it at, e.g. https://ops.example.com: forms posted from there may act, " +
+    "and that host name is answered to."
+)
+
 const tokenOption = optionalText(
   "token",
   "token",
@@ -38,11 +45,18 @@ const tokenOf = (option: Option.Option<string>): string | undefined =>
 /** The command (its serving half is loaded when it runs: dashboardServe.ts). */
 export const dashboard = Command.make(
   "dashboard",
-  { database: databaseOption, port: portOption, host: hostOption, basePath: basePathOption, token: tokenOption },
-  ({ basePath, database, host, port, token }) =>
+  {
+    database: databaseOption,
+    port: portOption,
+    host: hostOption,
+    basePath: basePathOption,
+    publicOrigin: publicOriginOption,
+    token: tokenOption
+  },
+  ({ basePath, database, host, port, publicOrigin, token }) =>
     Effect.flatMap(
       Effect.promise(() => import("./dashboardServe.js")),
-      (m) => m.serve({ basePath, database, host, port, token: tokenOf(token) })
+      (m) => m.serve({ basePath, database, host, port, publicOrigin, token: tokenOf(token) })
     )
 ).pipe(
   Command.withDescription(

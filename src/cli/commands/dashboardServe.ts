@@ -23,23 +23,25 @@ export interface ServeArgs {
   readonly port: Option.Option<number>
   readonly host: Option.Option<string>
   readonly basePath: Option.Option<string>
+  readonly publicOrigin: Option.Option<string>
   readonly token: string | undefined
 }
 
 /** Serves until interrupted (SIGINT/SIGTERM). */
-export const serve = ({ basePath, database, host, port, token }: ServeArgs) =>
+export const serve = ({ basePath, database, host, port, publicOrigin, token }: ServeArgs) =>
   Effect.gen(function*() {
     const url = databaseUrl(database)
     yield* refuseMissing(url)
     const listenHost = Option.getOrElse(host, () => "127.0.0.1")
     const options: Dashboard.Options = {
       basePath: Option.getOrUndefined(basePath),
+      publicOrigin: Option.getOrUndefined(publicOrigin),
       token,
       database: url,
       // Bound to this machine only: answer only to its loopback names (no DNS rebinding).
       allowedHosts: LOOPBACK.has(listenHost) ? Dashboard.LOOPBACK_HOSTS : undefined
     }
-    // Checked before anything opens: a bad base path or token is bad usage (exit 2).
+    // Checked before anything opens: a bad base path, token or public origin is bad usage (exit 2).
     const app = yield* Effect.try({
       try: () => Dashboard.layer(options),
       catch: (e) => usage(e instanceof InvalidInput ? e.reason : String(e))

@@ -135,6 +135,7 @@ export const routes = (config: Config) => {
       at("/api/recurring/:name/run"),
       route(action((_, repo, p) => Effect.map(Bulk.runSchedule(repo, p.name ?? ""), (id) => json({ name: p.name, id }))))
     ),
+    HttpRouter.get(at("/api/recurring/:name/run"), Effect.succeed(notPost)),
     HttpRouter.post(at("/api/items/:id/:action"), route(action(itemRoute))),
     HttpRouter.get(at("/api/items/:id/:action"), Effect.succeed(notPost)),
     HttpRouter.get(at("/api/kinds"), route((_, repo) => ok(Model.kinds(repo)))),

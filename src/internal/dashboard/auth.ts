@@ -55,7 +55,7 @@ export type Access =
   | { readonly _tag: "ReadOnly" }
   /** A token is configured; this request presents none (or an expired session). */
   | { readonly _tag: "Anonymous" }
-  /** A bearer header with the wrong token. */
+  /** A bearer header with the wrong token (another scheme, e.g. a proxy's Basic, is no token attempt). */
   | { readonly _tag: "BadToken" }
   | { readonly _tag: "Bearer" }
   | { readonly _tag: "Session"; readonly csrf: string }
@@ -69,8 +69,12 @@ export interface RequestFacts {
 /** What a request may do, given the configured token (null: read-only). */
 export const access = (request: RequestFacts, token: string | null, nowMs: number): Access => {
   if (token === null) return { _tag: "ReadOnly" }
+  // Only the Bearer scheme is a token attempt: a proxy that guards the
+  // dashboard with Basic authentication makes the browser send
+  // `Authorization: Basic ...` on every request, and that must neither hide
+  // the session cookie nor count as a wrong token.
   const authorization = request.headers["authorization"]
-  if (authorization !== undefined) {
+  if (authorization !== undefined && /^Bearer(\s|$)/i.test(authorization)) {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization)
     return match !== null && sameSecret(match[1], token) ? { _tag: "Bearer" } : { _tag: "BadToken" }
   }
@@ -81,22 +85,42 @@ export const access = (request: RequestFacts, token: string | null, nowMs: numbe
 /**
  * Why a POST is refused as coming from elsewhere, or null: a browser's
  * Sec-Fetch-Site other than same-origin, or an Origin whose host is not the
- * Host the request was sent to ("null" included). A client that sends
- * neither (curl, a script) is not a browser another site can drive.
+ * Host the request was sent to ("null" included) and that is not one of
+ * `origins` (the public origin a proxy serves the dashboard at, which
+ * rewrites Host to the dashboard's own address). A client that sends
+ * neither header (curl, a script) is not a browser another site can drive.
  */
-export const crossSite = (request: RequestFacts): string | null => {
+export const crossSite = (request: RequestFacts, origins: ReadonlyArray<string> = []): string | null => {
   const site = request.headers["sec-fetch-site"]
   if (site !== undefined && site !== "same-origin") return `a ${site} request`
   const origin = request.headers["origin"]
   if (origin === undefined) return null
   const host = request.headers["host"]
-  let originHost: string
+  let url: URL
   try {
-    originHost = new URL(origin).host
+    url = new URL(origin)
   } catch {
     return "an unreadable Origin"
   }
-  return host !== undefined && originHost === host ? null : `a request from ${origin}`
+  if (origins.includes(url.origin)) return null
+  return host !== undefined && url.host === host ? null : `a request from ${origin}`
+}
+
+/**
+ * A public origin as configured ("https://ops.example.com", any path left
+ * out) in the form browsers send it in Origin, or an error message.
+ */
+export const publicOrigin = (input: string): { readonly origin: string; readonly hostname: string } | string => {
+  let url: URL
+  try {
+    url = new URL(input)
+  } catch {
+    return `publicOrigin must be a URL like https://ops.example.com (got "${input}")`
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    return `publicOrigin must be an http or https URL (got "${input}")`
+  }
+  return { origin: url.origin, hostname: url.hostname }
 }
 
 /** The names a loopback-bound dashboard answers to: a page of another name is a DNS-rebinding attempt. */

@@ -16,6 +16,8 @@ export interface Config {
   readonly base: string
   /** The token actions need; null for a read-only dashboard. */
   readonly token: string | null
+  /** The origins besides the request's own Host whose posts are not cross-site (the public origin behind a proxy). */
+  readonly origins: ReadonlyArray<string>
   /** The database as pages show it (never its password), or null to show none. */
   readonly database: string | null
   /** The wrong tokens presented lately, by address (this router's own). */
@@ -112,7 +114,7 @@ export const authorize = (
   request: HttpServerRequest.HttpServerRequest,
   form: UrlParams.UrlParams
 ): Effect.Effect<void, Problem> => {
-  const foreign = crossSite(factsOf(request))
+  const foreign = crossSite(factsOf(request), config.origins)
   if (foreign !== null) return Effect.fail(new Problem({ status: 403, message: `refused: ${foreign} cannot act here` }))
   const who = accessOf(config, request)
   if (who._tag === "Bearer" || who._tag === "BadToken") {

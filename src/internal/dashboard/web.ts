@@ -54,6 +54,15 @@ const NOTICES: Readonly<Record<string, string>> = {
   enqueued: "Enqueued now from its recurring schedule."
 }
 
+/** The notice `done` names, or null: only NOTICES' own keys (not "constructor" or "__proto__"). */
+const noticeOf = (done: string | null): string | null =>
+  done !== null && Object.hasOwn(NOTICES, done) ? NOTICES[done] : null
+
+const notPost = (view: View) =>
+  htmlResponse(errorPage(view, 405, "Actions are POST only: use the button on the page."), 405).pipe(
+    HttpServerResponse.setHeader("allow", "POST")
+  )
+
 /** The pages' and forms' routes, under the base path. */
 export const routes = (config: Config) => {
   const at = (path: string) => `${config.base}${path}` as HttpRouter.PathInput
@@ -64,6 +73,7 @@ export const routes = (config: Config) => {
         Effect.zipRight(handler(request, repo, view, params)),
         Effect.ensuring(Effect.sync(() => config.overview.clear()))
       ))
+  const refused = page((_, __, view) => Effect.succeed(notPost(view)))
   const overview = page((_, repo, view) => show(Effect.map(config.overview.read(repo), (o) => Pages.overviewPage(view, o))))
   return HttpRouter.empty.pipe(
     HttpRouter.get(at("/"), overview),
@@ -75,7 +85,7 @@ export const routes = (config: Config) => {
     HttpRouter.get(at("/items/:id"), page((request, repo, view, p) =>
       show(Effect.gen(function*() {
         const item = yield* Model.item(repo, yield* Model.readId(p.id))
-        return Pages.itemPage(view, item, Date.now(), NOTICES[queryOf(request).get("done") ?? ""] ?? null)
+        return Pages.itemPage(view, item, Date.now(), noticeOf(queryOf(request).get("done")))
       })))),
     HttpRouter.post(at("/items/bulk/:action"), action(bulkAction(config))),
     HttpRouter.post(at("/recurring/:name/run"), action((_, repo, __, p) =>
@@ -106,7 +116,14 @@ export const routes = (config: Config) => {
     HttpRouter.get(at(Chart.UPLOT_JS_PATH), page(() => Effect.map(Chart.uplotFile("uPlot.iife.min.js"), (js) =>
       secured(Chart.assetResponse(js, "text/javascript; charset=utf-8"))))),
     HttpRouter.get(at(Chart.UPLOT_CSS_PATH), page(() => Effect.map(Chart.uplotFile("uPlot.min.css"), (css) =>
-      secured(Chart.assetResponse(css, "text/css; charset=utf-8"))))),
+      secured(Chart.assetResponse(css, "text/css; charset=utf-8")))))
+  ).pipe(
+    // An action's URL opened by GET (a link, a prefetch): 405, nothing done.
+    HttpRouter.get(at("/items/bulk/:action"), refused),
+    HttpRouter.get(at("/items/:id/:action"), refused),
+    HttpRouter.get(at("/kinds/:kind/:action"), refused),
+    HttpRouter.get(at("/recurring/:name/run"), refused),
+    HttpRouter.get(at("/logout"), refused),
     HttpRouter.all(at("/*"), page((_, __, view) => Effect.succeed(htmlResponse(errorPage(view, 404, "No such page."), 404))))
   )
 }
@@ -183,7 +200,7 @@ const cookiePath = (config: Config) => (config.base === "" ? "/" : config.base)
 // an https proxy) and goes to the overview.
 const login = (config: Config, request: HttpServerRequest.HttpServerRequest, view: View) =>
   Effect.gen(function*() {
-    const foreign = crossSite(factsOf(request))
+    const foreign = crossSite(factsOf(request), config.origins)
     if (foreign !== null) return yield* new Problem({ status: 403, message: `refused: ${foreign} cannot log in here` })
     if (config.token === null) return htmlResponse(loginPage(view, null), 403)
     yield* tooManyWrongTokens(config, request)
