@@ -5,7 +5,9 @@
  * from DOCKET_DASHBOARD_TOKEN, never prints or shows the database password,
  * refuses bad usage with exit 2, and stops on SIGTERM with exit 0.
  */
+import { request } from "node:http"
 import { afterAll, describe, expect, it } from "vitest"
+import { loopbackHosts } from "../src/cli/commands/dashboardServe.js"
 import { cliBackends, docket, lines, start, tempDir } from "./cli.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
@@ -71,6 +73,39 @@ describe("docket dashboard's usage", () => {
     const missing = await docket(["dashboard", "--database", dir.path("nope.db")])
     expect(missing.code).toBe(2)
     expect(missing.stderr).toMatch(/no queue at/)
+  })
+
+  it("bound to any loopback address (all of 127.0.0.0/8, ::1 however written) it answers only to loopback names and that address", {
+    timeout: 180_000
+  }, async () => {
+    expect(loopbackHosts("127.0.0.2")).toContain("127.0.0.2")
+    expect(loopbackHosts("127.1")).toContain("127.0.0.1")
+    expect(loopbackHosts("LocalHost")).toContain("localhost")
+    expect(loopbackHosts("0:0:0:0:0:0:0:1")).toContain("[::1]")
+    for (const exposed of ["0.0.0.0", "::", "10.0.0.1", "example.com"]) expect(loopbackHosts(exposed), exposed).toBeUndefined()
+    const dir = tempDir()
+    cleanups.push(dir.remove)
+    const db = dir.path("queue.db")
+    expect((await docket(["migrate", "--database", db])).code).toBe(0)
+    const running = start(["dashboard", "--database", db, "--host", "127.0.0.2", "--port", "0"])
+    cleanups.push(() => void running.child.kill("SIGKILL"))
+    await running.waitFor(/listening on http:\/\/127\.0\.0\.2:\d+\//)
+    const port = Number(/127\.0\.0\.2:(\d+)/.exec(running.stdout)![1])
+    // fetch cannot set Host: a plain request does.
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ host: "127.0.0.2", port, path: "/items", headers: { host } }, (res) => {
+          res.resume()
+          resolve(res.statusCode ?? 0)
+        })
+        req.on("error", reject)
+        req.end()
+      })
+    expect(await status(`127.0.0.2:${port}`)).toBe(200)
+    expect(await status(`localhost:${port}`)).toBe(200)
+    expect(await status(`rebound.evil.example:${port}`)).toBe(421)
+    running.child.kill("SIGTERM")
+    expect((await running.exited).code).toBe(0)
   })
 
   it("is read-only without a token, and says so", { timeout: 180_000 }, async () => {

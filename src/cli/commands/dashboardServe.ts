@@ -8,6 +8,7 @@ import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Console, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
+import { isIPv4, isIPv6 } from "node:net"
 import * as Dashboard from "../../Dashboard.js"
 import * as Docket from "../../Docket.js"
 import { InvalidInput } from "../../Errors.js"
@@ -15,7 +16,24 @@ import { usage } from "../errors.js"
 import { databaseUrl } from "../options.js"
 import { refuseMissing } from "../queue.js"
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"])
+/**
+ * The Host names a dashboard bound to `listenHost` answers to when that is a
+ * loopback address (the loopback names and the address itself: all of
+ * 127.0.0.0/8, ::1 however written), so that no DNS-rebinding page can read
+ * it; undefined (any name) when it listens on another address.
+ */
+export const loopbackHosts = (listenHost: string): ReadonlyArray<string> | undefined => {
+  const bare = listenHost.replace(/^\[(.*)\]$/, "$1")
+  let name: string
+  try {
+    // The URL parser's canonical form: 127.1 -> 127.0.0.1, 0:0:0:0:0:0:0:1 -> [::1], LOCALHOST -> localhost.
+    name = new URL(`http://${isIPv6(bare) ? `[${bare}]` : bare}/`).hostname
+  } catch {
+    return undefined
+  }
+  if (name === "localhost" || name === "[::1]") return Dashboard.LOOPBACK_HOSTS
+  return isIPv4(name) && name.startsWith("127.") ? [...Dashboard.LOOPBACK_HOSTS, name] : undefined
+}
 
 /** What the command was given. */
 export interface ServeArgs {
@@ -39,7 +57,7 @@ export const serve = ({ basePath, database, host, port, publicOrigin, token }: S
       token,
       database: url,
       // Bound to this machine only: answer only to its loopback names (no DNS rebinding).
-      allowedHosts: LOOPBACK.has(listenHost) ? Dashboard.LOOPBACK_HOSTS : undefined
+      allowedHosts: loopbackHosts(listenHost)
     }
     // Checked before anything opens: a bad base path, token or public origin is bad usage (exit 2).
     const app = yield* Effect.try({
