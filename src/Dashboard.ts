@@ -30,7 +30,7 @@ import { HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { InvalidInput } from "./Errors.js"
 import * as Api from "./internal/dashboard/api.js"
-import { hostAllowed, LOOPBACK_HOSTS, publicOrigin, WrongTokens } from "./internal/dashboard/auth.js"
+import { hostAllowed, LOOPBACK_HOSTS, publicOrigin, type PublicOrigin, WrongTokens } from "./internal/dashboard/auth.js"
 import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
 import { Confirmations } from "./internal/dashboard/bulk.js"
@@ -91,7 +91,7 @@ export const describeDatabase = (url: string): string => {
 }
 
 /** The public origin of the options, checked (an `InvalidInput` on "dashboard" when it is not an http(s) URL), or null. */
-const publicOf = (options: Options): { readonly origin: string; readonly hostname: string } | null => {
+const publicOf = (options: Options): PublicOrigin | null => {
   if (options.publicOrigin === undefined || options.publicOrigin === "") return null
   const checked = publicOrigin(options.publicOrigin)
   if (typeof checked === "string") throw new InvalidInput({ field: "dashboard", reason: checked })
@@ -99,13 +99,12 @@ const publicOf = (options: Options): { readonly origin: string; readonly hostnam
 }
 
 /** The options checked; a bad one throws an `InvalidInput` on "dashboard" (a program's mistake, found when it starts). */
-const configOf = (options: Options): Config => {
+const configOf = (options: Options, known: PublicOrigin | null): Config => {
   const base = options.basePath ?? ""
   if (base !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(base)) {
     throw new InvalidInput({ field: "dashboard", reason: `basePath must be "" or like "/docket" (got "${base}")` })
   }
   const token = options.token === undefined || options.token === "" ? null : options.token
-  const known = publicOf(options)
   if (token !== null && (token.length < MIN_TOKEN_LENGTH || token.length > 1024 || /\s/.test(token))) {
     throw new InvalidInput({
       field: "dashboard",
@@ -131,9 +130,9 @@ const configOf = (options: Options): Config => {
  * a bad base path or token.
  */
 export const router = (options: Options = {}): HttpRouter.HttpRouter<never, QueueRepo.QueueRepo> => {
-  const config = configOf(options)
-  const routes = HttpRouter.concat(Api.routes(config), Web.routes(config))
   const known = publicOf(options)
+  const config = configOf(options, known)
+  const routes = HttpRouter.concat(Api.routes(config), Web.routes(config))
   const hosts = options.allowedHosts === undefined || known === null
     ? options.allowedHosts
     : [...options.allowedHosts, known.hostname]

@@ -5,10 +5,10 @@
  * from DOCKET_DASHBOARD_TOKEN, never prints or shows the database password,
  * refuses bad usage with exit 2, and stops on SIGTERM with exit 0.
  */
-import { request } from "node:http"
 import { afterAll, describe, expect, it } from "vitest"
 import { loopbackHosts } from "../src/cli/commands/dashboardServe.js"
 import { cliBackends, docket, lines, start, tempDir } from "./cli.support.js"
+import { statusWithHost } from "./dashboard.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -91,16 +91,7 @@ describe("docket dashboard's usage", () => {
     cleanups.push(() => void running.child.kill("SIGKILL"))
     await running.waitFor(/listening on http:\/\/127\.0\.0\.2:\d+\//)
     const port = Number(/127\.0\.0\.2:(\d+)/.exec(running.stdout)![1])
-    // fetch cannot set Host: a plain request does.
-    const status = (host: string) =>
-      new Promise<number>((resolve, reject) => {
-        const req = request({ host: "127.0.0.2", port, path: "/items", headers: { host } }, (res) => {
-          res.resume()
-          resolve(res.statusCode ?? 0)
-        })
-        req.on("error", reject)
-        req.end()
-      })
+    const status = (host: string) => statusWithHost(port, "/items", host, "127.0.0.2")
     expect(await status(`127.0.0.2:${port}`)).toBe(200)
     expect(await status(`localhost:${port}`)).toBe(200)
     expect(await status(`rebound.evil.example:${port}`)).toBe(421)

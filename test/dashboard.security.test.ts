@@ -11,7 +11,9 @@ import { request } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Dashboard } from "../src/index.js"
 import { cliBackends } from "./cli.support.js"
-import { get, HOSTILE, postForm, postJson, type Seeded, seed, serve, type Served, withoutOwnScript } from "./dashboard.support.js"
+import {
+  get, HOSTILE, postForm, postJson, type Seeded, seed, serve, type Served, statusWithHost, withoutOwnScript
+} from "./dashboard.support.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -59,16 +61,7 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       const local = await serve(url, { allowedHosts: Dashboard.LOOPBACK_HOSTS })
       cleanups.push(local.dispose)
       const port = Number(local.host.split(":")[1])
-      // fetch cannot set Host: a plain request does.
-      const status = (host: string) =>
-        new Promise<number>((resolve, reject) => {
-          const req = request({ host: "127.0.0.1", port, path: "/items", headers: { host } }, (res) => {
-            res.resume()
-            resolve(res.statusCode ?? 0)
-          })
-          req.on("error", reject)
-          req.end()
-        })
+      const status = (host: string) => statusWithHost(port, "/items", host)
       expect(await status(`127.0.0.1:${port}`)).toBe(200)
       expect(await status(`localhost:${port}`)).toBe(200)
       expect(await status(`LOCALHOST:${port}`)).toBe(200)
@@ -153,15 +146,7 @@ describe.each(cliBackends(cleanups))("the dashboard's security on $name", (backe
       cleanups.push(proxied.dispose)
       const port = Number(proxied.host.split(":")[1])
       // A proxy that keeps the browser's Host: the public name is answered to, others still get 421.
-      const status = (host: string) =>
-        new Promise<number>((resolve, reject) => {
-          const req = request({ host: "127.0.0.1", port, path: `${BASE}/items`, headers: { host } }, (res) => {
-            res.resume()
-            resolve(res.statusCode ?? 0)
-          })
-          req.on("error", reject)
-          req.end()
-        })
+      const status = (host: string) => statusWithHost(port, `${BASE}/items`, host)
       expect(await status("ops.example.com")).toBe(200)
       expect(await status("evil.example")).toBe(421)
       // A proxy that rewrites Host to 127.0.0.1:port: the browser's Origin is the public one.

@@ -7,7 +7,7 @@ import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
 import Sqlite from "better-sqlite3"
-import { createServer } from "node:http"
+import { createServer, request } from "node:http"
 import { createRequire } from "node:module"
 import { Dashboard, QueueRepo, Recurring } from "../src/index.js"
 import pg from "pg"
@@ -84,6 +84,17 @@ export const seed = (repo: QueueRepo.Service): Effect.Effect<Seeded, unknown> =>
 
 /** A GET, never following redirects. */
 export const get = (url: string, headers: Record<string, string> = {}) => fetch(url, { redirect: "manual", headers })
+
+/** The status of a GET of `path` sent to `address`:`port` with the Host header `host` (fetch cannot set Host). */
+export const statusWithHost = (port: number, path: string, host: string, address = "127.0.0.1") =>
+  new Promise<number>((resolve, reject) => {
+    const req = request({ host: address, port, path, headers: { host } }, (res) => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    })
+    req.on("error", reject)
+    req.end()
+  })
 
 /** A POST of a form (urlencoded), never following redirects. */
 export const postForm = (url: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>

@@ -10,7 +10,7 @@ import * as List from "../src/internal/sql/list.js"
 import * as Prune from "../src/internal/sql/prune.js"
 import * as RetryDead from "../src/internal/sql/retryDead.js"
 import * as QueueRepo from "../src/QueueRepo.js"
-import { ageFinished, countState, pgAvailable, pgBackend, repoLayer } from "./support/db.js"
+import { ageFinished, countState, pgAvailable, pgBackend, pgSession, repoLayer } from "./support/db.js"
 import { dbNow, expectAround, getItem, queueRepoConformance } from "./conformance/queueRepo.js"
 import { withRepo } from "./conformance/harness.js"
 import { recordingTracer } from "./support/tracing.js"
@@ -36,17 +36,9 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
     const racing = Effect.gen(function*() {
       const url = yield* Effect.promise(() => backend.fresh())
       const repo = Context.get(yield* Layer.build(repoLayer(url)), QueueRepo.QueueRepo)
-      const client = Effect.acquireRelease(
-        Effect.promise(async () => {
-          const c = new pg.Client({ connectionString: url })
-          await c.connect()
-          return c
-        }),
-        (c) => Effect.promise(() => c.end())
-      )
-      const session = yield* client
+      const session = yield* pgSession(url)
       // Its own connection: inside the session's open transaction pg_stat_activity would stay the snapshot of its first read.
-      const observer = yield* client
+      const observer = yield* pgSession(url)
       const query = (text: string, params: Array<unknown> = []) => Effect.promise(() => session.query(text, params))
       const untilLockWait = Effect.promise(async () => {
         const deadline = Date.now() + 10_000

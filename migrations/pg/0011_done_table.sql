@@ -10,8 +10,8 @@
 -- table (its primary key and finished index) 1.45-1.67 s. In bench W2 (20,000
 -- no-op jobs, pairs alternated, this machine) keeping done items in place
 -- ran at 0.84-0.87 (1 worker process) of deleting them; moving them here at
--- 0.90 (1 process) and 0.98 (2), medians of 32 pairs (docs/benchmarks.md,
--- "The cost of history").
+-- 0.80-0.92 on a quiet machine (1 and 2 processes, 20,000 and 100,000 jobs;
+-- docs/benchmarks.md, "The cost of history").
 --
 -- Complete (retention of done items above 0) is now one statement:
 --   WITH d AS (DELETE FROM docket_items ... RETURNING ...) INSERT INTO docket_done ...

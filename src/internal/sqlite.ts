@@ -101,13 +101,13 @@ const counting = <A extends { readonly kind: string }>(
   run: Bindings.Run,
   transaction: Dialect["transaction"],
   take: Effect.Effect<ReadonlyArray<A>, SqlError>,
-  what: string | ((row: A) => string),
+  what: string,
   n: (row: A) => number = () => 1
 ): Effect.Effect<ReadonlyArray<A>, SqlError> =>
   transaction(Effect.gen(function*() {
     const rows = yield* take
     if (rows.length > 0) {
-      const counts = rows.map((r) => [r.kind, typeof what === "string" ? what : what(r), n(r)])
+      const counts = rows.map((r) => [r.kind, what, n(r)])
       yield* run(Counts.sqliteAdd, [JSON.stringify(counts)])
     }
     return rows

@@ -13,7 +13,7 @@ import { Context, Deferred, Duration, Effect, Exit, Fiber, FiberId, HashMap, Lay
 const SqlClientTag = SqlClient.SqlClient
 import { Backoff, Cancel, Docket, type Events, Handler, Permanent, QueueRepo, Retry, Worker } from "../../src/index.js"
 import type { Backend } from "../support/db.js"
-import { repoLayer, setRow } from "../support/db.js"
+import { pgSession, repoLayer, setRow } from "../support/db.js"
 import { waitForCount, waitForEvent } from "../support/events.js"
 import { recordingTracer } from "../support/tracing.js"
 import { withPool } from "./harness.js"
@@ -366,17 +366,8 @@ export const runtimeConformance = (backend: Backend) => {
       const Gated = Handler.make("gated", { payload: Schema.Unknown, run: () => Deferred.await(gate) })
       return Effect.gen(function*() {
         const url = yield* Effect.promise(() => backend.fresh())
-        const session = (name: string) =>
-          Effect.acquireRelease(
-            Effect.promise(async () => {
-              const client = new pg.Client({ connectionString: url, application_name: name })
-              await client.connect()
-              return client
-            }),
-            (client) => Effect.promise(() => client.end())
-          )
-        const locker = yield* session("test locker")
-        const observer = yield* session("test observer")
+        const locker = yield* pgSession(url, "test locker")
+        const observer = yield* pgSession(url, "test observer")
         const deleteWaits = Effect.promise(() =>
           observer.query<{ n: number }>(
             `SELECT count(*)::int AS n FROM pg_stat_activity
@@ -425,16 +416,8 @@ export const runtimeConformance = (backend: Backend) => {
       const Bad = Handler.make("bad", { payload: Schema.Unknown, run: () => Effect.fail(new Retry({ reason: "boom-db" })) })
       return withPool(backend, { handlers: [Gated, Ok, Bad], concurrency: 4 }, (url) =>
         Effect.gen(function*() {
-          const session = Effect.acquireRelease(
-            Effect.promise(async () => {
-              const client = new pg.Client({ connectionString: url })
-              await client.connect()
-              return client
-            }),
-            (client) => Effect.promise(() => client.end())
-          )
-          const locker = yield* session
-          const admin = yield* session
+          const locker = yield* pgSession(url)
+          const admin = yield* pgSession(url)
           const query = (client: pg.Client, text: string, params: Array<unknown> = []) =>
             Effect.promise(() => client.query(text, params))
           // The database refuses to record the failure (a trigger), until the test drops it.

@@ -103,6 +103,17 @@ export const pgBackend = (): Backend => {
 }
 
 /** The SqlClient (migrated) and QueueRepo over a database URL. */
+/** A raw `pg` session of a test's own on `url` (named `applicationName` in pg_stat_activity), ended with the scope. */
+export const pgSession = (url: string, applicationName?: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url, application_name: applicationName })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.end())
+  )
+
 export const repoLayer = (url: string, options: QueueRepo.Options = {}) =>
   QueueRepo.layer(options).pipe(Layer.provideMerge(Database.layer(url)))
 

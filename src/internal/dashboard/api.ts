@@ -8,7 +8,7 @@
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import * as QueueRepo from "../../QueueRepo.js"
-import { authorize, bodyText, type Config, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
+import { authorize, bodyText, type Config, forgetReads, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
 import * as Bulk from "./bulk.js"
 import * as Metrics from "./metrics.js"
 import * as Model from "./model.js"
@@ -114,10 +114,7 @@ export const routes = (config: Config) => {
   const action = (run: Handler): Handler => (request, repo, params) =>
     Effect.flatMap(formOf(request), (form) => authorize(config, request, form)).pipe(
       Effect.zipRight(run(request, repo, params)),
-      Effect.ensuring(Effect.sync(() => {
-        config.overview.clear()
-        config.totals.clear()
-      }))
+      Effect.ensuring(forgetReads(config))
     )
   const metrics = route((_, repo) =>
     Effect.map(

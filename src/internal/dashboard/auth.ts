@@ -106,11 +106,17 @@ export const crossSite = (request: RequestFacts, origins: ReadonlyArray<string> 
   return host !== undefined && url.host === host ? null : `a request from ${origin}`
 }
 
+/** A public origin: as browsers send it in Origin, and its host name as Host carries it. */
+export interface PublicOrigin {
+  readonly origin: string
+  readonly hostname: string
+}
+
 /**
  * A public origin as configured ("https://ops.example.com", any path left
  * out) in the form browsers send it in Origin, or an error message.
  */
-export const publicOrigin = (input: string): { readonly origin: string; readonly hostname: string } | string => {
+export const publicOrigin = (input: string): PublicOrigin | string => {
   let url: URL
   try {
     url = new URL(input)

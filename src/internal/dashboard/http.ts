@@ -30,6 +30,13 @@ export interface Config {
   readonly confirmations: Confirmations
 }
 
+/** After an action: the cached reads (overview, counters' totals) are read again by the next page or scrape. */
+export const forgetReads = (config: Config): Effect.Effect<void> =>
+  Effect.sync(() => {
+    config.overview.clear()
+    config.totals.clear()
+  })
+
 /** The address a request came from, as the wrong-token count keys it. */
 export const addressOf = (request: HttpServerRequest.HttpServerRequest): string => Option.getOrElse(request.remoteAddress, () => "unknown")
 

@@ -11,7 +11,9 @@ import * as Bulk from "./bulk.js"
 import * as Chart from "./chart.js"
 import { crossSite, newSession, SESSION_COOKIE, SESSION_MS, sameSecret } from "./auth.js"
 import type { Html } from "./html.js"
-import { addressOf, authorize, type Config, factsOf, field, formOf, queryOf, secured, tooManyWrongTokens, viewOf } from "./http.js"
+import {
+  addressOf, authorize, type Config, factsOf, field, forgetReads, formOf, queryOf, secured, tooManyWrongTokens, viewOf
+} from "./http.js"
 import { errorPage, loginPage, type View } from "./layout.js"
 import * as Model from "./model.js"
 import { type ItemAction, Problem } from "./model.js"
@@ -71,7 +73,7 @@ export const routes = (config: Config) => {
     page((request, repo, view, params) =>
       Effect.flatMap(formOf(request), (form) => authorize(config, request, form)).pipe(
         Effect.zipRight(handler(request, repo, view, params)),
-        Effect.ensuring(Effect.sync(() => config.overview.clear()))
+        Effect.ensuring(forgetReads(config))
       ))
   const refused = page((_, __, view) => Effect.succeed(notPost(view)))
   const overview = page((_, repo, view) => show(Effect.map(config.overview.read(repo), (o) => Pages.overviewPage(view, o))))
