@@ -20,7 +20,9 @@ import { fileURLToPath } from "node:url"
 import pg from "pg"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
-// DOCKET_BENCH_BIN: another checkout's bin/docket.mjs (a "before" tree, to compare in one run).
+// DOCKET_BENCH_BIN: another checkout's bin/docket.mjs (a "before" tree, to compare in one run), or
+// dist/cli/main.js (the compiled command, as an installed package runs it: `npm run build` first).
+// DOCKET_BENCH_NODE_FLAGS: node's own flags for the command, space-separated (e.g. --max-old-space-size=96).
 const BIN = process.env.DOCKET_BENCH_BIN ?? join(ROOT, "bin", "docket.mjs")
 const ADMIN = process.env.DOCKET_BENCH_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
 
@@ -108,7 +110,8 @@ interface Run {
 const runCommand = (args: ReadonlyArray<string>): Promise<Run> =>
   new Promise((resolve, reject) => {
     const started = performance.now()
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] })
+    const flags = (process.env.DOCKET_BENCH_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "")
+    const child = spawn(process.execPath, [...flags, BIN, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] })
     let stdout = ""
     let stderr = ""
     let peak = 0

@@ -119,6 +119,27 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     expect(lines(unreachable.stderr)[0]).toMatch(/^docket: cannot open postgres:\/\/root@127\.0\.0\.1:1\/docket: /)
   })
 
+  it("a bad DOCKET_HEAP_GROWING_PERCENT is refused before anything runs; a good one is taken", async () => {
+    const bulk = scratch.write("heap.ndjson", `{"kind":"a","payload":1}\n`)
+    const run = (database: string, value: string) =>
+      docket(["enqueue", "--from", bulk, "--database", database], { env: { DOCKET_HEAP_GROWING_PERCENT: value } })
+    const [bad, negative, good, zero] = [
+      await run(db, "lots"),
+      await run(db, "-5"),
+      await run(scratch.path("heap-50.db"), "50"),
+      await run(scratch.path("heap-0.db"), "0")
+    ]
+    for (const [result, value] of [[bad, "lots"], [negative, "-5"]] as const) {
+      expect(result.code).toBe(2)
+      expect(lines(result.stderr)).toEqual([
+        `docket: DOCKET_HEAP_GROWING_PERCENT must be a whole number from 0 to 1000 (0: V8's own choice), not "${value}"`
+      ])
+    }
+    expect(existsSync(db)).toBe(false)
+    expect([good.code, good.stdout.trim()]).toEqual([0, "enqueued 1 item"])
+    expect([zero.code, zero.stdout.trim()]).toEqual([0, "enqueued 1 item"])
+  })
+
   it.skipIf(!pgAvailable)("on PostgreSQL, bad input writes nothing either", async () => {
     const db = await freshPgDatabase()
     try {

@@ -4,6 +4,8 @@
  * SIGINT/SIGTERM interrupt the main fiber (NodeRuntime.runMain), which shuts a
  * running worker down gracefully; the process then exits 0.
  */
+// First: it sets how far V8's heap may grow before the other modules load (heap.ts).
+import "./heapGrowth.js"
 import { BuiltInOptions, CliConfig, Command, CommandDescriptor } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
