@@ -63,7 +63,7 @@ const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   }))
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -238,6 +238,30 @@ export const queueRepoConformance = (backend: Backend) => {
         const last = yield* repo.claim({ worker: "w", limit: 100, lease })
         expect(last.map((r) => r.id)).toEqual([e.id])
         expect(yield* countState("running")).toBe(6)
+      })))
+
+    it.live("claim order across priorities skips the items not yet due of each, and an empty claim takes nothing", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const t = Date.now() - 60_000
+        const later = Date.now() + 3_600_000
+        // Each priority holds items not yet due after (and before, by id) its due ones:
+        // the claim walks priorities 7, 3, 0, -2 and must take only the due ones, in order.
+        yield* repo.enqueueMany([7, 3, 0, -2].map((priority) => ({ kind: "job", payload: `later ${priority}`, priority, runAt: later })))
+        const due = yield* repo.enqueueMany([
+          { kind: "job", payload: "p3 second", priority: 3, runAt: t + 2_000 },
+          { kind: "job", payload: "p0", priority: 0, runAt: t },
+          { kind: "job", payload: "p3 first", priority: 3, runAt: t + 1_000 },
+          { kind: "job", payload: "p-2", priority: -2, runAt: t }
+        ])
+        yield* repo.enqueueMany([7, 3, 0, -2].map((priority) => ({ kind: "job", payload: `later too ${priority}`, priority, runAt: later + 1 })))
+        const ids = due.map((r) => r.id)
+        const first = yield* repo.claim({ worker: "w", limit: 2, lease })
+        expect(first.map((c) => c.id)).toEqual([ids[2], ids[0]])
+        const rest = yield* repo.claim({ worker: "w", limit: 10, lease })
+        expect(rest.map((c) => c.id)).toEqual([ids[1], ids[3]])
+        expect(yield* repo.claim({ worker: "w", limit: 10, lease })).toEqual([])
+        expect(yield* countState("waiting")).toBe(8)
       })))
 
     it.live("an item whose lease ran out is due again, and takes its place in claim order", () =>
