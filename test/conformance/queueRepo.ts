@@ -264,6 +264,23 @@ export const queueRepoConformance = (backend: Backend) => {
         expect(yield* countState("waiting")).toBe(8)
       })))
 
+    it.live("claim order past 64 priorities: the due items of every priority, in order, none not yet due", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const t = Date.now() - 60_000
+        const later = Date.now() + 3_600_000
+        // 70 priorities hold only items not yet due; below them, and among them, due ones.
+        yield* repo.enqueueMany(Array.from({ length: 70 }, (_, i) => ({ kind: "job", payload: `later ${i}`, priority: 200 - i, runAt: later })))
+        const due = yield* repo.enqueueMany(Array.from({ length: 70 }, (_, i) => ({ kind: "job", payload: `due ${i}`, priority: 100 - i, runAt: t + i })))
+        const bottom = yield* repo.enqueue("job", "due at the bottom", { priority: -5, runAt: t })
+        const first = yield* repo.claim({ worker: "w", limit: 3, lease })
+        expect(first.map((c) => c.id)).toEqual(due.slice(0, 3).map((r) => r.id))
+        const rest = yield* repo.claim({ worker: "w", limit: 100, lease })
+        expect(rest.map((c) => c.id)).toEqual([...due.slice(3).map((r) => r.id), bottom.id])
+        expect(yield* repo.claim({ worker: "w", limit: 100, lease })).toEqual([])
+        expect(yield* countState("waiting")).toBe(70)
+      })))
+
     it.live("an item whose lease ran out is due again, and takes its place in claim order", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo
