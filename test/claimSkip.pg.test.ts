@@ -68,4 +68,41 @@ describe.skipIf(!pgAvailable)("the claim skips items not yet due (PostgreSQL)", 
     const { rows: claimed } = await client.query<{ id: string }>(claim)
     expect(claimed.map((r) => r.id)).toEqual([due.id])
   })
+
+  it("a batch cut inside a priority takes the first items in claim order and locks no other row", async () => {
+    const db = await freshPgDatabase()
+    cleanups.push(db.drop)
+    const runtime = ManagedRuntime.make(Docket.layerClient(db.url))
+    cleanups.push(() => runtime.dispose())
+    await runtime.runPromise(QueueRepo.QueueRepo)
+    const claimer = new pg.Client({ connectionString: db.url })
+    const other = new pg.Client({ connectionString: db.url })
+    await claimer.connect()
+    await other.connect()
+    cleanups.push(() => claimer.end(), () => other.end())
+    // Three priorities, 4 due items each, and items not yet due in each. A
+    // higher priority has later run-afters and larger ids than a lower one, so
+    // an order other than claim order (by id, by run-after) takes another set.
+    const { rows } = await claimer.query<{ id: string; priority: number }>(`
+      INSERT INTO docket_items (kind, payload, priority, run_at, created_at, updated_at)
+      SELECT 'k', '{}', p, docket_now_ms() - 600000 + p * 1000 + g, docket_now_ms(), docket_now_ms()
+      FROM generate_series(0, 2) p, generate_series(1, 4) g ORDER BY p, g
+      RETURNING id, priority`)
+    await claimer.query(`
+      INSERT INTO docket_items (kind, payload, priority, run_at, created_at, updated_at)
+      SELECT 'k', '{}', p, docket_now_ms() + 3600000, docket_now_ms(), docket_now_ms() FROM generate_series(0, 2) p`)
+    const inClaimOrder = [...rows].sort((a, b) => b.priority - a.priority || Number(a.id) - Number(b.id)).map((r) => r.id)
+    await claimer.query("BEGIN")
+    try {
+      const { rows: claimed } = await claimer.query<{ id: string }>("SELECT id FROM docket_claim('w', 6, 60000, NULL, 6)")
+      expect(claimed.map((r) => r.id).sort((a, b) => Number(a) - Number(b))).toEqual(
+        inClaimOrder.slice(0, 6).sort((a, b) => Number(a) - Number(b)))
+      // While the claim's transaction is open, every other waiting row can be locked by another session.
+      const { rows: [free] } = await other.query<{ n: string }>(
+        "SELECT count(*) AS n FROM (SELECT id FROM docket_items WHERE state = 'waiting' FOR UPDATE SKIP LOCKED) x")
+      expect(Number(free.n)).toBe(12 + 3 - 6)
+    } finally {
+      await claimer.query("ROLLBACK")
+    }
+  })
 })
