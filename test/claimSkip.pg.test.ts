@@ -18,16 +18,26 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c()
 })
 
+/** A fresh database migrated by Docket; `session()` opens a plain pg session on it (all closed after the file). */
+const freshQueue = async () => {
+  const db = await freshPgDatabase()
+  cleanups.push(db.drop)
+  const runtime = ManagedRuntime.make(Docket.layerClient(db.url))
+  cleanups.push(() => runtime.dispose())
+  await runtime.runPromise(QueueRepo.QueueRepo)
+  return {
+    session: async () => {
+      const client = new pg.Client({ connectionString: db.url })
+      await client.connect()
+      cleanups.push(() => client.end())
+      return client
+    }
+  }
+}
+
 describe.skipIf(!pgAvailable)("the claim skips items not yet due (PostgreSQL)", () => {
   it("an empty claim reads a few blocks of the claim index, a walk of it all of them; a due item is still found", async () => {
-    const db = await freshPgDatabase()
-    cleanups.push(db.drop)
-    const runtime = ManagedRuntime.make(Docket.layerClient(db.url))
-    cleanups.push(() => runtime.dispose())
-    await runtime.runPromise(QueueRepo.QueueRepo)
-    const client = new pg.Client({ connectionString: db.url })
-    await client.connect()
-    cleanups.push(() => client.end())
+    const client = await (await freshQueue()).session()
     await client.query(`
       INSERT INTO docket_items (kind, payload, priority, run_at, created_at, updated_at)
       SELECT 'later', '{}', g % 3, docket_now_ms() + 3600000 + g, docket_now_ms(), docket_now_ms()
@@ -70,16 +80,9 @@ describe.skipIf(!pgAvailable)("the claim skips items not yet due (PostgreSQL)", 
   })
 
   it("a batch cut inside a priority takes the first items in claim order and locks no other row", async () => {
-    const db = await freshPgDatabase()
-    cleanups.push(db.drop)
-    const runtime = ManagedRuntime.make(Docket.layerClient(db.url))
-    cleanups.push(() => runtime.dispose())
-    await runtime.runPromise(QueueRepo.QueueRepo)
-    const claimer = new pg.Client({ connectionString: db.url })
-    const other = new pg.Client({ connectionString: db.url })
-    await claimer.connect()
-    await other.connect()
-    cleanups.push(() => claimer.end(), () => other.end())
+    const queue = await freshQueue()
+    const claimer = await queue.session()
+    const other = await queue.session()
     // Three priorities, 4 due items each, and items not yet due in each. A
     // higher priority has later run-afters and larger ids than a lower one, so
     // an order other than claim order (by id, by run-after) takes another set.

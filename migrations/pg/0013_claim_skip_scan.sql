@@ -87,6 +87,9 @@ BEGIN
         FOR UPDATE SKIP LOCKED
       ) l
       UNION ALL
+      -- The same conditions as the branch above, written out again: a shared
+      -- CTE would be read in full (it cannot take the priority from outside),
+      -- and an OR of the two priority conditions would cost the index seek.
       SELECT f.id, f.priority, f.run_at FROM (
         SELECT i.id, i.priority, i.run_at FROM docket_items i
         WHERE (SELECT count(*) FROM priorities) >= 64 AND i.priority < (SELECT min(p.priority) FROM priorities p)
