@@ -54,6 +54,39 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
       return { repo, query, untilLockWait }
     })
 
+    // Migration 0014: a single enqueue without a key inserts without ON
+    // CONFLICT; with a key it dedupes as before. Both branches return the new
+    // row and send one NOTIFY for it; a deduplicated enqueue returns nothing
+    // and wakes nobody.
+    it.live("the single enqueue's two branches: rows, dedupe and one notification per inserted item", () =>
+      Effect.gen(function*() {
+        const url = yield* Effect.promise(() => backend.fresh())
+        yield* Layer.build(repoLayer(url)) // migrates
+        const listener = yield* pgSession(url)
+        const session = yield* pgSession(url)
+        const heard: Array<string> = []
+        listener.on("notification", (n) => heard.push(`${n.channel}:${n.payload}`))
+        yield* Effect.promise(() => listener.query("LISTEN docket_items"))
+        const enqueue = (key: string | null) =>
+          Effect.promise(() =>
+            session.query<{ new_id: string; new_kind: string; new_key: string | null }>(
+              "SELECT * FROM docket_enqueue_one($1, $2, $3, 0, NULL, 0, NULL, NULL)",
+              ["branch", "{\"n\":1}", key]
+            )
+          ).pipe(Effect.map((r) => r.rows.map((row) => [row.new_kind, row.new_key])))
+        expect(yield* enqueue(null)).toEqual([["branch", null]])
+        expect(yield* enqueue(null)).toEqual([["branch", null]])
+        expect(yield* enqueue("k")).toEqual([["branch", "k"]])
+        expect(yield* enqueue("k")).toEqual([])
+        // A round trip on the listener after the last commit: every notification sent by then has arrived.
+        yield* Effect.promise(() => listener.query("SELECT 1"))
+        expect(heard).toEqual(["docket_items:enqueued", "docket_items:enqueued", "docket_items:enqueued"])
+        const { rows } = yield* Effect.promise(() =>
+          session.query<{ n: number }>("SELECT count(*)::int AS n FROM docket_items WHERE kind = 'branch' AND state = 'waiting'")
+        )
+        expect(rows[0].n).toBe(3)
+      }).pipe(Effect.scoped))
+
     it.live("a cancel that waits for the lock of an item being completed says finished, not unknown", () =>
       Effect.gen(function*() {
         const { query, repo, untilLockWait } = yield* racing

@@ -63,7 +63,7 @@ const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   }))
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>

@@ -56,8 +56,9 @@ export const pgPlain = pgMany(false)
 /**
  * PostgreSQL, one item (the common case): a server-side function with a kept
  * plan (migrations/pg/0003_enqueue_function.sql, with the span context since
- * 0005), the same dedupe and NOTIFY. $7 max attempts or NULL (not given), $8
- * the span context or NULL.
+ * 0005), the same dedupe and NOTIFY; since 0014 an item without a key is
+ * inserted without ON CONFLICT, as pgPlain does. $7 max attempts or NULL (not
+ * given), $8 the span context or NULL.
  */
 export const pgOne = `SELECT new_id AS id, new_kind AS kind, new_key AS dedupe_key
 FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int, $8::text)`

@@ -1,0 +1,4 @@
+-- Nothing to do on SQLite: 0014 gives PostgreSQL's single enqueue a path
+-- without ON CONFLICT for rows without a key (a speculative insertion costs
+-- PostgreSQL an extra WAL record a row; SQLite's ON CONFLICT costs nothing
+-- until a row conflicts). The file keeps the numbers of both dialects the same.
