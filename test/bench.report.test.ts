@@ -24,7 +24,7 @@ const targetLine = async (rates: Record<string, [number | undefined, number | un
   const result: Result = {
     options: {
       contenders: names, workloads: ["W2"], repeat: 1,
-      sizes: { bulk: 1, one: 1, drain: 1, latency: 1, latencyIntervalMs: 1, retry: 1, concurrency: 10 },
+      sizes: { bulk: 1, one: 1, drain: 1, latency: 1, latencyIntervalMs: 1, oneWarmup: 1, latencyWarmup: 1, retry: 1, concurrency: 10 },
       env: { pgAdminUrl: "", redisUrl: "", redisDb: 0 }
     },
     contenders: await Promise.all(names.map(load)),

@@ -23,7 +23,7 @@ describe("benchmark harness (smoke)", () => {
       contenders,
       workloads: ["W1", "W2", "W3", "W4"],
       repeat: 1,
-      sizes: { bulk: 200, one: 20, drain: 200, latency: 10, latencyIntervalMs: 20, retry: 50, concurrency: 10 },
+      sizes: { bulk: 200, one: 20, drain: 200, latency: 10, latencyIntervalMs: 20, oneWarmup: 10, latencyWarmup: 5, retry: 50, concurrency: 10 },
       w2Procs: [1, 2],
       env: { pgAdminUrl: PG_ADMIN_URL, redisUrl: "redis://127.0.0.1:1", redisDb: 0 },
       log: (line) => lines.push(line)

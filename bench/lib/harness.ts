@@ -3,11 +3,24 @@
  * (for each repetition, each workload, each contender in a rotating order),
  * so slow drift of a noisy machine spreads over all of them.
  *
- * W1 enqueue: bulk, then one by one, from this (the parent) process.
+ * W1 enqueue: bulk, then one by one, from this (the parent) process; the
+ *    one-by-one rate is timed after `oneWarmup` untimed single enqueues.
  * W2 drain: jobs queued first, then `procs` worker processes start at once;
  *    the rate is jobs / (first handler start .. the store seen empty).
  * W3 latency: an idle running worker; single jobs `interval` ms apart;
- *    enqueue-to-start of each (timestamp in the payload).
+ *    enqueue-to-start of each (timestamp in the payload), after
+ *    `latencyWarmup` jobs sent the same way and not counted.
+ *
+ * Why the warm-ups (the same count for every contender): W1 and W3 run their
+ * enqueues in this one process, where the contenders' Effect code is shared
+ * and V8 optimises a function only after many calls. Timed from cold, a
+ * contender's figure depended on how much of its code the ones before it had
+ * warmed, and on V8's tier-up rather than on the queue: measured on
+ * 2026-12-06, Docket's first 2,000 single enqueues cost 488-775 us of client
+ * CPU each, the next 2,000 153-217 us (W1 one by one 1,016-1,333/s cold,
+ * 1,941-2,064/s after 2,000 untimed; PersistedQueue 1,697-2,868 / 2,229-2,247).
+ * A queue in production enqueues from a process that has been running;
+ * these figures are that steady state.
  * W4 retries: jobs that fail once, then succeed; first start .. store empty.
  * W5 scale-out: W2 with 1, 2 and 4 worker processes.
  * W6 big backlog: W2's drain (`drain` jobs due now, 1 process) in a store that
@@ -44,6 +57,10 @@ export interface Sizes {
   readonly drain: number
   readonly latency: number
   readonly latencyIntervalMs: number
+  /** W1: untimed single enqueues before the timed ones (see the module's comment). */
+  readonly oneWarmup: number
+  /** W3: untimed jobs before the timed ones, sent the same way. */
+  readonly latencyWarmup: number
   readonly retry: number
   readonly concurrency: number
   /** W6: items waiting behind the drain (due in a day), and finished items kept (default 1,000,000 each). */
@@ -63,6 +80,8 @@ export const DEFAULT_SIZES: Sizes = {
   drain: 20_000,
   latency: 200,
   latencyIntervalMs: 20,
+  oneWarmup: 2_000,
+  latencyWarmup: 200,
   retry: 2_000,
   concurrency: 10,
   backlogWaiting: 1_000_000,
@@ -75,6 +94,8 @@ export const QUICK_SIZES: Sizes = {
   drain: 2_000,
   latency: 40,
   latencyIntervalMs: 20,
+  oneWarmup: 100,
+  latencyWarmup: 10,
   retry: 200,
   concurrency: 10,
   backlogWaiting: 20_000,
@@ -291,6 +312,7 @@ const runW1 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
       const t0 = now()
       await client.enqueueBulk(bulk)
       bulkMs = now() - t0
+      for (let k = 0; k < sizes.oneWarmup; k++) await client.enqueueOne({ i: sizes.bulk + sizes.one + k, t: now() })
       const t1 = now()
       for (let k = 0; k < sizes.one; k++) await client.enqueueOne({ i: sizes.bulk + k, t: now() })
       oneMs = now() - t1
@@ -299,7 +321,7 @@ const runW1 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
     }
     const probe = await contender.probe(target)
     const pending = await probe.pending().finally(() => probe.close())
-    const expected = sizes.bulk + sizes.one
+    const expected = sizes.bulk + sizes.one + sizes.oneWarmup
     return {
       kind: "W1",
       procs: 0,
@@ -460,6 +482,8 @@ const tailCauses = (results: ReadonlyArray<ChildResult>, p95: number) => {
 
 const runW3 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit<Sample, "contender" | "rep">> => {
   const n = sizes.latency
+  const warm = sizes.latencyWarmup
+  const total = warm + n
   const target = await freshTarget(env, contender.store, contender.name)
   let group: WorkerGroup | undefined
   const inProcess = contender.latencyInProcess === true
@@ -468,27 +492,32 @@ const runW3 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
     const client = await contender.open(target, "plain")
     try {
       if (inProcess) await client.close()
-      group = await WorkerGroup.start(1, childConfig(contender, target, "plain", n, sizes, true))
+      group = await WorkerGroup.start(1, childConfig(contender, target, "plain", total, sizes, true))
       await group.go()
       await sleep(500) // idle and running
-      const timeoutMs = 30_000 + n * sizes.latencyIntervalMs
+      const timeoutMs = 30_000 + total * sizes.latencyIntervalMs
       if (inProcess) {
-        await group.series(n, sizes.latencyIntervalMs, timeoutMs)
+        await group.series(total, sizes.latencyIntervalMs, timeoutMs)
       } else {
         const t0 = now()
-        for (let k = 0; k < n; k++) {
+        for (let k = 0; k < total; k++) {
           const wait = t0 + k * sizes.latencyIntervalMs - now()
           if (wait > 0) await sleep(wait)
           await client.enqueueOne({ i: k, t: now() })
           returned.set(k, now())
         }
       }
-      await group.waitDone(n, timeoutMs)
+      await group.waitDone(total, timeoutMs)
     } finally {
       if (!inProcess) await client.close()
     }
-    const results = await group.stop()
+    const all = await group.stop()
     group = undefined
+    // Only the timed jobs (payload index from `warm` on) make the figures.
+    const results = all.map((r) => {
+      const keep = r.starts.map(([i]) => i >= warm)
+      return { ...r, starts: r.starts.filter((_, k) => keep[k]), latencies: r.latencies.filter((_, k) => keep[k]) }
+    })
     const latencies = results.flatMap((r) => r.latencies)
     for (const r of results) for (const [i, at] of r.returned) returned.set(i, at)
     // Split each latency at the enqueue call's return (its commit): the call's
@@ -518,7 +547,7 @@ const runW3 = async (env: Env, contender: Contender, sizes: Sizes): Promise<Omit
         enqueueCallP50: percentile(enqueueCall, 50),
         ...rssOf(results)
       },
-      once: checkOnce(n, results)
+      once: checkOnce(total, all)
     }
   } finally {
     group?.kill()

@@ -479,8 +479,10 @@ export const render = (result: Result, machine: Machine): string => {
     out.push("")
   }
   out.push(
-    `Sizes: W1 ${s.bulk.toLocaleString("en-US")} bulk + ${s.one.toLocaleString("en-US")} one by one; ` +
-      `W2 ${s.drain.toLocaleString("en-US")} jobs; W3 ${s.latency} jobs ${s.latencyIntervalMs} ms apart; ` +
+    `Sizes: W1 ${s.bulk.toLocaleString("en-US")} bulk + ${s.one.toLocaleString("en-US")} one by one ` +
+      `(timed after ${s.oneWarmup.toLocaleString("en-US")} untimed); ` +
+      `W2 ${s.drain.toLocaleString("en-US")} jobs; W3 ${s.latency} jobs ${s.latencyIntervalMs} ms apart ` +
+      `(after ${s.latencyWarmup} untimed); ` +
       `W4 ${s.retry.toLocaleString("en-US")} jobs; concurrency ${s.concurrency} per worker process; ` +
       `${o.repeat} repetition${o.repeat > 1 ? "s" : ""}, cells are median (min–max). ` +
       `Run time ${(result.durationMs / 60000).toFixed(1)} min; load average at the end ${
