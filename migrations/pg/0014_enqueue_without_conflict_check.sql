@@ -14,7 +14,9 @@
 -- Same arguments, same result, same NOTIFY, delivered at commit; a keyed
 -- enqueue is exactly as before. Replaced in place, so processes of the
 -- release before this one, which call the same function, take the faster
--- path too. Each branch's statement keeps its own plan for the session.
+-- path too. Each branch's statement keeps its own plan for the session. The
+-- two branches differ in the key and ON CONFLICT alone; an INSERT cannot take
+-- its ON CONFLICT clause conditionally, so the statement is written twice.
 CREATE OR REPLACE FUNCTION docket_enqueue_one(text, text, text, integer, bigint, bigint, integer, text)
   RETURNS TABLE (new_id bigint, new_kind text, new_key text)
   LANGUAGE plpgsql
@@ -29,15 +31,12 @@ BEGIN
     RETURNING docket_items.id, docket_items.kind, docket_items.dedupe_key;
   ELSE
     RETURN QUERY
-    WITH ins AS (
-      INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
-                                trace_context, created_at, updated_at)
-      VALUES ($1, $2, $3, $4, coalesce($5, docket_now_ms() + $6), coalesce($7, 8), $7 IS NOT NULL,
-              $8, docket_now_ms(), docket_now_ms())
-      ON CONFLICT DO NOTHING
-      RETURNING docket_items.id, docket_items.kind, docket_items.dedupe_key
-    )
-    SELECT ins.id, ins.kind, ins.dedupe_key FROM ins;
+    INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
+                              trace_context, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, coalesce($5, docket_now_ms() + $6), coalesce($7, 8), $7 IS NOT NULL,
+            $8, docket_now_ms(), docket_now_ms())
+    ON CONFLICT DO NOTHING
+    RETURNING docket_items.id, docket_items.kind, docket_items.dedupe_key;
   END IF;
   IF FOUND THEN
     PERFORM pg_notify('docket_items', 'enqueued');
