@@ -183,6 +183,15 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         // The reserved connection dies (as in a database restart): one claim
         // fails as a StorageError, the next reserves a new connection.
         yield* sql.unsafe("SELECT pg_terminate_backend($1)", [first])
+        // pg_terminate_backend only signals: wait (bounded) until the backend
+        // has exited, so its socket is closed before the next claim is sent.
+        // A claim sent while it is still exiting gets the FATAL as its answer
+        // and returns the connection before pg sees the close, so one more
+        // claim could fail (CI hit it once); the claimer retries either way.
+        yield* sql.unsafe<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [first]).pipe(
+          Effect.filterOrFail((rows) => rows[0].n === 0, () => "the terminated backend is still there"),
+          Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo("5 seconds")))
+        )
         yield* repo.enqueue("job", 4)
         const failed = yield* Effect.exit(repo.claim({ worker: "w", limit: 1, lease: 30_000 }))
         expect(Exit.isFailure(failed)).toBe(true)
