@@ -7,8 +7,9 @@
  *
  * PostgreSQL keeps a done item by moving it to docket_done in one statement
  * (a DELETE and an INSERT: no item is ever in both tables or in neither);
- * marking it done in place cost W2 13-16% against deleting it, moving it 8-20%
- * (migrations/pg/0011_done_table.sql). SQLite marks it in place (2-4% there).
+ * marking it done in place cost W2 13-16% against deleting it, moving it 5-8%
+ * (18% where two worker processes and the database saturate two cores:
+ * docs/benchmarks.md, "The cost of history"). SQLite marks it in place (2-4%).
  */
 import * as Now from "./clock.js"
 
