@@ -148,6 +148,11 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         const plan = yield* explain(Prune.pgDone, [86_400_000, 1000])
         expect(plan).toMatch(/Index Scan using docket_done_finished/)
         expect(plan).toMatch(/Index Scan using docket_items_finished/)
+        // The DELETE takes the rows the walk locked by their address: no join
+        // of the batch to the table (which was a sequential scan of it).
+        expect(plan).toMatch(/Tid Scan on docket_done/)
+        expect(plan).toMatch(/Tid Scan on docket_items/)
+        expect(plan).not.toMatch(/Seq Scan|Hash Semi Join/)
         // (Its counts are sorted by kind, a few rows: the walk itself is not.)
         expect(plan).not.toMatch(/Sort Key: \w+\.finished_at/)
         // `list` of done items merges both tables' indexes walked backwards from the cursor's key, no sort either.
@@ -161,6 +166,35 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
         expect(deadPlan).toMatch(/docket_items_finished/)
         expect(deadPlan).not.toMatch(/docket_done/)
       }).pipe(Effect.scoped, Effect.timeout("30 seconds")))
+
+    // Every pool prunes; on PostgreSQL two pruners run at once for real.
+    // Each row is deleted by exactly one of them and counted once: the
+    // totals (docket_counts) say every item finished, none twice.
+    it.live("pruners in three pools at once delete and count every expired row exactly once", () =>
+      Effect.gen(function*() {
+        const [a, b, c] = yield* pools(3)
+        const repos = [a, b, c].map((context) => Context.get(context, QueueRepo.QueueRepo))
+        const sql = Context.get(a, SqlClient.SqlClient)
+        const total = 4_321
+        yield* repos[0].enqueueMany(Array.from({ length: total }, (_, i) => ({ kind: i % 2 === 0 ? "even" : "odd", payload: i })))
+        const claims = yield* repos[0].claim({ worker: "w", limit: total, lease: 60_000 })
+        expect(claims).toHaveLength(total)
+        yield* repos[0].completeMany(claims)
+        yield* ageFinished(172_800_000).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        // Each pool prunes until a pass finds nothing; all three at once.
+        const pruneAll = (repo: QueueRepo.Service) =>
+          Effect.iterate({ deleted: 0, last: -1 }, {
+            while: (s) => s.last !== 0,
+            body: (s) => Effect.map(repo.prune, (r) => ({ deleted: s.deleted + r.done, last: r.done }))
+          })
+        const counts = yield* Effect.all(repos.map(pruneAll), { concurrency: "unbounded" })
+        expect(counts.reduce((sum, r) => sum + r.deleted, 0)).toBe(total)
+        expect(yield* countState("done").pipe(Effect.provideService(SqlClient.SqlClient, sql))).toBe(0)
+        const totals = yield* sql.unsafe<{ kind: string; n: string }>(
+          "SELECT kind, n FROM docket_counts WHERE what = 'done' ORDER BY kind"
+        )
+        expect(totals.map((r) => [r.kind, Number(r.n)])).toEqual([["even", Math.ceil(total / 2)], ["odd", Math.floor(total / 2)]])
+      }).pipe(Effect.scoped, Effect.timeout("60 seconds")))
 
     it.live("claims hold one reserved connection, replaced after it is killed and released with the layer", () =>
       Effect.gen(function*() {
