@@ -13,31 +13,43 @@ import * as Now from "./clock.js"
 import { pgAdd } from "./counts.js"
 
 /**
- * PostgreSQL: $1 the state, $2 the retention in ms, $3 the batch size; one row
- * with the count deleted. FOR UPDATE SKIP LOCKED: two pruners (every pool runs
- * one) never take the same row and never wait for each other, and a row a
- * person's retry or delete holds is left for the next pass. Finished rows are
- * not rows a claim or an outcome write ever locks, so a prune never delays one.
+ * PostgreSQL: a DELETE (a CTE body, aliased d) of at most `limit` rows of
+ * `table` that `where` selects (aliased x), walked in `order`; each returns
+ * `returning`. The walk locks each row FOR UPDATE SKIP LOCKED: two pruners
+ * (every pool runs one) never take the same row and never wait for each
+ * other, and a row a person's retry or delete holds is left for the next
+ * pass. Finished rows are not rows a claim or an outcome write ever locks, so
+ * a prune never delays one.
  *
- * The DELETE finds the rows by the physical addresses (ctid) the locking
- * SELECT returns: a row this statement has locked cannot be updated or
- * deleted by anyone else, so its address stays put until the DELETE. Found by
- * id instead (`id IN (SELECT ...)`), the planner joined the batch to the
- * table, by a sequential scan of it while it was small (below a few hundred
- * thousand rows) and by a primary-key probe a row above: 9.0 ms per 1,000
- * rows on 100,000 done rows and 6.0 on 400,000, against 3.4-3.6 by address
- * (docs/benchmarks.md, "The cost of history").
+ * The DELETE finds the rows by the physical addresses (ctid) the walk
+ * returns: a row this statement has locked cannot be updated or deleted by
+ * anyone else, so its address stays put until the DELETE. Found by id instead
+ * (`id IN (SELECT ...)`), the planner joined the batch to the table, by a
+ * sequential scan of it below a few hundred thousand rows and by a key probe
+ * a row above: 9.6 ms per 1,000 rows on 100,000 expired done rows and 11.4 on
+ * 1,000,000, against 3.2 and 6.1 by address (docs/benchmarks.md, "The cost of
+ * history").
+ */
+const pgDeleteLocked = (table: string, where: string, order: string, limit: string, returning: string) => `
+  DELETE FROM ${table} d
+  WHERE d.ctid = ANY(ARRAY(
+    SELECT x.ctid FROM ${table} x
+    WHERE ${where}
+    ORDER BY ${order}
+    LIMIT ${limit}
+    FOR UPDATE SKIP LOCKED))
+  RETURNING ${returning}`
+
+/** PostgreSQL: the rows of docket_items (x) finished in `state` at least `retention` ms ago (both SQL expressions). */
+const expiredInItems = (state: string, retention: string) =>
+  `x.state = ${state} AND x.finished_at IS NOT NULL AND x.finished_at <= ${Now.pg} - ${retention}::bigint`
+
+/**
+ * PostgreSQL: $1 the state, $2 the retention in ms, $3 the batch size; one row
+ * with the count deleted.
  */
 export const pg = `
-WITH gone AS (
-  DELETE FROM docket_items d
-  WHERE d.ctid = ANY(ARRAY(
-    SELECT i.ctid FROM docket_items i
-    WHERE i.state = $1 AND i.finished_at IS NOT NULL AND i.finished_at <= ${Now.pg} - $2::bigint
-    ORDER BY i.finished_at, i.id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED))
-  RETURNING d.kind, 1 AS n
+WITH gone AS (${pgDeleteLocked("docket_items", expiredInItems("$1", "$2"), "x.finished_at, x.id", "$3", "d.kind, 1 AS n")}
 ), ${pgAdd("counted", "gone", "$1::text")}
 SELECT count(*) AS n FROM gone`
 
@@ -47,27 +59,13 @@ SELECT count(*) AS n FROM gone`
  * docket_done_finished; a worker of the release before 0011 still marks them
  * done in docket_items during a rolling upgrade, so those are pruned too (an
  * empty range of docket_items_finished once every worker is upgraded). At
- * most a batch from each table. Rows found by address, as above.
+ * most a batch from each table.
  */
 export const pgDone = `
-WITH gone AS (
-  DELETE FROM docket_done d
-  WHERE d.ctid = ANY(ARRAY(
-    SELECT x.ctid FROM docket_done x
-    WHERE x.finished_at <= ${Now.pg} - $1::bigint
-    ORDER BY x.finished_at, x.id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))
-  RETURNING d.kind, 1 AS n
-), gone_in_place AS (
-  DELETE FROM docket_items d
-  WHERE d.ctid = ANY(ARRAY(
-    SELECT i.ctid FROM docket_items i
-    WHERE i.state = 'done' AND i.finished_at IS NOT NULL AND i.finished_at <= ${Now.pg} - $1::bigint
-    ORDER BY i.finished_at, i.id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))
-  RETURNING d.kind, 1 AS n
+WITH gone AS (${
+  pgDeleteLocked("docket_done", `x.finished_at <= ${Now.pg} - $1::bigint`, "x.finished_at, x.id", "$2", "d.kind, 1 AS n")
+}
+), gone_in_place AS (${pgDeleteLocked("docket_items", expiredInItems("'done'", "$1"), "x.finished_at, x.id", "$2", "d.kind, 1 AS n")}
 ), both_tables AS (
   SELECT kind, n FROM gone UNION ALL SELECT kind, n FROM gone_in_place
 ), ${pgAdd("counted", "both_tables", "'done'")}
@@ -92,19 +90,18 @@ RETURNING kind`
  * batch per statement (its primary key walked from the oldest minute).
  * PostgreSQL: $1 the window in ms, $2 the batch size; one row with the count
  * deleted. SKIP LOCKED: a row a fail is counting into (the current minute,
- * never this old) or another pruner holds is left for the next pass. Rows
- * found by address, as above.
+ * never this old) or another pruner holds is left for the next pass.
  */
 export const pgMinuteCounts = `
-WITH gone AS (
-  DELETE FROM docket_minute_counts d
-  WHERE d.ctid = ANY(ARRAY(
-    SELECT c.ctid FROM docket_minute_counts c
-    WHERE c.minute < (${Now.pg} - $1::bigint) / 60000
-    ORDER BY c.minute, c.kind
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED))
-  RETURNING d.kind, d.retried AS n
+WITH gone AS (${
+  pgDeleteLocked(
+    "docket_minute_counts",
+    `x.minute < (${Now.pg} - $1::bigint) / 60000`,
+    "x.minute, x.kind",
+    "$2",
+    "d.kind, d.retried AS n"
+  )
+}
 ), ${pgAdd("counted", "gone", "'retried'")}
 SELECT count(*) AS n FROM gone`
 
