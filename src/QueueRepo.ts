@@ -17,19 +17,16 @@
  * ```
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Either, Layer, Option, type Scope } from "effect"
+import { Context, Effect, Either, Layer, type Scope } from "effect"
 import type { Retention } from "./Domain.js"
-import type { Dialect } from "./internal/dialect.js"
-import * as DirectPool from "./internal/directPool.js"
-import * as Pg from "./internal/pg.js"
-import * as Sqlite from "./internal/sqlite.js"
+import * as Storage from "./internal/storage.js"
 import * as Cancel from "./internal/store/cancel.js"
 import * as Claims from "./internal/store/claims.js"
 import * as Dead from "./internal/store/dead.js"
-import { storage, toItem, toStats, toWait } from "./internal/store/decode.js"
 import * as Enqueue from "./internal/store/enqueue.js"
 import * as History from "./internal/store/history.js"
 import * as Insights from "./internal/store/insights.js"
+import * as Items from "./internal/store/items.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as Schedules from "./internal/store/schedules.js"
@@ -73,38 +70,28 @@ export interface Options {
 /** Attempts before an item is dead, when neither the enqueue, its handler nor `Options` give a number. */
 export const DEFAULT_MAX_ATTEMPTS = 8
 
-const dialectOf = (sql: SqlClient.SqlClient, claimScope?: Scope.Scope): Effect.Effect<Dialect> =>
-  Effect.map(Effect.serviceOption(DirectPool.DirectPool), (direct) =>
-    sql.onDialectOrElse({
-      pg: () => Pg.make(sql, claimScope, Option.getOrUndefined(direct)),
-      sqlite: () => Sqlite.make(sql),
-      orElse: () => {
-        throw new Error("Docket supports PostgreSQL and SQLite only")
-      }
-    }))
-
 /** Builds the service over the `SqlClient` in context (PostgreSQL or SQLite). */
 export const make = (options: Options = {}): Effect.Effect<Service, never, SqlClient.SqlClient | Wakeups.Wakeups> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return makeWith(yield* dialectOf(sql), yield* Wakeups.Wakeups, options)
+    return makeWith(yield* Storage.make(sql), yield* Wakeups.Wakeups, options)
   })
 
 /**
  * As `make`, and on PostgreSQL claims run on a connection reserved from the
- * pool (see internal/pg.ts), released when the scope closes. `layer` uses it.
+ * pool (see internal/sql/claimAcquire.ts), released when the scope closes. `layer` uses it.
  */
 export const makeScoped = (
   options: Options = {}
 ): Effect.Effect<Service, never, SqlClient.SqlClient | Wakeups.Wakeups | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return makeWith(yield* dialectOf(sql, yield* Effect.scope), yield* Wakeups.Wakeups, options)
+    return makeWith(yield* Storage.make(sql, yield* Effect.scope), yield* Wakeups.Wakeups, options)
   })
 
 // Wires the parts (internal/store/): each holds one responsibility of the
-// service, over the dialect chosen in dialectOf.
-const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options): Service => {
+// service, over the storage (its dialect chosen once, in Storage.make).
+const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Options): Service => {
   const prepare = Prepare.make({ maxPayloadBytes: options.maxPayloadBytes ?? V.DEFAULT_MAX_PAYLOAD_BYTES })
   // A bad retention or result limit is the application's programming error,
   // thrown while the service is built (as a bad defaultMaxAttempts), typed.
@@ -114,39 +101,22 @@ const makeWith = (dialect: Dialect, wakeups: Wakeups.Service, options: Options):
     V.checkIntegerIn("result", options.maxResultBytes ?? V.DEFAULT_MAX_RESULT_BYTES, 2, 64 * 1024 * 1024),
     thrown
   )
-  const enqueue = Enqueue.make(dialect, wakeups, prepare)
+  const enqueue = Enqueue.make(store, wakeups, prepare)
   return {
-    dialect: dialect.name,
+    dialect: store.dialect,
     ...enqueue,
-    ...Claims.make(dialect, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS, {
+    ...Claims.make(store, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS, {
       keepDone: retention.done !== 0,
       maxResultBytes
     }),
-    ...History.make(dialect, retention),
-    stats: dialect.stats.pipe(Effect.map(toStats), Effect.mapError(storage("stats"))),
-    // An id that is not a positive safe integer names no item: None on every
-    // dialect, without a query (PostgreSQL would refuse 1.5 or NaN as a bigint
-    // and report a StorageError, while SQLite answered None).
-    get: (id) =>
-      !Number.isSafeInteger(id) || id < 1 ? Effect.succeed(Option.none()) : dialect.get(id).pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toItem)),
-        Effect.mapError(storage("get"))
-      ),
-    // As `get`: ids that name no item are left out without a query.
-    getMany: (ids) => {
-      const valid = [...new Set(ids)].filter((id) => Number.isSafeInteger(id) && id >= 1)
-      return valid.length === 0 ? Effect.succeed([]) : dialect.getMany(valid).pipe(
-        Effect.map((rows) => rows.map(toItem)),
-        Effect.mapError(storage("getMany"))
-      )
-    },
-    ...Dead.make(dialect),
-    ...Kinds.make(dialect, wakeups),
-    ...Cancel.make(dialect, wakeups),
-    nextDueIn: dialect.nextDue.pipe(Effect.map(toWait), Effect.mapError(storage("nextDueIn"))),
-    ...Workers.make(dialect),
-    ...Schedules.make(dialect, wakeups, enqueue.enqueueMany),
-    ...Insights.make(dialect, wakeups)
+    ...History.make(store, retention),
+    ...Items.make(store),
+    ...Dead.make(store),
+    ...Kinds.make(store, wakeups),
+    ...Cancel.make(store, wakeups),
+    ...Workers.make(store),
+    ...Schedules.make(store, wakeups, enqueue.enqueueMany),
+    ...Insights.make(store, wakeups)
   }
 }
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import Sqlite from "better-sqlite3"
 import { Effect, Layer, Option } from "effect"
 import { Database, QueueRepo } from "../src/index.js"
-import * as Claim from "../src/internal/sql/claim.js"
+import * as Claim from "../src/internal/sql/claimAcquire.js"
 import { queueRepoConformance } from "./conformance/queueRepo.js"
 import { sqliteBackend } from "./support/db.js"
 
@@ -11,7 +11,7 @@ const backend = sqliteBackend()
 afterAll(() => backend.cleanup())
 describe("QueueRepo on SQLite", () => queueRepoConformance(backend))
 
-// Claims commit with synchronous = NORMAL (src/internal/sqlite.ts says why);
+// Claims commit with synchronous = NORMAL (src/internal/sql/claimAcquire.ts says why);
 // everything else keeps the configured level. The statements better-sqlite3
 // runs are recorded in order (its statement methods wrapped, for these tests).
 describe("QueueRepo on SQLite: the claim's synchronous level", () => {
@@ -120,7 +120,7 @@ describe("QueueRepo on SQLite: the claim's plan", () => {
   const planOf = (file: string) => {
     const db = new Sqlite(file, { readonly: true })
     try {
-      // Numbered parameters as the dialect binds them (src/internal/sqlite.ts).
+      // Numbered parameters as the runner binds them (src/internal/sql/db.ts).
       const order: Array<number> = []
       const text = Claim.sqlite.replace(/\?(\d+)/g, (_, n: string) => {
         order.push(Number(n) - 1)

@@ -17,7 +17,7 @@
  */
 import Database from "better-sqlite3"
 import pg from "pg"
-import * as Claim from "../../src/internal/sql/claim.js"
+import * as Claim from "../../src/internal/sql/claimAcquire.js"
 import * as Now from "../../src/internal/sql/clock.js"
 import { median } from "../lib/stats.js"
 import { pgProbe, sqliteProbe } from "./probes.js"

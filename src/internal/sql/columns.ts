@@ -1,6 +1,6 @@
 /**
  * The column lists statements return, the same in both dialects: they are the
- * row shapes of internal/rows.ts.
+ * row shapes of ./rows.ts.
  */
 
 // max_attempts as the rows carry it: NULL when the enqueue gave none (the
@@ -16,3 +16,6 @@ export const ITEM_COLUMNS =
 /** The columns of `ClaimRow`: what a run needs (state, claimer and update time are known). */
 export const CLAIM_COLUMNS =
   `id, kind, payload, dedupe_key, priority, run_at, attempts, ${MAX_ATTEMPTS}, last_error, lease_until, lease_seq, created_at, trace_context, snoozes`
+
+/** The columns of the live-workers table (docket_workers), as a heartbeat writes them and the listing reads them. */
+export const WORKER_COLUMNS = "id, name, host, pid, kinds, concurrency, running, version, started_at, heartbeat_at"

@@ -4,6 +4,9 @@
  * by kind, in the same statement (PostgreSQL) or transaction (SQLite); the
  * totals read them with what is still stored, in one snapshot.
  */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { Db } from "./db.js"
 
 /**
  * PostgreSQL: a CTE that adds the rows of `from` (a CTE of the same
@@ -25,26 +28,22 @@ SELECT j.value ->> 0, j.value ->> 1, sum(j.value ->> 2) FROM json_each(?1) j WHE
 ON CONFLICT (kind, what) DO UPDATE SET n = docket_counts.n + excluded.n`
 
 /**
- * Every item that ever finished in each state, and every retry, by kind: the
- * counts of what left plus what is stored now, in one statement (one
- * snapshot: a prune between two reads would count its items twice or not
- * at all). Reads every finished item (an index-only count on PostgreSQL), so
- * it is for a scrape, not a hot path.
+ * SQLite: a statement that takes finished items (or retry counts) out of the
+ * store, and the count of what it took added to docket_counts (`sqliteAdd`),
+ * in one transaction: a reader of the totals sees both or neither. `n`: how
+ * many each row counts for (1 by default).
  */
-const totals = `
-SELECT kind, what, sum(n) AS n FROM (
-  SELECT kind, what, n FROM docket_counts
-  UNION ALL
-  SELECT kind, state AS what, count(*) AS n FROM docket_items_all
-  WHERE state IN ('done', 'dead', 'cancelled') GROUP BY kind, state
-  UNION ALL
-  SELECT kind, 'retried' AS what, sum(retried) AS n FROM docket_minute_counts GROUP BY kind
-) t
-GROUP BY kind, what
-ORDER BY kind, what`
-
-/** PostgreSQL: rows of (kind, what, n). */
-export const pgTotals = totals
-
-/** SQLite: rows of (kind, what, n). */
-export const sqliteTotals = totals
+export const sqliteCounting = <A extends { readonly kind: string }>(
+  { run, transaction }: Db,
+  take: Effect.Effect<ReadonlyArray<A>, SqlError>,
+  what: string,
+  n: (row: A) => number = () => 1
+): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  transaction(Effect.gen(function*() {
+    const rows = yield* take
+    if (rows.length > 0) {
+      const counts = rows.map((r) => [r.kind, what, n(r)])
+      yield* run(sqliteAdd, [JSON.stringify(counts)])
+    }
+    return rows
+  }))

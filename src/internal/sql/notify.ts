@@ -21,6 +21,6 @@ export const CANCEL_CHANNEL = "docket_cancel"
  */
 export const CANCEL_IDS_PER_NOTICE = 300
 
-/** The ids of a cancel notice (comma separated, as sql/cancel.ts sends them); anything else in it is ignored. */
+/** The ids of a cancel notice (comma separated, as sql/itemCancelMany.ts sends them); anything else in it is ignored. */
 export const parseCancelIds = (payload: string): ReadonlyArray<number> =>
   payload.split(",").map(Number).filter((id) => Number.isSafeInteger(id) && id > 0)

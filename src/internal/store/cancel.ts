@@ -2,14 +2,14 @@
  * Cancel: items a person stops, by id, in one statement (one transaction on
  * SQLite). The outcome of each id, in input order; the pools of this process
  * hear of the running ones at once (on PostgreSQL every pool hears of them
- * through the statement's notification, sql/cancel.ts).
+ * through the statement's notification, sql/itemCancelMany.ts).
  */
 import { Effect } from "effect"
 import type { CancelOptions, CancelOutcome } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
-import type { Dialect } from "../dialect.js"
-import { num } from "../rows.js"
+import { num } from "../sql/rows.js"
+import type { Storage } from "../storage.js"
 import * as V from "../validate.js"
 import { storage } from "./decode.js"
 import type { Service } from "./service.js"
@@ -31,13 +31,13 @@ const checkIds = (ids: ReadonlyArray<number>) =>
 
 const OUTCOMES: ReadonlySet<string> = new Set<CancelOutcome>(["cancelled", "cancelledRunning", "finished"])
 
-/** `cancel` over a dialect; this process's pools hear of the running items cancelled through `wakeups`. */
-export const make = (dialect: Dialect, wakeups: Wakeups.Service): Pick<Service, "cancel"> => ({
+/** `cancel` over the storage; this process's pools hear of the running items cancelled through `wakeups`. */
+export const make = (store: Pick<Storage, "itemCancelMany">, wakeups: Wakeups.Service): Pick<Service, "cancel"> => ({
   cancel: (ids, options: CancelOptions = {}) =>
     Effect.gen(function*() {
       const distinct = yield* checkIds(ids)
       const reason = yield* V.lift(V.checkReason(options.reason))
-      const rows = yield* dialect.cancel(distinct, cancelError(reason)).pipe(Effect.mapError(storage("cancel")))
+      const rows = yield* store.itemCancelMany(distinct, cancelError(reason)).pipe(Effect.mapError(storage("cancel")))
       const byId = new Map<number, CancelOutcome>()
       for (const row of rows) {
         if (!OUTCOMES.has(row.outcome)) return yield* Effect.die(new Error(`cancel: unexpected outcome ${row.outcome}`))

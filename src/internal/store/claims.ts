@@ -8,7 +8,10 @@ import { Effect, Either } from "effect"
 import type { Claim, Completion, FailOutcome, ReleaseOutcome, SnoozeOutcome } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { Service } from "./service.js"
-import type { CompleteRow, Dialect, FailRow, SnoozeRow } from "../dialect.js"
+import type { CompleteRow } from "../sql/claimComplete.js"
+import type { FailRow } from "../sql/claimFail.js"
+import type { SnoozeRow } from "../sql/claimSnooze.js"
+import type * as Storage from "../storage.js"
 import * as V from "../validate.js"
 import { claimOrder, storage, toClaim, toFailOutcome, toReleaseOutcome, toSnoozeOutcome } from "./decode.js"
 import { applied, fence, fenceKey, withTwinFallback } from "./fence.js"
@@ -64,10 +67,12 @@ const completeRows = (completions: ReadonlyArray<Completion>, maxBytes: number, 
 }
 
 /**
- * The claim and its fenced changes over a dialect. `defaultMaxAttempts`: the
+ * The claim and its fenced changes over the storage. `defaultMaxAttempts`: the
  * budget of an item enqueued without one whose kind the claim gives none.
  */
-export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: CompleteSettings): Claims => {
+export const make = (
+  store: Storage.Claims & Pick<Storage.Units, "isUniqueViolation">,
+  defaultMaxAttempts: number, settings: CompleteSettings): Claims => {
   const fallback = checkBudget(defaultMaxAttempts)
   if (Either.isLeft(fallback)) throw new Error(`QueueRepo: defaultMaxAttempts ${fallback.left.reason}`)
   const self: Claims = {
@@ -86,7 +91,7 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: Com
             if (Either.isLeft(checked)) return yield* checked.left
           }
         }
-        const rows = yield* dialect.claim(w, n, leaseMs, kinds === undefined ? null : kinds, limited).pipe(
+        const rows = yield* store.claimAcquire(w, n, leaseMs, kinds === undefined ? null : kinds, limited).pipe(
           Effect.mapError(storage("claim"))
         )
         return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts, leaseMs)).sort(claimOrder)
@@ -97,7 +102,7 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: Com
         if (given.length === 0) return []
         const completions = given.map(asCompletion)
         const rows = yield* V.lift(completeRows(completions, settings.maxResultBytes, settings.keepDone))
-        const done = yield* dialect.complete(rows, settings.keepDone).pipe(Effect.mapError(storage("complete")))
+        const done = yield* store.claimComplete(rows, settings.keepDone).pipe(Effect.mapError(storage("complete")))
         return applied(completions.map((c) => c.claim), done)
       }),
     maxResultBytes: settings.maxResultBytes,
@@ -109,17 +114,17 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: Com
         for (const { claim, error, next } of failures) {
           const delay = next._tag === "Retry" ? yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS)) : null
           // The claim's budget is spent: dead. (The statement checks only a
-          // budget the enqueue gave; a default one is the claim's: sql/fail.ts.)
+          // budget the enqueue gave; a default one is the claim's: sql/claimFail.ts.)
           const delayMs = claim.attempt >= claim.maxAttempts ? null : delay
           const cancel = next._tag === "Cancel"
           rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs, cancel })
         }
-        const outcomes = yield* withTwinFallback(dialect, rows, dialect.fail).pipe(Effect.mapError(storage("fail")))
+        const outcomes = yield* withTwinFallback(store, rows, store.claimFail).pipe(Effect.mapError(storage("fail")))
         return failures.map(({ claim }): FailOutcome => toFailOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
       }),
     release: (claim) => Effect.map(self.releaseMany([claim]), (r) => r[0]),
     releaseMany: (claims) =>
-      claims.length === 0 ? Effect.succeed([]) : withTwinFallback(dialect, claims.map(fence), dialect.release).pipe(
+      claims.length === 0 ? Effect.succeed([]) : withTwinFallback(store, claims.map(fence), store.claimRelease).pipe(
         Effect.map((outcomes) =>
           claims.map((claim): ReleaseOutcome => toReleaseOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
         ),
@@ -135,7 +140,7 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: Com
           const delayMs = yield* V.lift(V.checkMillis("delay", delay, 0, V.MAX_DELAY_MS))
           rows.push({ id: claim.id, token: claim.token, delayMs })
         }
-        const outcomes = yield* withTwinFallback(dialect, rows, dialect.snooze).pipe(Effect.mapError(storage("snooze")))
+        const outcomes = yield* withTwinFallback(store, rows, store.claimSnooze).pipe(Effect.mapError(storage("snooze")))
         return snoozes.map(({ claim }): SnoozeOutcome => toSnoozeOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
       }),
     extend: (claim, lease) => Effect.map(self.extendMany([claim], lease), (r) => r[0]),
@@ -143,7 +148,7 @@ export const make = (dialect: Dialect, defaultMaxAttempts: number, settings: Com
       Effect.gen(function*() {
         const leaseMs = yield* V.lift(V.checkMillis("lease", lease, 1, V.MAX_LEASE_MS))
         if (claims.length === 0) return []
-        const rows = yield* dialect.extend(claims.map(fence), leaseMs).pipe(Effect.mapError(storage("extend")))
+        const rows = yield* store.claimExtend(claims.map(fence), leaseMs).pipe(Effect.mapError(storage("extend")))
         return applied(claims, rows)
       })
   }

@@ -7,9 +7,9 @@ import { Effect } from "effect"
 import type { DeadSelection } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { Service } from "./service.js"
-import type { Dialect } from "../dialect.js"
+import type { Storage } from "../storage.js"
 import * as V from "../validate.js"
-import { storage, toIds, toItem } from "./decode.js"
+import { storage } from "./decode.js"
 
 /** Checks a selection: at least one valid id, or `all: true` with an optional valid kind. */
 const checkSelection = (selection: DeadSelection) =>
@@ -26,24 +26,21 @@ const checkSelection = (selection: DeadSelection) =>
     return { ids: null, kind }
   })
 
-/** `listDead`, `retryDead` and `deleteDead` over a dialect. */
-export const make = (dialect: Dialect): Pick<Service, "listDead" | "retryDead" | "deleteDead"> => ({
+/** `listDead`, `retryDead` and `deleteDead` over the storage. */
+export const make = (store: Pick<Storage, "deadList" | "deadRetry" | "deadDelete">): Pick<Service, "listDead" | "retryDead" | "deleteDead"> => ({
   listDead: (page = {}) =>
     Effect.gen(function*() {
       const kind = page.kind === undefined ? null : yield* V.lift(V.checkKind(page.kind))
       const after = page.after === undefined ? 0 : yield* V.lift(V.checkIntegerIn("page", page.after, 0, Number.MAX_SAFE_INTEGER))
       const limit = page.limit === undefined ? 100 : yield* V.lift(V.checkIntegerIn("page", page.limit, 1, 10_000))
-      const rows = yield* dialect.listDead(kind, after, limit).pipe(Effect.mapError(storage("listDead")))
-      return rows.map(toItem)
+      return yield* store.deadList(kind, after, limit).pipe(Effect.mapError(storage("listDead")))
     }),
   retryDead: (selection) =>
     checkSelection(selection).pipe(
-      Effect.flatMap((s) => Effect.mapError(dialect.retryDead(s), storage("retryDead"))),
-      Effect.map(toIds)
+      Effect.flatMap((s) => Effect.mapError(store.deadRetry(s), storage("retryDead")))
     ),
   deleteDead: (selection) =>
     checkSelection(selection).pipe(
-      Effect.flatMap((s) => Effect.mapError(dialect.deleteDead(s), storage("deleteDead"))),
-      Effect.map(toIds)
+      Effect.flatMap((s) => Effect.mapError(store.deadDelete(s), storage("deleteDead")))
     )
 })

@@ -11,19 +11,23 @@ import type { EnqueueResult } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Service } from "./service.js"
 import type * as Wakeups from "../../Wakeups.js"
-import type { Dialect, InsertRow } from "../dialect.js"
-import { type KeyRow, num } from "../rows.js"
+import type { InsertRow } from "../sql/itemInsertMany.js"
+import { type KeyRow, num } from "../sql/rows.js"
+import type { Storage } from "../storage.js"
 import { spanWithContextIfTraced } from "../tracing.js"
 import { storage } from "./decode.js"
 import type { Prepare } from "./prepare.js"
 
-/** `enqueue` and `enqueueMany` over a dialect; this process's pools hear of new items through `wakeups`. */
+/** The operations an enqueue runs. */
+type Insert = Pick<Storage, "itemInsertMany" | "itemFindWaiting" | "atomic">
+
+/** `enqueue` and `enqueueMany` over the storage; this process's pools hear of new items through `wakeups`. */
 export const make = (
-  dialect: Dialect,
+  storage: Insert,
   wakeups: Wakeups.Service,
   prepare: Prepare
 ): Pick<Service, "enqueue" | "enqueueMany"> => {
-  const enqueueRows = inserter(dialect, wakeups)
+  const enqueueRows = inserter(storage, wakeups)
   return {
     enqueue: (kind, payload, opts = {}) =>
       spanWithContextIfTraced(
@@ -55,7 +59,7 @@ export const make = (
 }
 
 // The insert of checked rows, with dedupe, then the wake-up: results in input order.
-const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
+const inserter = (store: Insert, wakeups: Wakeups.Service) => {
   // Inserts, then looks up the waiting item for each keyed row that was skipped.
   // If that item was claimed in between (so nothing waits any more), the row is
   // inserted again: every result is either a new item or one that waited.
@@ -70,11 +74,11 @@ const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
         if (round === 5) {
           return yield* Effect.die(new Error("enqueue: a keyed item kept changing state while enqueuing"))
         }
-        const inserted = yield* dialect.insert(pending.map((i) => rows[i]), traceContext)
+        const inserted = yield* store.itemInsertMany(pending.map((i) => rows[i]), traceContext)
         const skipped = matchInserted(rows, pending, inserted, results)
         if (skipped.length === 0) break
         const pairs = skipped.map((i) => [rows[i].kind, rows[i].key!] as const)
-        const waiting = yield* dialect.findWaiting(pairs)
+        const waiting = yield* store.itemFindWaiting(pairs)
         const byPair = new Map(waiting.map((w) => [pairKey(w.kind, w.dedupe_key!), num(w.id)]))
         pending = []
         for (const i of skipped) {
@@ -97,7 +101,7 @@ const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
     rows: ReadonlyArray<InsertRow>,
     traceContext: string | null
   ): Effect.Effect<ReadonlyArray<EnqueueResult>, SqlError> =>
-    Effect.map(dialect.insert(rows, traceContext), (inserted) => {
+    Effect.map(store.itemInsertMany(rows, traceContext), (inserted) => {
       const results: Array<EnqueueResult | undefined> = new Array(rows.length)
       matchInserted(rows, rows.length === 1 ? [0] : rows.map((_, i) => i), inserted, results)
       return results as ReadonlyArray<EnqueueResult>
@@ -107,7 +111,7 @@ const inserter = (dialect: Dialect, wakeups: Wakeups.Service) => {
     rows.length === 0
       ? Effect.succeed([])
       : (rows.some((r) => r.key !== null)
-        ? dialect.atomic(insertAll(rows, traceContext))
+        ? store.atomic(insertAll(rows, traceContext))
         : insertUnkeyed(rows, traceContext)).pipe(
         Effect.mapError(storage("enqueue")),
         Effect.tap(announce)

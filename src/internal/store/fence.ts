@@ -7,8 +7,8 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { Claim } from "../../Domain.js"
-import type { Dialect, Fence } from "../dialect.js"
-import { type FencedRow, type FencedStateRow, num } from "../rows.js"
+import { type Fence, type FencedRow, type FencedStateRow, num } from "../sql/rows.js"
+import type { Storage } from "../storage.js"
 
 /** What a change after `claim` presents. */
 export const fence = (claim: Claim): Fence => ({ id: claim.id, token: claim.token })
@@ -37,7 +37,7 @@ export const applied = (claims: ReadonlyArray<Claim>, rows: ReadonlyArray<Fenced
  * the per-item retry resolves that too.
  */
 export const withTwinFallback = <Row extends Fence>(
-  dialect: Dialect,
+  storage: Pick<Storage, "isUniqueViolation">,
   rows: ReadonlyArray<Row>,
   apply: (rows: ReadonlyArray<Row>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
 ): Effect.Effect<Map<string, string>, SqlError> => {
@@ -46,14 +46,14 @@ export const withTwinFallback = <Row extends Fence>(
   const one = (row: Row, attemptsLeft: number): Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError> =>
     apply([row]).pipe(
       Effect.catchIf(
-        (error) => attemptsLeft > 0 && dialect.isUniqueViolation(error),
+        (error) => attemptsLeft > 0 && storage.isUniqueViolation(error),
         () => one(row, attemptsLeft - 1)
       )
     )
   return apply(rows).pipe(
     Effect.map(collect),
     Effect.catchIf(
-      (error) => dialect.isUniqueViolation(error),
+      (error) => storage.isUniqueViolation(error),
       () => Effect.map(Effect.forEach(rows, (row) => one(row, 3)), (results) => collect(results.flat()))
     )
   )

@@ -6,10 +6,10 @@
 import { Effect, Either } from "effect"
 import type { FinishedState, Item, ListOptions, ListState, PruneResult, Retention } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
-import type { Dialect, ListQuery } from "../dialect.js"
-import { TOP_KEY } from "../sql/list.js"
+import { type ListQuery, TOP_KEY } from "../sql/historyList.js"
+import type { Storage } from "../storage.js"
 import * as V from "../validate.js"
-import { storage, toItem } from "./decode.js"
+import { storage } from "./decode.js"
 import type { Service } from "./service.js"
 
 /** A finished state's retention in ms; null keeps it for ever. */
@@ -96,7 +96,7 @@ const decodeCursor = (cursor: unknown, state: ListState | null, kind: string | n
   return Either.right({ finishedAt: parsed[3], id: parsed[4] })
 }
 
-/** Checks the options and makes the dialect's query (the cursor's key, or TOP_KEY for the first page). */
+/** Checks the options and makes the storage's query (the cursor's key, or TOP_KEY for the first page). */
 const toQuery = (options: ListOptions) =>
   Effect.gen(function*() {
     const state = options.state ?? null
@@ -115,13 +115,16 @@ const toQuery = (options: ListOptions) =>
     return { state, kind, limit, query }
   })
 
-/** `list` and `prune` over a dialect, with the service's retention. */
-export const make = (dialect: Dialect, retention: ResolvedRetention): Pick<Service, "list" | "prune"> => ({
+/** `list` and `prune` over the storage, with the service's retention. */
+export const make = (
+  store: Pick<Storage, "historyList" | "historyPrune" | "historyPruneMinuteCounts">,
+  retention: ResolvedRetention
+): Pick<Service, "list" | "prune"> => ({
   list: (options = {}) =>
     Effect.gen(function*() {
       const { kind, limit, query, state } = yield* toQuery(options)
-      const rows = yield* dialect.list(query).pipe(Effect.mapError(storage("list")))
-      const items = rows.slice(0, limit).map(toItem)
+      const rows = yield* store.historyList(query).pipe(Effect.mapError(storage("list")))
+      const items = rows.slice(0, limit)
       const more = rows.length > limit
       return { items, cursor: more ? encodeCursor(state, kind, items[items.length - 1]) : null }
     }),
@@ -134,9 +137,9 @@ export const make = (dialect: Dialect, retention: ResolvedRetention): Pick<Servi
     for (const state of FINISHED) {
       const ms = retention[state]
       if (ms === null) continue
-      result[state] = yield* dialect.prune(state, ms, PRUNE_BATCH).pipe(Effect.mapError(storage("prune")))
+      result[state] = yield* store.historyPrune(state, ms, PRUNE_BATCH).pipe(Effect.mapError(storage("prune")))
     }
-    yield* dialect.pruneMinuteCounts(MINUTE_COUNTS_KEPT_MS, PRUNE_BATCH).pipe(Effect.mapError(storage("prune")))
+    yield* store.historyPruneMinuteCounts(MINUTE_COUNTS_KEPT_MS, PRUNE_BATCH).pipe(Effect.mapError(storage("prune")))
     return result satisfies PruneResult
   })
 })

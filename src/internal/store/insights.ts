@@ -1,19 +1,18 @@
 /**
  * What a dashboard and /metrics read beyond `stats` and `list`: the age of
  * each kind's oldest due item, finished and retried items per minute, items found by key
- * or by text (a bounded scan, sql/insights.ts says what each costs); and
+ * or by text (a bounded scan; each sql/insight*.ts says what it costs); and
  * "run now", which makes scheduled items due at once.
  */
 import { Effect, Either } from "effect"
-import type { FinishedMinute, FinishedState, ListState, OldestDue, RetriedMinute, SearchOptions, Total } from "../../Domain.js"
+import type { ListState, SearchOptions } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
-import type { Dialect } from "../dialect.js"
-import { type IdRow, type ItemRow, num, numOrNull } from "../rows.js"
-import * as Sql from "../sql/insights.js"
-import { TOP_KEY } from "../sql/list.js"
+import { TOP_KEY } from "../sql/historyList.js"
+import { SEARCH_SCAN_CAP, type SearchFilters } from "../sql/insightSearch.js"
+import type * as Storage from "../storage.js"
 import * as V from "../validate.js"
-import { storage, toIds, toItem } from "./decode.js"
+import { storage } from "./decode.js"
 import type { Service } from "./service.js"
 
 const LIST_STATES: ReadonlyArray<ListState> = ["waiting", "scheduled", "running", "done", "dead", "cancelled"]
@@ -21,12 +20,7 @@ const LIST_STATES: ReadonlyArray<ListState> = ["waiting", "scheduled", "running"
 /** The longest text a search takes. */
 export const SEARCH_TEXT_MAX = 200
 
-interface Filters {
-  readonly state: ListState | null
-  readonly kind: string | null
-  readonly key: string | null
-  readonly text: string | null
-}
+type Filters = SearchFilters
 
 const badCursor = new InvalidInput({ field: "cursor", reason: "is not a cursor a page of this search returned" })
 
@@ -79,76 +73,38 @@ const checkIds = (ids: ReadonlyArray<number>) =>
 
 type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "totals" | "searchItems" | "runNow">
 
-const TOTAL_WHATS: ReadonlySet<string> = new Set(["done", "dead", "cancelled", "retried"])
-
-/** The read model's operations and "run now" over a dialect. */
-export const make = (dialect: Dialect, wakeups: Wakeups.Service): Ops => {
-  const sql = dialect.name === "pg" ? Sql.pg : Sql.sqlite
+/** The read model's operations and "run now" over the storage. */
+export const make = (store: Storage.Insights & Pick<Storage.Items, "itemRunNow">, wakeups: Wakeups.Service): Ops => {
   const search: Service["searchItems"] = (options = {}) =>
     Effect.gen(function*() {
       const f = yield* checkFilters(options)
       const limit = options.limit === undefined ? 50 : yield* V.lift(V.checkIntegerIn("limit", options.limit, 1, 1000))
       const before = options.cursor === undefined ? TOP_KEY : yield* V.lift(decodeCursor(options.cursor, f))
-      const [window] = yield* dialect.run<{ floor: number | string | null; n: number | string }>(
-        sql.searchFloor,
-        [before, Sql.SEARCH_SCAN_CAP]
-      ).pipe(Effect.mapError(storage("searchItems")))
-      const floor = numOrNull(window?.floor)
-      if (floor === null) return { items: [], cursor: null, scanCap: Sql.SEARCH_SCAN_CAP }
-      const rows = yield* dialect.run<ItemRow>(sql.search, [before, floor, f.state, f.kind, f.key, f.text, limit + 1])
-        .pipe(Effect.mapError(storage("searchItems")))
-      const items = rows.slice(0, limit).map(toItem)
+      const read = yield* store.insightSearch(before, f, limit + 1).pipe(Effect.mapError(storage("searchItems")))
+      const items = read.items.slice(0, limit)
       // A full page goes on below its last item; a short one below the rows
       // it read, when it read a full window (older rows remain).
-      const cursor = rows.length > limit
+      const cursor = read.items.length > limit
         ? encodeCursor(f, items[items.length - 1].id)
-        : num(window.n) >= Sql.SEARCH_SCAN_CAP && floor > 1
-        ? encodeCursor(f, floor)
+        : read.full && read.floor !== null && read.floor > 1
+        ? encodeCursor(f, read.floor)
         : null
-      return { items, cursor, scanCap: Sql.SEARCH_SCAN_CAP }
+      return { items, cursor, scanCap: SEARCH_SCAN_CAP }
     })
+  const minutes = (given: number) => V.lift(V.checkIntegerIn("minutes", given, 1, 24 * 60))
   return {
-    oldestDue: dialect.run<{ kind: string; age_ms: number | string; n: number | string }>(sql.oldestDue, []).pipe(
-      Effect.map((rows) =>
-        rows.map((r): OldestDue => ({ kind: r.kind, ageMs: Math.max(0, num(r.age_ms)), due: num(r.n) }))
-      ),
-      Effect.mapError(storage("oldestDue"))
-    ),
-    finishedPerMinute: (minutes = 60) =>
-      V.lift(V.checkIntegerIn("minutes", minutes, 1, 24 * 60)).pipe(
-        Effect.flatMap((m) =>
-          dialect.run<{ kind: string; state: FinishedState; minute: number | string; n: number | string }>(
-            sql.finishedPerMinute,
-            [m * 60_000]
-          ).pipe(Effect.mapError(storage("finishedPerMinute")))
-        ),
-        Effect.map((rows) =>
-          rows.map((r): FinishedMinute => ({ minute: num(r.minute), kind: r.kind, state: r.state, count: num(r.n) }))
-        )
-      ),
-    retriedPerMinute: (minutes = 60) =>
-      V.lift(V.checkIntegerIn("minutes", minutes, 1, 24 * 60)).pipe(
-        Effect.flatMap((m) =>
-          dialect.run<{ kind: string; minute: number | string; n: number | string }>(sql.retriedPerMinute, [m * 60_000])
-            .pipe(Effect.mapError(storage("retriedPerMinute")))
-        ),
-        Effect.map((rows) => rows.map((r): RetriedMinute => ({ minute: num(r.minute), kind: r.kind, count: num(r.n) })))
-      ),
-    totals: dialect.totals.pipe(
-      Effect.map((rows) =>
-        rows.filter((r) => TOTAL_WHATS.has(r.what)).map((r): Total => ({ kind: r.kind, what: r.what as Total["what"], count: num(r.n) }))
-      ),
-      Effect.mapError(storage("totals"))
-    ),
+    oldestDue: Effect.mapError(store.insightOldestDue, storage("oldestDue")),
+    finishedPerMinute: (given = 60) =>
+      Effect.flatMap(minutes(given), (m) =>
+        Effect.mapError(store.insightFinishedPerMinute(m * 60_000), storage("finishedPerMinute"))),
+    retriedPerMinute: (given = 60) =>
+      Effect.flatMap(minutes(given), (m) =>
+        Effect.mapError(store.insightRetriedPerMinute(m * 60_000), storage("retriedPerMinute"))),
+    totals: Effect.mapError(store.insightTotals, storage("totals")),
     searchItems: search,
     runNow: (ids) =>
       checkIds(ids).pipe(
-        Effect.flatMap((unique) =>
-          dialect.run<IdRow>(sql.runNow, [dialect.name === "pg" ? unique : JSON.stringify(unique)]).pipe(
-            Effect.mapError(storage("runNow"))
-          )
-        ),
-        Effect.map(toIds),
+        Effect.flatMap((unique) => Effect.mapError(store.itemRunNow(unique), storage("runNow"))),
         Effect.tap((moved) => (moved.length > 0 ? wakeups.enqueued : Effect.void))
       )
   }

@@ -4,11 +4,11 @@
  * declared by a handler's code: a person's setting wins, below).
  */
 import { Effect, Either } from "effect"
-import type { GlobalLimits, KindInfo, Rate } from "../../Domain.js"
+import type { GlobalLimits, Rate } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
-import type { Dialect, LimitsRow } from "../dialect.js"
-import { type KindRow, num, numOrNull } from "../rows.js"
+import type { LimitsRow } from "../sql/kindSetLimits.js"
+import type { Storage } from "../storage.js"
 import * as V from "../validate.js"
 import { storage } from "./decode.js"
 import type { Service } from "./service.js"
@@ -55,33 +55,12 @@ export const checkLimits = (limits: GlobalLimits): Either.Either<LimitsRow, Inva
     }
   })
 
-/** A stored kind as users see it. */
-export const toKindInfo = (row: KindRow): KindInfo => {
-  const rateLimit = numOrNull(row.rate_limit)
-  return {
-    kind: row.kind,
-    paused: row.paused === true || row.paused === 1,
-    concurrency: numOrNull(row.concurrency),
-    rate: rateLimit === null ? null : { limit: rateLimit, periodMs: num(row.rate_period_ms) },
-    limitsSetBy: row.limits_set_by === "person" ? "person" : "code",
-    counts: {
-      waiting: num(row.waiting),
-      scheduled: num(row.scheduled),
-      running: num(row.running),
-      expired: num(row.expired),
-      done: num(row.done),
-      dead: num(row.dead),
-      cancelled: num(row.cancelled)
-    }
-  }
-}
-
 /**
- * The operations over a dialect. A change that may let items start (a
+ * The operations over the storage. A change that may let items start (a
  * resume, a limit set, reset or declared) wakes this process's pools; on
  * PostgreSQL its statement notifies every process's.
  */
-export const make = (dialect: Dialect, wakeups: Wakeups.Service): Kinds => {
+export const make = (store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits">, wakeups: Wakeups.Service): Kinds => {
   const kindOf = (kind: string) => V.lift(V.checkKind(kind))
   const limits = (kind: string, given: GlobalLimits, by: "person" | "code") =>
     Effect.gen(function*() {
@@ -90,27 +69,24 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service): Kinds => {
       if (by === "person" && checked.keepConcurrency === true && checked.keepRate === true) {
         return yield* new InvalidInput({ field: "concurrency", reason: "give a concurrency or a rate (null removes one)" })
       }
-      const changed = yield* dialect.setLimits(k, checked, by).pipe(Effect.mapError(storage("setKindLimits")))
+      const changed = yield* store.kindSetLimits(k, checked, by).pipe(Effect.mapError(storage("setKindLimits")))
       if (changed) yield* wakeups.enqueued
       return changed
     })
   return {
-    listKinds: dialect.listKinds.pipe(
-      Effect.map((rows) => rows.map(toKindInfo)),
-      Effect.mapError(storage("listKinds"))
-    ),
+    listKinds: Effect.mapError(store.kindList, storage("listKinds")),
     pauseKind: (kind) =>
-      Effect.flatMap(kindOf(kind), (k) => Effect.asVoid(Effect.mapError(dialect.setPaused(k, true), storage("pauseKind")))),
+      Effect.flatMap(kindOf(kind), (k) => Effect.asVoid(Effect.mapError(store.kindSetPaused(k, true), storage("pauseKind")))),
     resumeKind: (kind) =>
       Effect.flatMap(kindOf(kind), (k) =>
-        dialect.setPaused(k, false).pipe(Effect.mapError(storage("resumeKind")), Effect.zipRight(wakeups.enqueued))),
+        store.kindSetPaused(k, false).pipe(Effect.mapError(storage("resumeKind")), Effect.zipRight(wakeups.enqueued))),
     setKindLimits: (kind, given) => Effect.asVoid(limits(kind, given, "person")),
     declareKindLimits: (kind, given) => limits(kind, given, "code"),
     resetKindLimits: (kind) =>
       Effect.gen(function*() {
         const k = yield* kindOf(kind)
         const none = { concurrency: null, rateLimit: null, ratePeriodMs: null }
-        if (yield* dialect.setLimits(k, none, "reset").pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
+        if (yield* store.kindSetLimits(k, none, "reset").pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
       })
   }
 }

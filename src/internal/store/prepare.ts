@@ -5,7 +5,7 @@
 import { Either } from "effect"
 import type { EnqueueRequest } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
-import type { InsertRow } from "../dialect.js"
+import type { InsertRow } from "../sql/itemInsertMany.js"
 import * as V from "../validate.js"
 
 /** Checks and encodes one request; `index` is its place in a bulk enqueue (null for a single one). */

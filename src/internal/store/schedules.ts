@@ -4,7 +4,7 @@
  *
  * Exactly once per tick: a tick's items are inserted in the transaction of
  * the compare-and-set that moves the schedule's next_tick past them
- * (sql/schedules.ts), and only when it matched. Of any number of pools that
+ * (sql/scheduleAdvance.ts), and only when it matched. Of any number of pools that
  * read the same next_tick, one moves it; the others' compare-and-set matches
  * nothing and they insert nothing. A failure after the compare-and-set (the
  * insert refused, the process killed, the connection lost) rolls both back:
@@ -14,17 +14,17 @@
  * database's now, read in the statement that reads the schedules, never
  * from this machine's clock.
  */
-import type { SqlError } from "@effect/sql/SqlError"
 import type { Cron } from "effect"
 import { Effect, Either } from "effect"
 import type { DeclareOutcome, EnqueueRequest, ScheduleInfo, TickPass } from "../../Domain.js"
 import { InvalidInput, StorageError } from "../../Errors.js"
 import type { Declaration } from "../../Recurring.js"
 import type * as Wakeups from "../../Wakeups.js"
-import type { Dialect, ScheduleFields } from "../dialect.js"
+import type { ScheduleRow } from "../sql/scheduleRead.js"
+import { num, type ScheduleFields } from "../sql/rows.js"
+import type * as Storage from "../storage.js"
 import { GONE_AFTER_MS } from "../liveness.js"
 import * as Ticks from "../recurring/ticks.js"
-import { num, type ScheduleRow } from "../rows.js"
 import { storage } from "./decode.js"
 import type { Service } from "./service.js"
 
@@ -83,13 +83,9 @@ export const toScheduleInfo = (row: ScheduleRow, now: number): ScheduleInfo => {
 
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
-/** The schedule operations over a dialect; enqueues go through the store's own `enqueueMany` (dedupe, wake-ups). */
-export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Service["enqueueMany"]): Schedules => {
-  const read = (names: ReadonlyArray<string> | null) =>
-    Effect.map(dialect.readSchedules(names), (rows) => ({
-      now: num(rows[0]?.now_ms),
-      rows: rows.filter((r) => r.name !== null)
-    }))
+/** The schedule operations over the storage; enqueues go through the store's own `enqueueMany` (dedupe, wake-ups). */
+export const make = (store: Storage.Schedules & Pick<Storage.Units, "transaction">, wakeups: Wakeups.Service, enqueueMany: Service["enqueueMany"]): Schedules => {
+  const read = store.scheduleRead
 
   // The items of `ticks`, in tick order, and the schedule's last item set to
   // the latest: inside the caller's transaction.
@@ -104,17 +100,17 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
       const requests = ticks.map((tick): EnqueueRequest => ({ kind, payload: value, runAt: tick, key: Ticks.tickKey(name, tick) }))
       const results = yield* enqueueMany(requests)
       const ids = results.map((r) => r.id)
-      yield* dialect.setScheduleItem(name, ids[ids.length - 1]).pipe(Effect.mapError(storage("tickSchedule")))
+      yield* store.scheduleSetLastItem(name, ids[ids.length - 1]).pipe(Effect.mapError(storage("tickSchedule")))
       return ids
     })
 
   // The compare-and-set and the inserts, one transaction; null when the
   // compare-and-set matched nothing (another pool moved next_tick first).
   const advance = (name: string, expected: number, due: Ticks.Due) =>
-    dialect.transaction(Effect.gen(function*() {
-      const [row] = yield* dialect.advanceSchedule(name, expected, due.next, due.ticks[due.ticks.length - 1])
+    store.transaction(Effect.gen(function*() {
+      const row = yield* store.scheduleAdvance(name, expected, due.next, due.ticks[due.ticks.length - 1])
         .pipe(Effect.mapError(storage("tickSchedule")))
-      if (row === undefined) return null
+      if (row === null) return null
       return yield* insertTicks(name, row.kind, row.payload, due.ticks)
     })).pipe(
       Effect.mapError((e) => (e._tag === "SqlError" ? storage("tickSchedule")(e) : e)),
@@ -143,11 +139,11 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
   const tickSchedules = passOver(read, dueOf, advance)
 
   return {
-    declareSchedule: (declaration) => declare(dialect, read, insertTicks, declaration),
+    declareSchedule: (declaration) => declare(store, insertTicks, declaration),
     tickSchedule,
     tickSchedules,
     touchSchedules: (names) =>
-      names.length === 0 ? Effect.void : dialect.touchSchedules(names).pipe(Effect.asVoid, Effect.mapError(storage("touchSchedules"))),
+      names.length === 0 ? Effect.void : store.scheduleTouch(names).pipe(Effect.mapError(storage("touchSchedules"))),
     listSchedules: read(null).pipe(
       Effect.map(({ now, rows }) => rows.map((r) => toScheduleInfo(r, now)).sort((a, b) => compare(a.name, b.name))),
       Effect.mapError(storage("listSchedules"))
@@ -160,7 +156,7 @@ export const make = (dialect: Dialect, wakeups: Wakeups.Service, enqueueMany: Se
  * compare-and-set), and the time until the earliest next tick.
  */
 const passOver = (
-  read: (names: ReadonlyArray<string>) => Effect.Effect<{ now: number; rows: Array<ScheduleRow> }, SqlError>,
+  read: Storage.Schedules["scheduleRead"],
   dueOf: (row: ScheduleRow, expected: number, now: number) => Effect.Effect<Ticks.Due | null>,
   advance: (name: string, expected: number, due: Ticks.Due) => Effect.Effect<Array<number> | null, EI>
 ): Service["tickSchedules"] => (names) =>
@@ -198,8 +194,7 @@ const fieldsOf = (d: Declaration): ScheduleFields => ({
  * next_tick and declared_at, retried when another pool wrote in between.
  */
 const declare = (
-  dialect: Dialect,
-  read: (names: ReadonlyArray<string>) => Effect.Effect<{ now: number; rows: Array<ScheduleRow> }, SqlError>,
+  store: Pick<Storage.Storage, "scheduleRead" | "scheduleInsert" | "scheduleRedeclare" | "transaction">,
   insertTicks: (name: string, kind: string, payload: string, ticks: ReadonlyArray<number>) => Effect.Effect<Array<number>, EI>,
   declaration: Declaration
 ): Effect.Effect<DeclareOutcome, EI> =>
@@ -212,11 +207,11 @@ const declare = (
     const cron = parsedCron.right
     const fields = fieldsOf(declaration)
     for (let round = 0; round < DECLARE_ROUNDS; round++) {
-      const { now, rows } = yield* read([declaration.name]).pipe(Effect.mapError(storage("declareSchedule")))
+      const { now, rows } = yield* store.scheduleRead([declaration.name]).pipe(Effect.mapError(storage("declareSchedule")))
       const row = rows[0]
       if (row === undefined) {
-        const added = yield* dialect.insertSchedule(fields, Ticks.firstAfter(cron, now)).pipe(Effect.mapError(storage("declareSchedule")))
-        if (added.length > 0) return { declared: "new", missed: [] } satisfies DeclareOutcome
+        const added = yield* store.scheduleInsert(fields, Ticks.firstAfter(cron, now)).pipe(Effect.mapError(storage("declareSchedule")))
+        if (added) return { declared: "new", missed: [] } satisfies DeclareOutcome
         continue
       }
       const changed = row.cron !== declaration.cron || row.tz !== declaration.tz
@@ -226,10 +221,10 @@ const declare = (
         ? Ticks.missed(declaration.missed, cron, num(row.next_tick), now)
         : { ticks: [], next: num(row.next_tick) }
       const expected = { nextTick: num(row.next_tick), declaredAt: num(row.declared_at) }
-      const missed = yield* dialect.transaction(Effect.gen(function*() {
-        const [won] = yield* dialect.redeclareSchedule(fields, due.next, due.ticks[due.ticks.length - 1] ?? null, expected)
+      const missed = yield* store.transaction(Effect.gen(function*() {
+        const won = yield* store.scheduleRedeclare(fields, due.next, due.ticks[due.ticks.length - 1] ?? null, expected)
           .pipe(Effect.mapError(storage("declareSchedule")))
-        if (won === undefined) return null
+        if (won === null) return null
         return yield* insertTicks(declaration.name, declaration.kind, declaration.payloadJson, due.ticks)
       })).pipe(Effect.mapError((e) => (e._tag === "SqlError" ? storage("declareSchedule")(e) : e)))
       if (missed !== null) return { declared: changed ? "changed" : "kept", missed } satisfies DeclareOutcome

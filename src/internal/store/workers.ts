@@ -3,14 +3,14 @@
  * first), its removal, the removal of pools long silent, and the listing with
  * each pool's status. Input is checked before any statement (a typed
  * `InvalidInput`, nothing written); a pool's status is decided from its
- * heartbeat's age on the database's clock (sql/workers.ts).
+ * heartbeat's age on the database's clock (sql/workerList.ts).
  */
 import { Effect, Either } from "effect"
-import type { WorkerHeartbeat, WorkerInfo } from "../../Domain.js"
+import type { WorkerHeartbeat } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
-import type { Dialect, HeartbeatRow } from "../dialect.js"
+import type { HeartbeatRow } from "../sql/workerHeartbeat.js"
+import type { Storage } from "../storage.js"
 import { GONE_AFTER_MS } from "../liveness.js"
-import { num, type WorkerRow } from "../rows.js"
 import * as V from "../validate.js"
 import { storage } from "./decode.js"
 import type { Service } from "./service.js"
@@ -37,7 +37,7 @@ const checkInt = (property: string, value: unknown, min: number, max = INT_MAX):
     ? Either.right(value)
     : invalid(`${property} must be an integer from ${min} to ${max} (got ${String(value)})`)
 
-/** A heartbeat checked and encoded for the dialect. */
+/** A heartbeat checked and encoded for the statement. */
 const checkHeartbeat = (beat: WorkerHeartbeat) =>
   Effect.gen(function*() {
     const id = yield* V.lift(checkText("id", beat.id, POOL_ID_MAX_LENGTH))
@@ -60,72 +60,29 @@ const checkHeartbeat = (beat: WorkerHeartbeat) =>
     } satisfies HeartbeatRow
   })
 
-// A row another program wrote with kinds that are not a JSON array of text
-// claims no kind that can be named (never "every kind").
-const parseKinds = (text: string | null): ReadonlyArray<string> | null => {
-  if (text === null) return null
-  try {
-    const value: unknown = JSON.parse(text)
-    if (Array.isArray(value)) return value.filter((k): k is string => typeof k === "string")
-  } catch {
-    // unreadable: below
-  }
-  return []
-}
-
-/** A stored row as the pool it describes; gone when its heartbeat is older than `goneAfterMs`. */
-export const toWorkerInfo = (row: WorkerRow, goneAfterMs: number): WorkerInfo => {
-  const age = Math.max(0, num(row.age_ms))
-  return {
-    id: row.id,
-    name: row.name,
-    host: row.host,
-    pid: num(row.pid),
-    kinds: parseKinds(row.kinds),
-    concurrency: num(row.concurrency),
-    running: num(row.running),
-    version: row.version,
-    startedAt: num(row.started_at),
-    heartbeatAt: num(row.heartbeat_at),
-    heartbeatAgeMs: age,
-    status: age > goneAfterMs ? "gone" : "live"
-  }
-}
-
-// In code-unit order, not the database's collation: the same order on every
-// dialect and machine (PostgreSQL's locale collations skip punctuation).
-const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
-const byNameThenId = (a: WorkerInfo, b: WorkerInfo) => compare(a.name, b.name) || compare(a.id, b.id)
-
 /** The operations on the live-workers table. */
 export type Workers = Pick<Service, "heartbeatWorker" | "removeWorker" | "pruneWorkers" | "listWorkers">
 
-/** The live-workers operations over a dialect. */
-export const make = (dialect: Dialect): Workers => ({
+/** The live-workers operations over the storage. */
+export const make = (
+  store: Pick<Storage, "workerHeartbeat" | "workerRemove" | "workerPrune" | "workerList">
+): Workers => ({
   heartbeatWorker: (beat) =>
     checkHeartbeat(beat).pipe(
-      Effect.flatMap((row) => Effect.mapError(dialect.heartbeatWorker(row), storage("heartbeatWorker"))),
-      Effect.map((rows) => num(rows[0]?.started_at))
+      Effect.flatMap((row) => Effect.mapError(store.workerHeartbeat(row), storage("heartbeatWorker")))
     ),
   removeWorker: (id) =>
     V.lift(checkText("id", id, POOL_ID_MAX_LENGTH)).pipe(
-      Effect.flatMap((checked) => Effect.mapError(dialect.removeWorker(checked), storage("removeWorker"))),
-      Effect.map((rows) => rows.length > 0)
+      Effect.flatMap((checked) => Effect.mapError(store.workerRemove(checked), storage("removeWorker")))
     ),
   pruneWorkers: (silentFor) =>
     V.lift(V.checkMillis("age", silentFor, 0, V.MAX_DELAY_MS)).pipe(
-      Effect.flatMap((ms) => Effect.mapError(dialect.pruneWorkers(ms), storage("pruneWorkers"))),
-      Effect.map((rows) => rows.map((r) => r.id).sort())
+      Effect.flatMap((ms) => Effect.mapError(store.workerPrune(ms), storage("pruneWorkers")))
     ),
   listWorkers: (options = {}) =>
     V.lift(
       options.goneAfter === undefined ? Either.right(GONE_AFTER_MS) : V.checkMillis("age", options.goneAfter, 0, V.MAX_DELAY_MS)
     ).pipe(
-      Effect.flatMap((goneAfterMs) =>
-        dialect.listWorkers.pipe(
-          Effect.map((rows) => rows.map((row) => toWorkerInfo(row, goneAfterMs)).sort(byNameThenId)),
-          Effect.mapError(storage("listWorkers"))
-        )
-      )
+      Effect.flatMap((goneAfterMs) => Effect.mapError(store.workerList(goneAfterMs), storage("listWorkers")))
     )
 })

@@ -1,0 +1,39 @@
+/**
+ * Delete dead: dead items removed for good, by id or all (optionally of one
+ * kind); each removed item is added to its kind's count of dead items that
+ * left the store (docket_counts, 0012), so the dead counter never falls.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import { pgAdd, sqliteCounting } from "./counts.js"
+import { op } from "./db.js"
+import { type DeadSelection, type IdRow, toIds } from "./rows.js"
+
+/** PostgreSQL: $1 the ids or NULL for all, $2 the kind or NULL for all. */
+export const pg = `
+WITH gone AS (
+  DELETE FROM docket_items
+  WHERE state = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[])) AND ($2::text IS NULL OR kind = $2)
+  RETURNING id, kind, 1 AS n
+), ${pgAdd("counted", "gone", "'dead'")}
+SELECT id FROM gone`
+
+/** SQLite: ?1 a JSON array of ids or NULL for all, ?2 the kind or NULL for all; counted in the same transaction. */
+export const sqlite = `
+DELETE FROM docket_items
+WHERE state = 'dead' AND (?1 IS NULL OR id IN (SELECT value FROM json_each(?1))) AND (?2 IS NULL OR kind = ?2)
+RETURNING id, kind`
+
+/** The operation: the ids deleted, ascending. */
+export type DeadDelete = (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, SqlError>
+
+/** `deadDelete` for a dialect. */
+export const make = op<DeadDelete>({
+  pg: ({ run }) => (selection) => Effect.map(run<IdRow>(pg, [selection.ids, selection.kind]), toIds),
+  sqlite: (db) => (selection) =>
+    sqliteCounting(
+      db,
+      db.run<IdRow & { kind: string }>(sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+      "dead"
+    ).pipe(Effect.map(toIds))
+})

@@ -1,0 +1,34 @@
+/**
+ * The insights area: the read model of a dashboard and of /metrics.
+ * Each member is one operation, in internal/sql/<member>.ts: its texts for both
+ * dialects, their parameters and the decoding of their rows; its type there
+ * says what it does. Adding one: its file, a line here, the store part that
+ * calls it.
+ */
+import type { Db } from "../sql/db.js"
+import * as InsightStats from "../sql/insightStats.js"
+import * as InsightOldestDue from "../sql/insightOldestDue.js"
+import * as InsightFinishedPerMinute from "../sql/insightFinishedPerMinute.js"
+import * as InsightRetriedPerMinute from "../sql/insightRetriedPerMinute.js"
+import * as InsightTotals from "../sql/insightTotals.js"
+import * as InsightSearch from "../sql/insightSearch.js"
+
+/** The insights operations. */
+export interface Insights {
+  readonly insightStats: InsightStats.InsightStats
+  readonly insightOldestDue: InsightOldestDue.InsightOldestDue
+  readonly insightFinishedPerMinute: InsightFinishedPerMinute.InsightFinishedPerMinute
+  readonly insightRetriedPerMinute: InsightRetriedPerMinute.InsightRetriedPerMinute
+  readonly insightTotals: InsightTotals.InsightTotals
+  readonly insightSearch: InsightSearch.InsightSearch
+}
+
+/** The insights operations of `db`'s dialect. */
+export const make = (db: Db): Insights => ({
+  insightStats: InsightStats.make(db),
+  insightOldestDue: InsightOldestDue.make(db),
+  insightFinishedPerMinute: InsightFinishedPerMinute.make(db),
+  insightRetriedPerMinute: InsightRetriedPerMinute.make(db),
+  insightTotals: InsightTotals.make(db),
+  insightSearch: InsightSearch.make(db)
+})

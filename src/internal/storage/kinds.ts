@@ -1,0 +1,25 @@
+/**
+ * The kinds area: kinds as things a person operates (docket_kinds).
+ * Each member is one operation, in internal/sql/<member>.ts: its texts for both
+ * dialects, their parameters and the decoding of their rows; its type there
+ * says what it does. Adding one: its file, a line here, the store part that
+ * calls it.
+ */
+import type { Db } from "../sql/db.js"
+import * as KindList from "../sql/kindList.js"
+import * as KindSetPaused from "../sql/kindSetPaused.js"
+import * as KindSetLimits from "../sql/kindSetLimits.js"
+
+/** The kinds operations. */
+export interface Kinds {
+  readonly kindList: KindList.KindList
+  readonly kindSetPaused: KindSetPaused.KindSetPaused
+  readonly kindSetLimits: KindSetLimits.KindSetLimits
+}
+
+/** The kinds operations of `db`'s dialect. */
+export const make = (db: Db): Kinds => ({
+  kindList: KindList.make(db),
+  kindSetPaused: KindSetPaused.make(db),
+  kindSetLimits: KindSetLimits.make(db)
+})
