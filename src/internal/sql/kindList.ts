@@ -50,10 +50,10 @@ FROM known n LEFT JOIN docket_kinds k ON k.kind = n.kind LEFT JOIN counts c ON c
 ORDER BY n.kind`
 
 /** PostgreSQL: every kind with items or a control row (`KindRow`). */
-export const pgList = listSql(Now.pg, "false")
+export const pg = listSql(Now.pg, "false")
 
-/** SQLite: as `pgList`. */
-export const sqliteList = listSql(Now.sqlite, "0")
+/** SQLite: as `pg`. */
+export const sqlite = listSql(Now.sqlite, "0")
 
 /** A stored kind as users see it. */
 export const toKindInfo = (row: KindRow): KindInfo => {
@@ -80,5 +80,5 @@ export const toKindInfo = (row: KindRow): KindInfo => {
 export type KindList = Effect.Effect<ReadonlyArray<KindInfo>, SqlError>
 
 /** `kindList` for a dialect. */
-export const make = texts(pgList, sqliteList, (run: Run, text): KindList =>
+export const make = texts(pg, sqlite, (run: Run, text): KindList =>
   Effect.map(run<KindRow>(text, []), (rows) => rows.map(toKindInfo)))

@@ -13,7 +13,7 @@ import { NOTIFY_CHANNEL } from "./notify.js"
 const wake = `pg_notify('${NOTIFY_CHANNEL}', 'kinds')`
 
 /** PostgreSQL: $1 kind, $2 paused. Creates the row if needed; a resume wakes idle pools. */
-export const pgSetPaused = `
+export const pg = `
 WITH changed AS (
   INSERT INTO docket_kinds (kind, paused, updated_at) VALUES ($1, $2, ${Now.pg})
   ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
@@ -22,7 +22,7 @@ WITH changed AS (
 SELECT kind, paused, CASE WHEN NOT paused THEN ${wake} END AS woke FROM changed`
 
 /** SQLite: ?1 kind, ?2 paused (0 or 1). */
-export const sqliteSetPaused = `
+export const sqlite = `
 INSERT INTO docket_kinds (kind, paused, updated_at) VALUES (?1, ?2, ${Now.sqlite})
 ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
 RETURNING kind, paused`
@@ -32,6 +32,6 @@ export type KindSetPaused = (kind: string, paused: boolean) => Effect.Effect<Rea
 
 /** `kindSetPaused` for a dialect. */
 export const make = op<KindSetPaused>({
-  pg: ({ run }) => (kind, paused) => run<{ kind: string }>(pgSetPaused, [kind, paused]),
-  sqlite: ({ run }) => (kind, paused) => run<{ kind: string }>(sqliteSetPaused, [kind, paused ? 1 : 0])
+  pg: ({ run }) => (kind, paused) => run<{ kind: string }>(pg, [kind, paused]),
+  sqlite: ({ run }) => (kind, paused) => run<{ kind: string }>(sqlite, [kind, paused ? 1 : 0])
 })

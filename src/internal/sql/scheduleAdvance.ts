@@ -1,8 +1,8 @@
 /**
  * The recurring schedules (docket_schedules, migration 0008): a tick's
  * compare-and-set, which advances a schedule past its due ticks (the item
- * inserts run in the same transaction: internal/store/schedules.ts).
- * Every time is the database's clock.
+ * inserts run in the same transaction: internal/store/schedules.ts). Every time
+ * is the database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
@@ -16,13 +16,13 @@ import { type Run, texts } from "./db.js"
  * changed the expression). Returns the row's kind and payload as they are
  * under the row's lock: the items are the current declaration's.
  */
-export const pgAdvance = `
+export const pg = `
 UPDATE docket_schedules SET next_tick = $3::bigint, last_tick = $4::bigint, declared_at = ${Now.pg}, updated_at = ${Now.pg}
 WHERE name = $1::text AND next_tick = $2::bigint
 RETURNING kind, payload`
 
-/** SQLite: as `pgAdvance`, ?1-?4. */
-export const sqliteAdvance = `
+/** SQLite: as `pg`, ?1-?4. */
+export const sqlite = `
 UPDATE docket_schedules SET next_tick = ?3, last_tick = ?4, declared_at = ${Now.sqlite}, updated_at = ${Now.sqlite}
 WHERE name = ?1 AND next_tick = ?2
 RETURNING kind, payload`
@@ -36,5 +36,5 @@ export type ScheduleAdvance = (
 ) => Effect.Effect<{ readonly kind: string; readonly payload: string } | null, SqlError>
 
 /** `scheduleAdvance` for a dialect. */
-export const make = texts(pgAdvance, sqliteAdvance, (run: Run, text): ScheduleAdvance => (name, expected, next, lastTick) =>
+export const make = texts(pg, sqlite, (run: Run, text): ScheduleAdvance => (name, expected, next, lastTick) =>
   Effect.map(run<{ kind: string; payload: string }>(text, [name, expected, next, lastTick]), (rows) => rows[0] ?? null))

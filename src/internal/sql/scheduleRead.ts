@@ -1,7 +1,7 @@
 /**
  * The recurring schedules (docket_schedules, migration 0008): reading them with
- * the database's now, each with its last item's state.
- * Every time is the database's clock.
+ * the database's now, each with its last item's state. Every time is the
+ * database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
@@ -34,14 +34,14 @@ const COLUMNS = "s.name, s.kind, s.cron, s.tz, s.payload, s.missed, s.next_tick,
 // names are NULL), each with its last item's state (NULL when the item is
 // gone): the now and the rows come from one snapshot.
 /** PostgreSQL: $1 names (text[]) or NULL for every schedule. */
-export const pgRead = `
+export const pg = `
 SELECT n.now_ms, ${COLUMNS}, i.state AS last_item_state
 FROM (SELECT ${Now.pg} AS now_ms) n
 LEFT JOIN docket_schedules s ON ($1::text[] IS NULL OR s.name = ANY($1::text[]))
 LEFT JOIN docket_items_all i ON i.id = s.last_item_id`
 
 /** SQLite: ?1 names (a JSON array) or NULL. */
-export const sqliteRead = `
+export const sqlite = `
 SELECT n.now_ms, ${COLUMNS}, i.state AS last_item_state
 FROM (SELECT ${Now.sqlite} AS now_ms) n
 LEFT JOIN docket_schedules s ON (?1 IS NULL OR s.name IN (SELECT value FROM json_each(?1)))
@@ -57,7 +57,7 @@ const decode = (rows: ReadonlyArray<ScheduleRow>) => ({ now: num(rows[0]?.now_ms
 
 /** `scheduleRead` for a dialect (a list of names: a text[] on PostgreSQL, a JSON array on SQLite). */
 export const make = op<ScheduleRead>({
-  pg: ({ run }) => (names) => Effect.map(run<ScheduleRow>(pgRead, [names]), decode),
+  pg: ({ run }) => (names) => Effect.map(run<ScheduleRow>(pg, [names]), decode),
   sqlite: ({ run }) => (names) =>
-    Effect.map(run<ScheduleRow>(sqliteRead, [names === null ? null : JSON.stringify(names)]), decode)
+    Effect.map(run<ScheduleRow>(sqlite, [names === null ? null : JSON.stringify(names)]), decode)
 })

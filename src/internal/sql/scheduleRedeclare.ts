@@ -1,8 +1,7 @@
 /**
  * The recurring schedules (docket_schedules, migration 0008): a declaration's
  * compare-and-set (its ticks' inserts in the same transaction:
- * internal/store/schedules.ts).
- * Every time is the database's clock.
+ * internal/store/schedules.ts). Every time is the database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
@@ -17,14 +16,14 @@ import type { ScheduleFields } from "./rows.js"
  * payload, $6 missed, $7 the new next tick, $10 the last tick enqueued by it
  * (NULL: keep the stored one).
  */
-export const pgRedeclare = `
+export const pg = `
 UPDATE docket_schedules SET kind = $2::text, cron = $3::text, tz = $4::text, payload = $5::text, missed = $6::text,
   next_tick = $7::bigint, last_tick = coalesce($10::bigint, last_tick), declared_at = ${Now.pg}, updated_at = ${Now.pg}
 WHERE name = $1::text AND next_tick = $8::bigint AND declared_at = $9::bigint
 RETURNING kind, payload`
 
-/** SQLite: as `pgRedeclare`, ?1-?10. */
-export const sqliteRedeclare = `
+/** SQLite: as `pg`, ?1-?10. */
+export const sqlite = `
 UPDATE docket_schedules SET kind = ?2, cron = ?3, tz = ?4, payload = ?5, missed = ?6,
   next_tick = ?7, last_tick = coalesce(?10, last_tick), declared_at = ${Now.sqlite}, updated_at = ${Now.sqlite}
 WHERE name = ?1 AND next_tick = ?8 AND declared_at = ?9
@@ -39,7 +38,7 @@ export type ScheduleRedeclare = (
 ) => Effect.Effect<{ readonly kind: string; readonly payload: string } | null, SqlError>
 
 /** `scheduleRedeclare` for a dialect. */
-export const make = texts(pgRedeclare, sqliteRedeclare, (run: Run, text): ScheduleRedeclare => (f, next, lastTick, expected) =>
+export const make = texts(pg, sqlite, (run: Run, text): ScheduleRedeclare => (f, next, lastTick, expected) =>
   Effect.map(
     run<{ kind: string; payload: string }>(text, [
       f.name, f.kind, f.cron, f.tz, f.payload, f.missed, next, expected.nextTick, expected.declaredAt, lastTick

@@ -1,6 +1,6 @@
 /**
- * The live-workers table (docket_workers, migration 0006): a pool's heartbeat
- * (its registration is the first one). Every time is the database's
+ * The live-workers table (docket_workers, migration 0006): a pool's
+ * heartbeat, its registration the first one. Every time is the database's
  * clock (./clock.ts), so hosts with skewed clocks agree on which pool is gone.
  */
 import type { SqlError } from "@effect/sql/SqlError"
@@ -35,22 +35,22 @@ export type WorkerHeartbeat = (row: HeartbeatRow) => Effect.Effect<number, SqlEr
  * was removed meanwhile: it comes back with its start time when the pool
  * knows it, else now), or renews its running count and heartbeat time.
  */
-export const pgHeartbeat = `
+export const pg = `
 INSERT INTO docket_workers (${WORKER_COLUMNS})
 VALUES ($1::text, $2::text, $3::text, $4::integer, $5::text, $6::integer, $7::integer, $8::text,
   coalesce($9::bigint, ${Now.pg}), ${Now.pg})
 ON CONFLICT (id) DO UPDATE SET running = EXCLUDED.running, heartbeat_at = EXCLUDED.heartbeat_at
 RETURNING started_at`
 
-/** SQLite heartbeat: the parameters of `pgHeartbeat`, numbered ?1-?9. */
-export const sqliteHeartbeat = `
+/** SQLite heartbeat: the parameters of `pg`, numbered ?1-?9. */
+export const sqlite = `
 INSERT INTO docket_workers (${WORKER_COLUMNS})
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, ${Now.sqlite}), ${Now.sqlite})
 ON CONFLICT (id) DO UPDATE SET running = excluded.running, heartbeat_at = excluded.heartbeat_at
 RETURNING started_at`
 
 /** `workerHeartbeat` for a dialect. */
-export const make = texts(pgHeartbeat, sqliteHeartbeat, (run: Run, text): WorkerHeartbeat => (r) =>
+export const make = texts(pg, sqlite, (run: Run, text): WorkerHeartbeat => (r) =>
   Effect.map(
     run<{ started_at: number | string }>(text, [
       r.id, r.name, r.host, r.pid, r.kinds, r.concurrency, r.running, r.version, r.startedAt

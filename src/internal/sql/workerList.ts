@@ -1,6 +1,6 @@
 /**
- * The live-workers table (docket_workers, migration 0006): every pool, with its
- * heartbeat's age and its status from it. Every time is the database's
+ * The live-workers table (docket_workers, migration 0006): every pool, with
+ * its heartbeat's age and its status from it. Every time is the database's
  * clock (./clock.ts), so hosts with skewed clocks agree on which pool is gone.
  */
 import type { SqlError } from "@effect/sql/SqlError"
@@ -35,10 +35,10 @@ const listSql = (now: string) => `
 SELECT ${WORKER_COLUMNS}, ${now} - heartbeat_at AS age_ms FROM docket_workers`
 
 /** PostgreSQL: every pool, with its heartbeat's age in ms. */
-export const pgList = listSql(Now.pg)
+export const pg = listSql(Now.pg)
 
-/** SQLite: as `pgList`. */
-export const sqliteList = listSql(Now.sqlite)
+/** SQLite: as `pg`. */
+export const sqlite = listSql(Now.sqlite)
 
 // A row another program wrote with kinds that are not a JSON array of text
 // claims no kind that can be named (never "every kind").
@@ -81,5 +81,5 @@ const byNameThenId = (a: WorkerInfo, b: WorkerInfo) => compare(a.name, b.name) |
 export type WorkerList = (goneAfterMs: number) => Effect.Effect<ReadonlyArray<WorkerInfo>, SqlError>
 
 /** `workerList` for a dialect. */
-export const make = texts(pgList, sqliteList, (run: Run, text): WorkerList => (goneAfterMs) =>
+export const make = texts(pg, sqlite, (run: Run, text): WorkerList => (goneAfterMs) =>
   Effect.map(run<WorkerRow>(text, []), (rows) => rows.map((row) => toWorkerInfo(row, goneAfterMs)).sort(byNameThenId)))

@@ -1,7 +1,7 @@
 /**
- * The live-workers table (docket_workers, migration 0006): the removal of pools
- * long silent. Every time is the database's
- * clock (./clock.ts), so hosts with skewed clocks agree on which pool is gone.
+ * The live-workers table (docket_workers, migration 0006): the rows of pools
+ * long silent removed. Every time is the database's clock (./clock.ts), so
+ * hosts with skewed clocks agree on which pool is gone.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
@@ -9,14 +9,14 @@ import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"
 
 /** PostgreSQL: $1 milliseconds; removes the pools silent for longer, returns their ids. */
-export const pgPrune = `DELETE FROM docket_workers WHERE heartbeat_at < ${Now.pg} - $1::bigint RETURNING id`
+export const pg = `DELETE FROM docket_workers WHERE heartbeat_at < ${Now.pg} - $1::bigint RETURNING id`
 
 /** SQLite: ?1 milliseconds. */
-export const sqlitePrune = `DELETE FROM docket_workers WHERE heartbeat_at < ${Now.sqlite} - ?1 RETURNING id`
+export const sqlite = `DELETE FROM docket_workers WHERE heartbeat_at < ${Now.sqlite} - ?1 RETURNING id`
 
 /** The operation: deletes the rows whose heartbeat is older than `silentMs`; their ids, sorted. */
 export type WorkerPrune = (silentMs: number) => Effect.Effect<ReadonlyArray<string>, SqlError>
 
 /** `workerPrune` for a dialect. */
-export const make = texts(pgPrune, sqlitePrune, (run: Run, text): WorkerPrune => (silentMs) =>
+export const make = texts(pg, sqlite, (run: Run, text): WorkerPrune => (silentMs) =>
   Effect.map(run<{ id: string }>(text, [silentMs]), (rows) => rows.map((r) => r.id).sort()))

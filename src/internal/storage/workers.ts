@@ -2,8 +2,8 @@
  * The workers area: the live-workers table (docket_workers).
  * Each member is one operation, in internal/sql/<member>.ts: its texts for both
  * dialects, their parameters and the decoding of their rows; its type there
- * says what it does. Adding one: its file, a line here, the store part that
- * calls it.
+ * says what it does. Adding one: its file, its two lines here (below), the
+ * store part that calls it.
  */
 import type { Db } from "../sql/db.js"
 import * as WorkerHeartbeat from "../sql/workerHeartbeat.js"

@@ -66,13 +66,35 @@ const completeRows = (completions: ReadonlyArray<Completion>, maxBytes: number, 
   return Either.right(rows)
 }
 
+// Every delay is checked before anything is sent: one bad delay changes
+// nothing of the batch (synchronous, as completeRows: no Effect per item).
+const failRows = (failures: Parameters<Claims["failMany"]>[0]): Either.Either<Array<FailRow>, InvalidInput> => {
+  const rows: Array<FailRow> = []
+  for (const { claim, error, next } of failures) {
+    let delay: number | null = null
+    if (next._tag === "Retry") {
+      const checked = V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS)
+      if (Either.isLeft(checked)) return Either.left(checked.left)
+      delay = checked.right
+    }
+    // The claim's budget is spent: dead. (The statement checks only a
+    // budget the enqueue gave; a default one is the claim's: sql/claimFail.ts.)
+    const delayMs = claim.attempt >= claim.maxAttempts ? null : delay
+    const cancel = next._tag === "Cancel"
+    rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs, cancel })
+  }
+  return Either.right(rows)
+}
+
 /**
  * The claim and its fenced changes over the storage. `defaultMaxAttempts`: the
  * budget of an item enqueued without one whose kind the claim gives none.
  */
 export const make = (
   store: Storage.Claims & Pick<Storage.Units, "isUniqueViolation">,
-  defaultMaxAttempts: number, settings: CompleteSettings): Claims => {
+  defaultMaxAttempts: number,
+  settings: CompleteSettings
+): Claims => {
   const fallback = checkBudget(defaultMaxAttempts)
   if (Either.isLeft(fallback)) throw new Error(`QueueRepo: defaultMaxAttempts ${fallback.left.reason}`)
   const self: Claims = {
@@ -110,15 +132,7 @@ export const make = (
     failMany: (failures) =>
       Effect.gen(function*() {
         if (failures.length === 0) return []
-        const rows: Array<FailRow> = []
-        for (const { claim, error, next } of failures) {
-          const delay = next._tag === "Retry" ? yield* V.lift(V.checkMillis("delay", next.delay, 0, V.MAX_DELAY_MS)) : null
-          // The claim's budget is spent: dead. (The statement checks only a
-          // budget the enqueue gave; a default one is the claim's: sql/claimFail.ts.)
-          const delayMs = claim.attempt >= claim.maxAttempts ? null : delay
-          const cancel = next._tag === "Cancel"
-          rows.push({ id: claim.id, token: claim.token, error: V.normaliseError(String(error)), delayMs, cancel })
-        }
+        const rows = yield* V.lift(failRows(failures))
         const outcomes = yield* withTwinFallback(store, rows, store.claimFail).pipe(Effect.mapError(storage("fail")))
         return failures.map(({ claim }): FailOutcome => toFailOutcome(outcomes.get(fenceKey(claim.id, claim.token))))
       }),
