@@ -1,8 +1,8 @@
 /**
- * The read model of a dashboard and of /metrics (internal/store/insights.ts): items
- * finished (done, dead, cancelled) in each minute of a window, by kind and
- * state. Reads a range of docket_items_finished (state, finished_at, id) per
- * finished state, and on PostgreSQL of docket_done_finished (finished_at,
+ * The read model of a dashboard and of /metrics (internal/store/insights.ts):
+ * items finished (done, dead, cancelled) in each minute of a window, by kind
+ * and state. Reads a range of docket_items_finished (state, finished_at, id)
+ * per finished state, and on PostgreSQL of docket_done_finished (finished_at,
  * id): only the items finished in the window.
  */
 import type { SqlError } from "@effect/sql/SqlError"

@@ -1,8 +1,8 @@
 /**
- * The read model of a dashboard and of /metrics (internal/store/insights.ts): per kind with
- * due items (waiting and due, or running with an ended lease), how long its
- * oldest due item has been due, on the database's clock. Reads the waiting
- * and the running items (the claim's and the lease's partial indexes),
+ * The read model of a dashboard and of /metrics (internal/store/insights.ts):
+ * per kind with due items (waiting and due, or running with an ended lease),
+ * how long its oldest due item has been due, on the database's clock. Reads the
+ * waiting and the running items (the claim's and the lease's partial indexes),
  * grouped by kind; finished items are not read.
  */
 import type { SqlError } from "@effect/sql/SqlError"

@@ -1,8 +1,8 @@
 /**
- * The read model of a dashboard and of /metrics (internal/store/insights.ts): failed
- * attempts sent back to waiting in each minute of a window, by kind. Reads a
- * range of docket_minute_counts' key (minute, kind): at most one row per kind
- * and minute of the window (migration 0009).
+ * The read model of a dashboard and of /metrics (internal/store/insights.ts):
+ * failed attempts sent back to waiting in each minute of a window, by kind.
+ * Reads a range of docket_minute_counts' key (minute, kind): at most one row
+ * per kind and minute of the window (migration 0009).
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"

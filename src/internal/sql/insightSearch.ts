@@ -1,10 +1,10 @@
 /**
- * The read model of a dashboard and of /metrics (internal/store/insights.ts): items by
- * state, kind, dedupe key and a text in the payload or last error, newest
- * first by id, a page at a time. Two statements: the window's floor, then the
- * page. Each walks the primary key backwards from the cursor, at most
- * SEARCH_SCAN_CAP rows per page whatever the filters (a text search cannot
- * use an index; bounding the rows it reads bounds its cost).
+ * The read model of a dashboard and of /metrics (internal/store/insights.ts):
+ * items by state, kind, dedupe key and a text in the payload or last error,
+ * newest first by id, a page at a time. Two statements: the window's floor,
+ * then the page. Each walks the primary key backwards from the cursor, at most
+ * SEARCH_SCAN_CAP rows per page whatever the filters (a text search cannot use
+ * an index; bounding the rows it reads bounds its cost).
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
