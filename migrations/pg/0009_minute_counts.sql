@@ -8,7 +8,7 @@
 -- on updated_at would make the count a range read, but every write of an item
 -- (enqueue, claim, complete, renewal) changes updated_at and would write that
 -- index too: the hot path would pay for a chart. Here only a fail that
--- schedules a retry writes, in its own statement (sql/fail.ts: a CTE of the
+-- schedules a retry writes, in its own statement (sql/claimFail.ts: a CTE of the
 -- fail that upserts one row per kind of the batch, counting only the rows the
 -- fenced fail changed). Dead, cancelled, snoozed and completed items never
 -- write it: done, dead and cancelled per minute are read from the history
@@ -26,7 +26,7 @@
 -- update the same row, so they queue on its row lock for the rest of their
 -- statement (kinds are upserted in kind order: two batches never deadlock).
 -- The pruner deletes rows older than a day, a batch at a time
--- (sql/prune.ts). The primary key is the only index: the read is a range of
+-- (sql/historyPruneMinuteCounts.ts). The primary key is the only index: the read is a range of
 -- minutes, the pruner's delete the oldest minutes.
 CREATE TABLE docket_minute_counts (
   minute  bigint NOT NULL,

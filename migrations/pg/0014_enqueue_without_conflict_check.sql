@@ -5,7 +5,7 @@
 -- `dedupe_key IS NOT NULL` alone), yet a speculative insertion costs every
 -- row an extra WAL record and a second pass over the unique index, keyed or
 -- not. The batch insert already leaves it out for batches without keys
--- (src/internal/sql/insert.ts). Measured here (pgbench, one connection, the
+-- (src/internal/sql/itemInsertMany.ts). Measured here (pgbench, one connection, the
 -- statement Docket sends, 8 rotated rounds of 3 s, medians): 3,910 enqueues/s
 -- with ON CONFLICT, 4,193 without. (The NOTIFY costs about as much: 3,914
 -- against 3,510 in another 8 rounds without and with it. It stays: it is what

@@ -1,6 +1,6 @@
 -- Control from outside the code (migrations/pg/0006_control.sql says what
 -- each part is for; the SQLite claim obeys the controls in the dialect's
--- claim transaction, src/internal/sql/claim.ts, instead of a function).
+-- claim transaction, src/internal/sql/claimAcquire.ts, instead of a function).
 --
 -- SQLite cannot change a column's CHECK in place, so docket_items is rebuilt
 -- with the two new states ('cancelled', and 'done' reserved for the history)

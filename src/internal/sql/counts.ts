@@ -6,7 +6,8 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import type { Db } from "./db.js"
+import { type Db, op } from "./db.js"
+import { type DeadSelection, type IdRow, toIds } from "./rows.js"
 
 /**
  * PostgreSQL: a CTE that adds the rows of `from` (a CTE of the same
@@ -47,3 +48,20 @@ export const sqliteCounting = <A extends { readonly kind: string }>(
     }
     return rows
   }))
+
+/**
+ * An operation on a selection of dead items (deadRetry, deadDelete): the ids
+ * it took, ascending, each counted as a dead item that left the store. `pg`
+ * counts in its own statement (`pgAdd`); `sqlite` in the same transaction
+ * (`sqliteCounting`). $1/?1 the ids (NULL for all), $2/?2 the kind (NULL for all).
+ */
+export const deadSelection = (pg: string, sqlite: string) =>
+  op<(selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, SqlError>>({
+    pg: ({ run }) => (selection) => Effect.map(run<IdRow>(pg, [selection.ids, selection.kind]), toIds),
+    sqlite: (db) => (selection) =>
+      sqliteCounting(
+        db,
+        db.run<IdRow & { kind: string }>(sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
+        "dead"
+      ).pipe(Effect.map(toIds))
+  })

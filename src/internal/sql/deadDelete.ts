@@ -4,10 +4,10 @@
  * left the store (docket_counts, 0012), so the dead counter never falls.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
-import { pgAdd, sqliteCounting } from "./counts.js"
-import { op } from "./db.js"
-import { type DeadSelection, type IdRow, toIds } from "./rows.js"
+import type { Effect } from "effect"
+import { deadSelection, pgAdd } from "./counts.js"
+import type { Db } from "./db.js"
+import type { DeadSelection } from "./rows.js"
 
 /** PostgreSQL: $1 the ids or NULL for all, $2 the kind or NULL for all. */
 export const pg = `
@@ -28,12 +28,4 @@ RETURNING id, kind`
 export type DeadDelete = (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, SqlError>
 
 /** `deadDelete` for a dialect. */
-export const make = op<DeadDelete>({
-  pg: ({ run }) => (selection) => Effect.map(run<IdRow>(pg, [selection.ids, selection.kind]), toIds),
-  sqlite: (db) => (selection) =>
-    sqliteCounting(
-      db,
-      db.run<IdRow & { kind: string }>(sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
-      "dead"
-    ).pipe(Effect.map(toIds))
-})
+export const make: (db: Db) => DeadDelete = deadSelection(pg, sqlite)

@@ -15,12 +15,12 @@
  * retry the item again (and count its death twice).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import type { Effect } from "effect"
 import { waitingTwin } from "./absorb.js"
 import * as Now from "./clock.js"
-import { pgAdd, sqliteCounting } from "./counts.js"
-import { op } from "./db.js"
-import { type DeadSelection, type IdRow, toIds } from "./rows.js"
+import { deadSelection, pgAdd } from "./counts.js"
+import type { Db } from "./db.js"
+import type { DeadSelection } from "./rows.js"
 import { NOTIFY_CHANNEL } from "./notify.js"
 
 /** PostgreSQL: $1 the ids or NULL for all, $2 the kind or NULL for all; notifies idle pools. */
@@ -59,12 +59,4 @@ RETURNING id, kind`
 export type DeadRetry = (selection: DeadSelection) => Effect.Effect<ReadonlyArray<number>, SqlError>
 
 /** `deadRetry` for a dialect. */
-export const make = op<DeadRetry>({
-  pg: ({ run }) => (selection) => Effect.map(run<IdRow>(pg, [selection.ids, selection.kind]), toIds),
-  sqlite: (db) => (selection) =>
-    sqliteCounting(
-      db,
-      db.run<IdRow & { kind: string }>(sqlite, [selection.ids === null ? null : JSON.stringify(selection.ids), selection.kind]),
-      "dead"
-    ).pipe(Effect.map(toIds))
-})
+export const make: (db: Db) => DeadRetry = deadSelection(pg, sqlite)

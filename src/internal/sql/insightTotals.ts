@@ -16,7 +16,7 @@ import { num } from "./rows.js"
  * at all). Reads every finished item (an index-only count on PostgreSQL), so
  * it is for a scrape, not a hot path.
  */
-const totals = `
+export const pg = `
 SELECT kind, what, sum(n) AS n FROM (
   SELECT kind, what, n FROM docket_counts
   UNION ALL
@@ -27,6 +27,9 @@ SELECT kind, what, sum(n) AS n FROM (
 ) t
 GROUP BY kind, what
 ORDER BY kind, what`
+
+/** SQLite: the same text. */
+export const sqlite = pg
 
 /** A total of what ever finished in a state (`what`: done, dead, cancelled) or was retried (`retried`), for one kind. */
 export interface TotalRow {
@@ -41,7 +44,7 @@ const TOTAL_WHATS: ReadonlySet<string> = new Set(["done", "dead", "cancelled", "
 export type InsightTotals = Effect.Effect<ReadonlyArray<Total>, SqlError>
 
 /** `insightTotals` for a dialect (one text for both). */
-export const make = texts(totals, totals, (run: Run, text): InsightTotals =>
+export const make = texts(pg, sqlite, (run: Run, text): InsightTotals =>
   Effect.map(
     run<TotalRow>(text, []),
     (rows) =>

@@ -23,11 +23,11 @@ type Insert = Pick<Storage, "itemInsertMany" | "itemFindWaiting" | "atomic">
 
 /** `enqueue` and `enqueueMany` over the storage; this process's pools hear of new items through `wakeups`. */
 export const make = (
-  storage: Insert,
+  store: Insert,
   wakeups: Wakeups.Service,
   prepare: Prepare
 ): Pick<Service, "enqueue" | "enqueueMany"> => {
-  const enqueueRows = inserter(storage, wakeups)
+  const enqueueRows = inserter(store, wakeups)
   return {
     enqueue: (kind, payload, opts = {}) =>
       spanWithContextIfTraced(
