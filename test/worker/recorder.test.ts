@@ -2,14 +2,15 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect } from "effect"
 import type { Claim } from "../../src/Domain.js"
 import { Publisher } from "../../src/internal/worker/events.js"
-import { Recorder, type Settlement } from "../../src/internal/worker/recorder.js"
+import type { Finished } from "../../src/internal/decide.js"
+import { Recorder } from "../../src/internal/worker/recorder.js"
 import { PoolState } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
 import { claimed, cleanup, countRows, freshRepo, row } from "./support.js"
 
 afterAll(cleanup)
 
-const done = (claim: Claim): Settlement => ({ _tag: "Done", claim, durationMs: 1 })
+const done = (claim: Claim): Finished => ({ claim, outcome: { _tag: "Done" }, durationMs: 1 })
 
 /**
  * The repository with its completions counted and held at a gate: each
@@ -96,7 +97,7 @@ describe("the recorder", () => {
       const [a, b] = yield* claimed(repo, 2)
       const state = new PoolState(new Map())
       const recorder = yield* recorderOver(repo, state)
-      recorder.add({ _tag: "Done", claim: a, durationMs: 1, result: { sent: "it's \"quoted\"\n" } })
+      recorder.add({ claim: a, outcome: { _tag: "Done", result: { sent: "it's \"quoted\"\n" } }, durationMs: 1 })
       recorder.add(done(b))
       expect(yield* recorder.close(10_000)).toBe(0)
       expect(yield* repo.get(a.id)).toMatchObject({ value: { state: "done", result: { sent: "it's \"quoted\"\n" } } })
@@ -162,9 +163,9 @@ describe("the recorder", () => {
       })
       recorder.add(done(c0))
       recorder.add(done(c1))
-      recorder.add({ _tag: "Fail", claim: c2, error: "boom", next: { _tag: "Retry", delay: 60_000 }, delayMs: 60_000 })
-      recorder.add({ _tag: "Snooze", claim: c3, reason: "Snooze: later", delayMs: 3_600_000 })
-      recorder.add({ _tag: "Snooze", claim: c4, reason: "Snooze: late", delayMs: 0 })
+      recorder.add({ claim: c2, outcome: { _tag: "Retry", error: "boom", delayMs: 60_000 }, durationMs: 1 })
+      recorder.add({ claim: c3, outcome: { _tag: "Snooze", error: "Snooze: later", delayMs: 3_600_000 }, durationMs: 1 })
+      recorder.add({ claim: c4, outcome: { _tag: "Snooze", error: "Snooze: late", delayMs: 0 }, durationMs: 1 })
       yield* Deferred.await(refused).pipe(Effect.timeout("10 seconds"))
       expect(recorder.unrecorded().map((c) => c.id)).toEqual([c3.id, c4.id])
       expect(state.counts).toMatchObject({ completed: 2, retried: 1, snoozed: 0 })
