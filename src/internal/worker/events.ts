@@ -45,11 +45,6 @@ export class Publisher {
 
   static readonly make: Effect.Effect<Publisher> = Effect.map(PubSub.sliding<Event>(4096), (events) => new Publisher(events))
 
-  /** Whether anyone listens (so callers can skip building an event). */
-  get active(): boolean {
-    return this.subscribers > 0 || this.filtered.size > 0
-  }
-
   /** Whether anyone listens to events of this tag (so callers can skip building one). */
   wants(tag: Tag): boolean {
     if (this.subscribers > 0) return true
