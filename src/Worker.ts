@@ -178,7 +178,7 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       // a claim that found some runs again as slots free anyway (and waking
       // it after every write cost W2 a claim per batch written).
       wrote: () => {
-        if (state.lastClaimEmpty) wakeup.notify()
+        if (state.mode === "empty") wakeup.notify()
       }
     })
     const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)
@@ -250,10 +250,11 @@ const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.
     const budget = new Budget(SHUTDOWN_DB_MS)
     // First: a pool that stops enqueueing ticks (the others, or its next start, take them).
     yield* Effect.asVoid(budget.wait(pool.ticker.stop))
-    state.stopping = true
+    state.setMode("stopping")
     pool.wakeup.notify() // the claimer sees `stopping` at its next turn
     const stopped = yield* budget.wait(Fiber.await(claimer), CLAIM_END_MS)
     if (Option.isNone(stopped)) yield* interruptWithin(claimer, budget.left)
+    state.setMode("stopped")
     yield* Effect.asVoid(budget.wait(Scope.close(pool.wakeupScope, Exit.void)))
     const prefetched = state.buffer.takeAll()
     const released = yield* budget.wait(recorder.release(prefetched))

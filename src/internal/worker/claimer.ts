@@ -12,6 +12,7 @@ import type * as Wakeups from "../../Wakeups.js"
 import { MAX_CLAIM_LIMIT } from "../validate.js"
 import { yieldToEventLoop } from "../eventLoop.js"
 import { metrics, type Publisher } from "./events.js"
+import * as Mode from "./mode.js"
 import * as Prefetch from "./prefetch.js"
 import type { PoolState } from "./state.js"
 
@@ -47,6 +48,10 @@ const CLAIM_RETRY = "500 millis"
 
 /** Keeps the buffer stocked; see the module doc. */
 export class Claimer {
+  // Set when a finishing slot woke the claimer, until its next round starts:
+  // one wake-up per round is enough.
+  private woken = false
+
   constructor(private readonly deps: ClaimerDeps) {}
 
   /** Claims round after round until the pool stops. */
@@ -57,14 +62,16 @@ export class Claimer {
   })
 
   /**
-   * A slot freed: the claimer only needs a turn when the buffer ran low (one
-   * wake-up per round is enough; one slot yields so the claim goes out now).
+   * A slot freed: the prefetch resumes, and the claimer only needs a turn
+   * when the buffer ran low (one wake-up per round is enough; one slot yields
+   * so the claim goes out now).
    */
   readonly slotFreed = (): void => {
     const { prefetch, state, wakeup } = this.deps
-    if (state.buffer.size <= prefetch.lowWater() && !state.claimerWanted) {
+    prefetch.resume()
+    if (state.buffer.size <= prefetch.lowWater() && !this.woken) {
       wakeup.notify()
-      state.claimerWanted = true
+      this.woken = true
       state.yieldForClaimer = true
     }
   }
@@ -78,26 +85,26 @@ export class Claimer {
   }
 
   private readonly sweep = Effect.suspend(() => {
-    const { holdMs, release, state } = this.deps
+    const { holdMs, prefetch, release, state } = this.deps
     if (state.buffer.size === 0) return Effect.void
     const old = state.buffer.takeOlderThan(performance.now() - holdMs)
     if (old.length === 0) return Effect.void
-    state.prefetchPaused = true
+    prefetch.pause()
     return release(old)
   })
 
   private readonly round: Effect.Effect<void> = Effect.gen(this, function*() {
     const { concurrency, holdMs, leaseMs, maxAttemptsByKind, pollMs, prefetch, publisher, repo, state, wakeup, worker } =
       this.deps
-    state.claimerWanted = false
+    this.woken = false
     yield* this.sweep
     prefetch.adapt(performance.now(), state.starts)
     const starving = state.running.size < concurrency && state.buffer.size === 0
-    if (starving && !state.lastClaimDrained && !state.prefetchPaused) prefetch.grow()
+    if (starving && state.mode === "claiming" && !prefetch.paused) prefetch.grow()
     const room = Prefetch.room({
       concurrency,
       prefetch: prefetch.current,
-      paused: state.prefetchPaused,
+      paused: prefetch.paused,
       running: state.running.size,
       buffered: state.buffer.size,
       maxClaim: MAX_CLAIM_LIMIT
@@ -119,7 +126,8 @@ export class Claimer {
         Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
       )
     )
-    state.lastClaimEmpty = claims.length === 0
+    // A claim that ends once shutdown began leaves the mode as it is (mode.ts).
+    if (!state.stopping) state.setMode(Mode.afterClaim(claims.length, room))
     if (claims.length > 0) {
       for (const claim of claims) state.buffer.push(claim, sentAt)
       state.counts.claimed += claims.length
@@ -130,12 +138,8 @@ export class Claimer {
       this.deps.dispatch()
     }
     yield* yieldToEventLoop
-    if (claims.length === room) {
-      state.lastClaimDrained = false
-      return
-    }
+    if (claims.length === room) return
     // Drained for now: sleep until a wake-up, the next due time, or the poll.
-    state.lastClaimDrained = true
     this.deps.checkIdle()
     const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
     const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })
