@@ -3,16 +3,23 @@
  * back prefetched items that waited too long for a slot, sizes the prefetch,
  * claims as many items as there is room for (free slots plus the prefetch),
  * hands them to the slots, and when a claim finds fewer items than it asked
- * for sleeps until a wake-up, the next due time, or the poll.
+ * for sleeps until a wake-up, the next due time, or the poll. Its mode
+ * (mode.ts) is kept in the pool's state; only the claimer changes it.
+ *
+ * Stopped first of the parts that touch items (after the ticker): no claim is
+ * sent and no item starts after its stop begins, and the claim in flight ends
+ * first (one cut off mid-statement could lease items nobody holds).
  */
-import { Duration, Effect, Metric, Option } from "effect"
+import { Duration, Effect, Fiber, Metric, Option, type Scope } from "effect"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type * as Wakeups from "../../Wakeups.js"
 import { MAX_CLAIM_LIMIT } from "../validate.js"
 import { yieldToEventLoop } from "../eventLoop.js"
+import { type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import { metrics, type Publisher } from "./events.js"
 import * as Mode from "./mode.js"
+import type { Part } from "./part.js"
 import * as Prefetch from "./prefetch.js"
 import type { PoolState } from "./state.js"
 
@@ -46,13 +53,52 @@ export interface ClaimerDeps {
 /** After a failed claim, how long before the next. */
 const CLAIM_RETRY = "500 millis"
 
+/**
+ * On stop, how long the claim in flight may take to end (from the shutdown's
+ * budget; past it the claim is interrupted, and the items it may have leased
+ * run again once their leases run out).
+ */
+export const CLAIM_END_MS = 5000
+
+/** The claimer part, not started yet. */
+export const make = (deps: ClaimerDeps): Effect.Effect<Claimer> => Effect.sync(() => new Claimer(deps))
+
 /** Keeps the buffer stocked; see the module doc. */
-export class Claimer {
+export class Claimer implements Part {
+  readonly name = "claimer"
   // Set when a finishing slot woke the claimer, until its next round starts:
   // one wake-up per round is enough.
   private woken = false
+  private fiber: Fiber.RuntimeFiber<void> | undefined
 
+  /** Built by `make`. */
   constructor(private readonly deps: ClaimerDeps) {}
+
+  /** Forks `run` in `scope`. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    return Effect.map(forkDetached(this.run, scope), (fiber) => {
+      this.fiber = fiber
+    })
+  }
+
+  /**
+   * Stops claiming: the mode goes to `stopping` (no item starts now), the
+   * claim in flight gets up to CLAIM_END_MS of `budget` to end (then it is
+   * interrupted), and the mode goes to `stopped`.
+   */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.gen(this, function*() {
+      const { state, wakeup } = this.deps
+      state.setMode("stopping")
+      wakeup.notify() // the claimer sees `stopping` at its next turn
+      const fiber = this.fiber
+      if (fiber !== undefined) {
+        const ended = yield* budget.wait(Fiber.await(fiber), CLAIM_END_MS)
+        if (Option.isNone(ended)) yield* interruptWithin(fiber, budget.left)
+      }
+      state.setMode("stopped")
+    })
+  }
 
   /** Claims round after round until the pool stops. */
   readonly run: Effect.Effect<void> = Effect.whileLoop({

@@ -83,8 +83,15 @@ class RunJob implements Handler.Job {
   }
 }
 
+/**
+ * The executor. Not a `Part` (part.ts): it runs in the slots' fibers and has
+ * nothing of its own to start or stop.
+ */
+export const make = (deps: ExecutorDeps): Effect.Effect<Executor> => Effect.sync(() => new Executor(deps))
+
 /** Runs one item at a time in the calling slot fiber; see the module doc. */
 export class Executor {
+  /** Built by `make`. */
   constructor(private readonly deps: ExecutorDeps) {}
 
   /** Runs one item in its slot's fiber, up to queueing its outcome. */

@@ -10,7 +10,7 @@
  * is refused ("stale") and changes nothing. On a storage error the outcomes
  * of the statement that failed are kept and written again.
  *
- * `close(ms)` is shutdown's: the writer writes what is pending and ends. It is
+ * `stop(budget)` is shutdown's: the writer writes what is pending and ends. It is
  * not interrupted while it writes: that would cancel its statement, and the
  * batch it carried would be lost (those items would run again once their
  * leases ran out). The renewer keeps their leases meanwhile (`unrecorded`).
@@ -21,8 +21,9 @@ import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Finished, Outcome } from "../decide.js"
 import { yieldToEventLoop } from "../eventLoop.js"
-import { boundedWait, forkDetached, interruptWithin } from "./bounded.js"
+import { boundedWait, type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import { metrics, type Publisher } from "./events.js"
+import type { Part } from "./part.js"
 import type { Tallies } from "./state.js"
 
 type Done = Finished & { readonly outcome: Extract<Outcome, { _tag: "Done" }> }
@@ -57,18 +58,23 @@ const BATCH = 5000
 /** After a failed write, how long before the outcomes are written again. */
 const RETRY_AFTER = "200 millis"
 
-/** Writes outcomes in batches and gives claims back; see the module doc. */
-export class Recorder {
+/** The recorder part, its writer not started yet. */
+export const make = (deps: RecorderDeps): Effect.Effect<Recorder> =>
+  Effect.map(Queue.sliding<void>(1), (flushes) => new Recorder(deps, flushes))
+
+/**
+ * Writes outcomes in batches and gives claims back; see the module doc.
+ * Stopped once no run is left: it then writes the last outcomes.
+ */
+export class Recorder implements Part {
+  readonly name = "recorder"
   private readonly pending: Array<Finished> = []
   private recording: ReadonlyArray<Finished> = []
   private closed = false
   private fiber: Fiber.RuntimeFiber<void, never> | undefined
 
-  private constructor(private readonly deps: RecorderDeps, private readonly flushes: Queue.Queue<void>) {}
-
-  static make(deps: RecorderDeps): Effect.Effect<Recorder> {
-    return Effect.map(Queue.sliding<void>(1), (flushes) => new Recorder(deps, flushes))
-  }
+  /** Built by `make`. */
+  constructor(private readonly deps: RecorderDeps, private readonly flushes: Queue.Queue<void>) {}
 
   /** Outcomes not yet written (pending or being written). */
   get size(): number {
@@ -104,22 +110,30 @@ export class Recorder {
   }
 
   /**
-   * Writes what is pending and stops the writer, waiting at most `ms` (then
-   * it is interrupted, waiting at most 1 s more for its statement's cancel:
-   * the database may be silent). Returns how many outcomes are left unwritten.
+   * Writes what is pending and stops the writer, waiting at most what is left
+   * of `budget` (then it is interrupted, waiting at most 1 s more for its
+   * statement's cancel: the database may be silent). The outcomes left
+   * unwritten (the time ran out, or the writer died of a defect) are logged:
+   * their items run again once their leases run out.
    */
-  close(ms: number): Effect.Effect<number> {
-    const fiber = this.fiber
+  stop(budget: Budget): Effect.Effect<void> {
     return Effect.gen(this, function*() {
+      const fiber = this.fiber
       this.closed = true
-      if (fiber === undefined) return this.size
-      if (this.size > 0) yield* Effect.logInfo(`docket: stopping: recording ${this.size} outcomes`)
-      yield* Queue.offer(this.flushes, undefined)
-      const flushed = yield* boundedWait(Fiber.await(fiber), ms)
-      const unwritten = this.size
-      if (Option.isNone(flushed)) yield* interruptWithin(fiber, 1000)
-      else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
-      return unwritten
+      let unwritten = this.size
+      if (fiber !== undefined) {
+        if (this.size > 0) yield* Effect.logInfo(`docket: stopping: recording ${this.size} outcomes`)
+        yield* Queue.offer(this.flushes, undefined)
+        const flushed = yield* boundedWait(Fiber.await(fiber), budget.left)
+        unwritten = this.size
+        if (Option.isNone(flushed)) yield* interruptWithin(fiber, 1000)
+        else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
+      }
+      if (unwritten > 0) {
+        yield* Effect.logWarning(
+          `docket: ${unwritten} outcomes not recorded at shutdown; their items run again once their leases run out`
+        )
+      }
     })
   }
 
