@@ -50,7 +50,7 @@ import * as Events from "./internal/worker/events.js"
 import * as Executor from "./internal/worker/executor.js"
 import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
-import { LateBound, Lifecycle } from "./internal/worker/part.js"
+import { LateBound, Lifecycle, type Part } from "./internal/worker/part.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
 import * as Pruner from "./internal/worker/pruner.js"
 import * as Recorder from "./internal/worker/recorder.js"
@@ -148,6 +148,58 @@ interface Pool {
   readonly lifecycle: Lifecycle
 }
 
+/**
+ * The start list. Shutdown stops the parts in reverse, so read backwards it
+ * IS the shutdown order:
+ * - ticker: first, a pool that stops enqueueing ticks (the others, or its
+ *   next start, take them); started last, so a tick's item enqueued at start
+ *   is claimed at once;
+ * - claimer: stop claiming; the claim in flight ends first, up to 5 s (one
+ *   cut off mid-statement could lease items nobody holds); no item starts
+ *   from here on;
+ * - wake-up: close the LISTEN connection (nobody waits on it now);
+ * - slots: give the prefetched items back, let running items finish for up
+ *   to the grace, then interrupt them (their interruption releases their
+ *   leases, attempt not counted);
+ * - recorder: write the outcomes not yet written;
+ * - registry: leave the live-workers table, only now (until its outcomes are
+ *   written the pool still holds work);
+ * - renewer: stop renewing (it kept the unwritten outcomes' leases);
+ * - cancels: after the grace (a cancel heard while items finish still stops
+ *   its run);
+ * - pruner and global limits: background work with nothing to hand over;
+ * - events: `Stopped`, the pool's last event.
+ * Started the other way round: the global limits are written and the pool
+ * registered before the first claim, and the writer and the slots run before
+ * the claimer hands them items. Every database wait of the shutdown shares
+ * one budget of 10 s (SHUTDOWN_DB_MS); the grace is not charged to it.
+ */
+const startList = (p: {
+  readonly publisher: Part
+  readonly globalLimits: Part
+  readonly pruner: Part
+  readonly cancels: Part
+  readonly renewer: Part
+  readonly registry: Part
+  readonly recorder: Part
+  readonly slots: Part
+  readonly wakeup: Part
+  readonly claimer: Part
+  readonly ticker: Part
+}): ReadonlyArray<Part> => [
+  p.publisher,
+  p.globalLimits,
+  p.pruner,
+  p.cancels,
+  p.renewer,
+  p.registry,
+  p.recorder,
+  p.slots,
+  p.wakeup,
+  p.claimer,
+  p.ticker
+]
+
 // Builds the parts in dependency order: each is given the parts built before
 // it, and the few calls on later ones go through `hooks`, filled at the end.
 const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurring.Declaration>) =>
@@ -224,40 +276,14 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
         Effect.zipRight(executor.cancelled(claim, error, "dropped before it started"), Effect.sync(idle.check)),
       checkIdle: idle.check
     })
-    /**
-     * The start list. Shutdown stops the parts in reverse, so read backwards
-     * it IS the shutdown order:
-     * - ticker: first, a pool that stops enqueueing ticks (the others, or its
-     *   next start, take them); started last, so a tick's item enqueued at
-     *   start is claimed at once;
-     * - claimer: stop claiming; the claim in flight ends first, up to 5 s (one
-     *   cut off mid-statement could lease items nobody holds); no item starts
-     *   from here on;
-     * - wake-up: close the LISTEN connection (nobody waits on it now);
-     * - slots: give the prefetched items back, let running items finish for
-     *   up to the grace, then interrupt them (their interruption releases
-     *   their leases, attempt not counted);
-     * - recorder: write the outcomes not yet written;
-     * - registry: leave the live-workers table, only now (until its outcomes
-     *   are written the pool still holds work);
-     * - renewer: stop renewing (it kept the unwritten outcomes' leases);
-     * - cancels: after the grace (a cancel heard while items finish still
-     *   stops its run);
-     * - pruner and global limits: background work with nothing to hand over;
-     * - events: `Stopped`, the pool's last event.
-     * Started the other way round: the global limits are written and the
-     * pool registered before the first claim, the writer and the slots run
-     * before the claimer hands them items.
-     */
-    const lifecycle = new Lifecycle([
+    const lifecycle = new Lifecycle(startList({
       publisher, globalLimits, pruner, cancels, renewer, registry, recorder, slots, wakeup, claimer, ticker
-    ])
+    }))
     return { config, state, publisher, wakeup, registry, idle, lifecycle } satisfies Pool
   })
 
 /**
- * Shutdown: the parts stopped in reverse order (see the start list in
- * `build`). Each database wait is bounded, by its own bound and by what is
+ * Shutdown: the parts stopped in reverse order (see `startList`). Each database wait is bounded, by its own bound and by what is
  * left of one budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database
  * gone silent (a partition) nothing answers, and a stop must still end. The
  * grace is not charged to it.
