@@ -240,7 +240,9 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
     const finished = (entry: Running) => hooks.get().finished(entry)
     const executor = yield* Executor.make({ worker, handlers, counts, publisher, recorder, traced, finished })
     const slots = yield* Slots.make({
-      state, executor, worker, leaseMs, concurrency, graceMs: config.graceMs, release: (claims) => recorder.release(claims)
+      state, executor, worker, leaseMs, concurrency,
+      graceMs: config.graceMs,
+      release: (claims) => recorder.release(claims)
     })
     const renewer = yield* Renewer.make({
       repo, leaseMs, publisher, running: state.running, unrecorded: () => recorder.unrecorded(), onLost: slots.replace
@@ -283,10 +285,11 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
   })
 
 /**
- * Shutdown: the parts stopped in reverse order (see `startList`). Each database wait is bounded, by its own bound and by what is
- * left of one budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database
- * gone silent (a partition) nothing answers, and a stop must still end. The
- * grace is not charged to it.
+ * Shutdown: the parts stopped in reverse order (see `startList`). Each
+ * database wait is bounded, by its own bound and by what is left of one
+ * budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database gone silent (a
+ * partition) nothing answers, and a stop must still end. The grace is not
+ * charged to it.
  */
 const shutdown = (pool: Pool) =>
   Effect.suspend(() => pool.lifecycle.stop(new Budget(SHUTDOWN_DB_MS))).pipe(

@@ -1,24 +1,29 @@
 /**
  * The claimer's mode: one value, changed only by the claimer (claimer.ts),
- * every change checked against the table below. A change the table does not
+ * every change checked against `ALLOWED` below. A change it does not
  * allow is a defect of the pool (thrown, naming both modes): going on would
  * claim while stopping, or stop twice.
  *
- * | mode | the claimer | read by |
- * |---|---|---|
- * | `claiming` | claims whenever there is room: its last claim got all it asked for (or none was sent yet); starving slots grow the prefetch | the prefetch's growth |
- * | `drained` | its last claim found fewer items than it asked for: it sleeps until a wake-up, the next due time or the poll | `whenIdle` (idle once nothing runs, is buffered or unwritten) |
- * | `empty` | its last claim found nothing: as `drained`, and a written outcome wakes it (it may have made a held-back item due) | the recorder's `wrote` |
- * | `stopping` | shutdown began: no claim is sent and no item starts; the claim in flight ends, and its result leaves the mode as it is | the slots (they end), `whenIdle` (no more claims: as `drained`) |
- * | `stopped` | its fiber has ended | |
+ * The modes (and who reads them):
+ * - `claiming`: claims whenever there is room: its last claim got all it
+ *   asked for (or none was sent yet). Starving slots grow the prefetch only
+ *   in this mode.
+ * - `drained`: its last claim found fewer items than it asked for: it sleeps
+ *   until a wake-up, the next due time or the poll. `whenIdle` may resolve
+ *   (once nothing runs, is buffered or unwritten).
+ * - `empty`: its last claim found nothing: as `drained`, and a written
+ *   outcome wakes it (it may have made a held-back item due: the recorder's
+ *   `wrote`).
+ * - `stopping`: shutdown began: no claim is sent and no item starts (the
+ *   slots end); the claim in flight ends, and its result leaves the mode as
+ *   it is. As `drained` for `whenIdle`: no claim is to come.
+ * - `stopped`: its fiber has ended.
  *
  * Allowed changes:
- *
- * | from | to |
- * |---|---|
- * | `claiming`, `drained`, `empty` | `claiming`, `drained`, `empty` (a claim's result), `stopping` |
- * | `stopping` | `stopped` |
- * | `stopped` | none |
+ * - from `claiming`, `drained` or `empty`: to any of those three (a claim's
+ *   result), or to `stopping`;
+ * - from `stopping`: to `stopped`;
+ * - from `stopped`: none.
  *
  * Two facts that combine with any mode are not modes: a prefetch paused
  * (prefetch.ts: prefetched items had to be given back; cleared when a slot

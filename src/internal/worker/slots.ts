@@ -60,7 +60,9 @@ export class Slots implements Part {
 
   /** Starts `concurrency` slots (daemons: see the module doc). */
   start(): Effect.Effect<void> {
-    return Effect.suspend(() => Effect.forEach(Array.from({ length: this.deps.concurrency }), () => this.startOne, { discard: true }))
+    return Effect.suspend(() =>
+      Effect.forEach(Array.from({ length: this.deps.concurrency }), () => this.startOne, { discard: true })
+    )
   }
 
   /** Gives the prefetched items back, then lets running items finish for up to the grace (see the module doc). */
