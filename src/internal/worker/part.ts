@@ -23,7 +23,7 @@ import type { Budget } from "./bounded.js"
 
 /** A part of the pool: started once, stopped once (see the module doc). */
 export interface Part {
-  /** Names the part in the lifecycle's defects. */
+  /** The part's name, for reading a start list (tests, debugging). */
   readonly name: string
   /**
    * Starts the part's work: its fibers forked (detached, bounded.ts) in
