@@ -8,21 +8,24 @@ import type { Claim } from "../../src/Domain.js"
 import * as Events from "../../src/internal/worker/events.js"
 import { PoolState, type Running, type Slot } from "../../src/internal/worker/state.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
+import * as Wakeups from "../../src/Wakeups.js"
 import { repoLayer, sqliteBackend } from "../support/db.js"
 
 const backend = sqliteBackend()
 export const cleanup = () => backend.cleanup()
 
-/** The repository and SqlClient over a fresh SQLite file, for the scope. */
+/** The repository, its wake-ups and the SqlClient over a fresh SQLite file, for the scope. */
 export const freshRepo: Effect.Effect<
-  { readonly repo: QueueRepo.Service; readonly sql: SqlClient.SqlClient },
+  { readonly repo: QueueRepo.Service; readonly sql: SqlClient.SqlClient; readonly wakeups: Wakeups.Service },
   unknown,
   Scope.Scope
 > = Effect.gen(function*() {
   const url = yield* Effect.promise(() => backend.fresh())
   const context = yield* Layer.build(repoLayer(url))
   return Effect.runSync(
-    Effect.all({ repo: QueueRepo.QueueRepo, sql: SqlClient.SqlClient }).pipe(Effect.provide(context))
+    Effect.all({ repo: QueueRepo.QueueRepo, sql: SqlClient.SqlClient, wakeups: Wakeups.Wakeups }).pipe(
+      Effect.provide(context)
+    )
   )
 })
 
