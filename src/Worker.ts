@@ -28,34 +28,40 @@
  *   silent ends within the grace plus about 10 s (docs/operations.md).
  *
  * The parts live in src/internal/worker/ (docs/architecture.md): the state
- * (state.ts), prefetch sizing (prefetch.ts), the claimer, the slots, the
- * executor (one item's run), the recorder (outcome writes), the renewer, the
- * registry (the pool's row in the live-workers table) and the pruner
- * (finished items past their retention).
- * This module holds the options, the tag, the wiring and the shutdown order.
+ * (state.ts) with the claimer's mode (mode.ts), prefetch sizing
+ * (prefetch.ts), the claimer, the slots, the executor (one item's run), the
+ * recorder (outcome writes), the renewer, the registry (the pool's row in the
+ * live-workers table), the pruner (finished items past their retention), the
+ * cancels, the ticker (recurring schedules) and the wake-up. Each is built
+ * by its module's `make` and started and stopped by one contract (part.ts).
+ * This module holds the options, the tag, the wiring and the start list,
+ * whose reverse is the shutdown order.
  */
-import { Context, Effect, Either, ExecutionStrategy, Exit, Fiber, Layer, Option, type Queue, Scope } from "effect"
+import { Context, Effect, Either, Layer, type Queue, type Scope } from "effect"
+import type { Claim } from "./Domain.js"
 import type { InvalidSchedule } from "./Errors.js"
 import type { Counters, Event, Tag } from "./Events.js"
 import type * as Handler from "./Handler.js"
-import { Cancels } from "./internal/worker/cancels.js"
-import { Claimer } from "./internal/worker/claimer.js"
+import { Budget, SHUTDOWN_DB_MS } from "./internal/worker/bounded.js"
+import * as Cancels from "./internal/worker/cancels.js"
+import * as Claimer from "./internal/worker/claimer.js"
 import * as Config from "./internal/worker/config.js"
-import { Publisher } from "./internal/worker/events.js"
-import { boundedWait, Budget, forkDetached, interruptWithin, SHUTDOWN_DB_MS } from "./internal/worker/bounded.js"
-import { Executor } from "./internal/worker/executor.js"
+import * as Events from "./internal/worker/events.js"
+import * as Executor from "./internal/worker/executor.js"
 import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
+import { LateBound, Lifecycle, type Part } from "./internal/worker/part.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
 import * as Pruner from "./internal/worker/pruner.js"
-import { Recorder } from "./internal/worker/recorder.js"
-import { Ticker } from "./internal/worker/recurring.js"
+import * as Recorder from "./internal/worker/recorder.js"
+import * as Ticker from "./internal/worker/recurring.js"
 import * as Registry from "./internal/worker/registry.js"
 import * as Renewer from "./internal/worker/renewer.js"
-import { Slots } from "./internal/worker/slots.js"
+import * as Slots from "./internal/worker/slots.js"
 import { IdleWaiters, PoolState, type Running } from "./internal/worker/state.js"
+import * as Wakeup from "./internal/worker/wakeup.js"
 import { defaultTracer } from "./internal/tracing.js"
-import { QueueRepo, type Service as RepoService } from "./QueueRepo.js"
+import { QueueRepo } from "./QueueRepo.js"
 import * as Recurring from "./Recurring.js"
 import * as Wakeups from "./Wakeups.js"
 
@@ -117,90 +123,140 @@ export interface Service {
 export class Worker extends Context.Tag("docket/Worker")<Worker, Service>() {}
 
 /**
-/** On shutdown, how long the claim in flight may take to end. */
-const CLAIM_END_MS = 5000
-
-
-/** The parts of one pool, as `build` wires them. */
-interface Pool {
-  readonly config: Config.Config
-  readonly repo: RepoService
-  readonly handlers: Handlers.HandlerTable
-  readonly state: PoolState
-  readonly publisher: Publisher
-  /** Wakes the claimer: enqueues (here, and on PostgreSQL anywhere) and the pool's own nudges. */
-  readonly wakeup: Wakeups.Signal
-  /** Holds the wake-up's LISTEN connection: closed once claiming has stopped (else with the pool's scope). */
-  readonly wakeupScope: Scope.CloseableScope
-  readonly recorder: Recorder
-  readonly slots: Slots
-  readonly claimer: Claimer
-  readonly renewer: Effect.Effect<never>
-  readonly registry: Registry.Registry
-  readonly ticker: Ticker
-  readonly cancels: Cancels
-  readonly idle: IdleWaiters
+ * The calls parts built earlier make on parts built later (part.ts,
+ * `LateBound`): filled once by `build` when every part exists.
+ */
+interface Hooks {
+  /** A run ended (synchronous: it cannot be cut in half by an interruption): its slot is free. The executor's. */
+  readonly finished: (entry: Running) => void
+  /** Stops a run a cancel stopped (the slots replace it). The cancels'. */
+  readonly stopRun: (entry: Running) => Effect.Effect<void>
+  /** A buffered claim of a cancelled item, dropped before it started. The cancels'. */
+  readonly dropped: (claim: Claim, error: string) => Effect.Effect<void>
+  /** The pool may be idle now. The recorder's. */
+  readonly checkIdle: () => void
 }
 
-// Builds the parts and connects them: each gets the few callbacks it needs.
-// Some callbacks name parts made further down (`idle`, `slots`, `claimer`):
-// none is called before the pool starts, after `build` has returned.
+/** One pool: its parts' lifecycle and what the running pool's service reads. */
+interface Pool {
+  readonly config: Config.Config
+  readonly state: PoolState
+  readonly publisher: Events.Publisher
+  readonly wakeup: Wakeup.Wakeup
+  readonly registry: Registry.Registry
+  readonly idle: IdleWaiters
+  readonly lifecycle: Lifecycle
+}
+
+/**
+ * The start list. Shutdown stops the parts in reverse, so read backwards it
+ * IS the shutdown order:
+ * - ticker: first, a pool that stops enqueueing ticks (the others, or its
+ *   next start, take them); started last, so a tick's item enqueued at start
+ *   is claimed at once;
+ * - claimer: stop claiming; the claim in flight ends first, up to 5 s (one
+ *   cut off mid-statement could lease items nobody holds); no item starts
+ *   from here on;
+ * - wake-up: close the LISTEN connection (nobody waits on it now);
+ * - slots: give the prefetched items back, let running items finish for up
+ *   to the grace, then interrupt them (their interruption releases their
+ *   leases, attempt not counted);
+ * - recorder: write the outcomes not yet written;
+ * - registry: leave the live-workers table, only now (until its outcomes are
+ *   written the pool still holds work);
+ * - renewer: stop renewing (it kept the unwritten outcomes' leases);
+ * - cancels: after the grace (a cancel heard while items finish still stops
+ *   its run);
+ * - pruner and global limits: background work with nothing to hand over;
+ * - events: `Stopped`, the pool's last event.
+ * Started the other way round: the global limits are written and the pool
+ * registered before the first claim, and the writer and the slots run before
+ * the claimer hands them items. Every database wait of the shutdown shares
+ * one budget of 10 s (SHUTDOWN_DB_MS); the grace is not charged to it.
+ */
+const startList = (p: {
+  readonly publisher: Part
+  readonly globalLimits: Part
+  readonly pruner: Part
+  readonly cancels: Part
+  readonly renewer: Part
+  readonly registry: Part
+  readonly recorder: Part
+  readonly slots: Part
+  readonly wakeup: Part
+  readonly claimer: Part
+  readonly ticker: Part
+}): ReadonlyArray<Part> => [
+  p.publisher,
+  p.globalLimits,
+  p.pruner,
+  p.cancels,
+  p.renewer,
+  p.registry,
+  p.recorder,
+  p.slots,
+  p.wakeup,
+  p.claimer,
+  p.ticker
+]
+
+// Builds the parts in dependency order: each is given the parts built before
+// it, and the few calls on later ones go through `hooks`, filled at the end.
 const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurring.Declaration>) =>
   Effect.gen(function*() {
     const repo = yield* QueueRepo
     const config = Config.resolve(options)
-    const { concurrency, id, leaseMs, pollMs } = config
+    const { concurrency, id: worker, leaseMs, pollMs } = config
     const handlers = Handlers.table(options.handlers, yield* Effect.context<never>(), repo.maxResultBytes)
     // A span per item costs as much as the rest of a no-op item's run; it is
     // made only when the application installed a tracer (e.g. OpenTelemetry).
     const traced = options.spans ?? ((yield* Effect.tracer) !== defaultTracer)
     const state = new PoolState(handlers.kindLimits)
-    const publisher = yield* Publisher.make
-    const wakeupScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const { counts } = state
+    const hooks = new LateBound<Hooks>("the pool's hooks")
+    const publisher = yield* Events.make({ counters: () => state.counters() })
+    const globalLimits = yield* GlobalLimits.make({ repo, limits: handlers.globalLimits })
+    const pruner = yield* Pruner.make({ repo, intervalMs: config.pruneMs, counts, publisher })
     const cancels = yield* Cancels.make({
       repo,
       state,
-      stop: (entry): Effect.Effect<void> => slots.replace(entry),
-      dropped: (claim, error): Effect.Effect<void> =>
-        Effect.zipRight(executor.cancelled(claim, error, "dropped before it started"), Effect.sync(() => idle.check()))
+      stop: (entry) => hooks.get().stopRun(entry),
+      dropped: (claim, error) => hooks.get().dropped(claim, error)
     })
-    const wakeup = yield* (yield* Wakeups.Wakeups).signal({ listen: options.listen, onCancel: cancels.notice }).pipe(
-      Scope.extend(wakeupScope)
-    )
+    const wakeups = yield* Wakeups.Wakeups
+    const wakeup = yield* Wakeup.make({ wakeups, listen: options.listen, onCancel: cancels.notice })
     const recorder = yield* Recorder.make({
-      repo,
-      counts: state.counts,
-      publisher,
+      repo, counts, publisher, pollMs,
       wake: wakeup.notify,
-      pollMs,
-      checkIdle: () => idle.check(),
+      checkIdle: () => hooks.get().checkIdle(),
       // Only while the claimer sleeps because its last claim found nothing:
       // a claim that found some runs again as slots free anyway (and waking
       // it after every write cost W2 a claim per batch written).
       wrote: () => {
-        if (state.lastClaimEmpty) wakeup.notify()
+        if (state.mode === "empty") wakeup.notify()
       }
     })
     const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)
-    // A run ended (synchronous: it cannot be cut in half by an interruption).
-    const finished = (entry: Running) => {
-      state.end(entry)
-      slots.dispatch()
-      claimer.slotFreed()
-      idle.check()
-    }
-    const executor = new Executor({ worker: id, handlers, counts: state.counts, publisher, recorder, traced, finished })
-    const slots = new Slots({ state, executor, worker: id, leaseMs })
-    const claimer = new Claimer({
+    const finished = (entry: Running) => hooks.get().finished(entry)
+    const executor = yield* Executor.make({ worker, handlers, counts, publisher, recorder, traced, finished })
+    const slots = yield* Slots.make({
+      state, executor, worker, leaseMs, concurrency,
+      graceMs: config.graceMs,
+      release: (claims) => recorder.release(claims)
+    })
+    const renewer = yield* Renewer.make({
+      repo, leaseMs, publisher, running: state.running, unrecorded: () => recorder.unrecorded(), onLost: slots.replace
+    })
+    const registry = yield* Registry.make({
       repo,
-      state,
+      registration: Registry.registration(worker, config.handledOnly ? [...handlers.byKind.keys()] : null, concurrency),
+      intervalMs: config.heartbeatMs,
+      running: () => state.running.size,
+      publisher
+    })
+    const claimer = yield* Claimer.make({
+      repo, state, wakeup, publisher, worker, concurrency, leaseMs, pollMs,
       prefetch: new Prefetch(config.prefetch, concurrency, config.holdMs, performance.now()),
-      wakeup,
-      publisher,
-      worker: id,
-      concurrency,
-      leaseMs,
-      pollMs,
       holdMs: config.holdMs,
       handlerKinds: [...handlers.byKind.keys()],
       handledOnly: config.handledOnly,
@@ -209,81 +265,36 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       dispatch: slots.dispatch,
       checkIdle: idle.check
     })
-    const renewer = Renewer.run({
-      repo,
-      leaseMs,
-      running: state.running,
-      unrecorded: () => recorder.unrecorded(),
-      publisher,
-      onLost: (entry) => slots.replace(entry)
+    const ticker = yield* Ticker.make({ repo, declarations, publisher, wake: wakeup.notify })
+    hooks.fill({
+      finished: (entry) => {
+        state.end(entry)
+        slots.dispatch()
+        claimer.slotFreed()
+        idle.check()
+      },
+      stopRun: slots.replace,
+      dropped: (claim, error) =>
+        Effect.zipRight(executor.cancelled(claim, error, "dropped before it started"), Effect.sync(idle.check)),
+      checkIdle: idle.check
     })
-    const registry = new Registry.Registry({
-      repo,
-      registration: Registry.registration(id, config.handledOnly ? [...handlers.byKind.keys()] : null, concurrency),
-      intervalMs: config.heartbeatMs,
-      running: () => state.running.size,
-      publisher
-    })
-    const ticker = new Ticker({ repo, declarations, publisher, wake: wakeup.notify })
-    return {
-      config, repo, handlers, state, publisher, wakeup, wakeupScope, recorder, slots, claimer, renewer, registry, ticker,
-      cancels, idle
-    } satisfies Pool
+    const lifecycle = new Lifecycle(startList({
+      publisher, globalLimits, pruner, cancels, renewer, registry, recorder, slots, wakeup, claimer, ticker
+    }))
+    return { config, state, publisher, wakeup, registry, idle, lifecycle } satisfies Pool
   })
 
 /**
- * Shutdown, in order: stop claiming (the claim in flight ends first: one cut
- * off mid-statement could lease items nobody holds), stop listening, give the
- * buffer back, let running items finish for up to the grace, then interrupt
- * them (their interruption releases their leases, attempt not counted), write
- * the outcomes not yet written, leave the live-workers table, stop renewing.
- * Each database wait is bounded, by its own bound and by what is left of one
- * budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database gone silent
- * (a partition) nothing answers, and a stop must still end. The claim in
- * flight gets up to 5 s of it (past that it is interrupted: the items it may
- * have leased run again once their leases run out).
+ * Shutdown: the parts stopped in reverse order (see `startList`). Each
+ * database wait is bounded, by its own bound and by what is left of one
+ * budget of 10 s (SHUTDOWN_DB_MS) for them all: on a database gone silent (a
+ * partition) nothing answers, and a stop must still end. The grace is not
+ * charged to it.
  */
-const shutdown = (pool: Pool, claimer: Fiber.RuntimeFiber<void>, renewer: Fiber.RuntimeFiber<never>) =>
-  Effect.gen(function*() {
-    const { recorder, slots, state } = pool
-    // Every database wait below shares it (the grace is not charged to it).
-    const budget = new Budget(SHUTDOWN_DB_MS)
-    // First: a pool that stops enqueueing ticks (the others, or its next start, take them).
-    yield* Effect.asVoid(budget.wait(pool.ticker.stop))
-    state.stopping = true
-    pool.wakeup.notify() // the claimer sees `stopping` at its next turn
-    const stopped = yield* budget.wait(Fiber.await(claimer), CLAIM_END_MS)
-    if (Option.isNone(stopped)) yield* interruptWithin(claimer, budget.left)
-    yield* Effect.asVoid(budget.wait(Scope.close(pool.wakeupScope, Exit.void)))
-    const prefetched = state.buffer.takeAll()
-    const released = yield* budget.wait(recorder.release(prefetched))
-    if (Option.isNone(released) && prefetched.length > 0) {
-      yield* Effect.logWarning(
-        `docket: ${prefetched.length} prefetched items not given back at shutdown (no answer from the database); ` +
-          "they run again once their leases run out"
-      )
-    }
-    slots.dispatch() // parked slots wake, see `stopping` and end
-    if (state.running.size > 0) {
-      const ended = yield* boundedWait(state.noneRunning, pool.config.graceMs)
-      if (Option.isNone(ended)) {
-        yield* Effect.logWarning(`docket: ${state.running.size} items still running after the grace period; interrupting them`)
-        // Their interruption releases their leases: bounded like the rest.
-        yield* Effect.asVoid(budget.wait(Fiber.interruptAll(slots.runningFibers())))
-      }
-    }
-    // Unwritten: the time ran out, or the writer died of a defect.
-    const unrecorded = yield* recorder.close(budget.left)
-    if (unrecorded > 0) {
-      yield* Effect.logWarning(
-        `docket: ${unrecorded} outcomes not recorded at shutdown; their items run again once their leases run out`
-      )
-    }
-    // Only now: until its outcomes are written the pool still holds work.
-    yield* pool.registry.stop(budget.left)
-    yield* interruptWithin(renewer, budget.left)
-    yield* pool.publisher.publish({ _tag: "Stopped", counters: state.counters() })
-  }).pipe(Effect.annotateLogs({ worker: pool.config.id }))
+const shutdown = (pool: Pool) =>
+  Effect.suspend(() => pool.lifecycle.stop(new Budget(SHUTDOWN_DB_MS))).pipe(
+    Effect.annotateLogs({ worker: pool.config.id })
+  )
 
 /**
  * Starts a pool in the current scope; closing the scope shuts it down
@@ -298,30 +309,10 @@ export const make = <H extends Handler.Any>(
     if (Either.isLeft(declarations)) return yield* declarations.left
     const pool = yield* build(options, declarations.right)
     const { concurrency, id } = pool.config
-    const scope = yield* Effect.scope
-    yield* GlobalLimits.declare(pool.repo, pool.handlers.globalLimits)
-    yield* pool.registry.start(scope)
     // Every fiber of the pool is detached (bounded.ts): its interruption, at
     // shutdown or when the scope closes, never waits on a silent database.
-    const renewer = yield* forkDetached(pool.renewer, scope)
-    // Interrupted when the scope closes, after shutdown (a cancel heard during
-    // the grace still stops its run).
-    yield* forkDetached(pool.cancels.run, scope)
-    // Every pool prunes (no leader to elect; concurrent pruners never take
-    // the same row), by the repository's retention.
-    const { pruneMs } = pool.config
-    if (pruneMs !== null) {
-      yield* forkDetached(
-        Pruner.run({ repo: pool.repo, intervalMs: pruneMs, counts: pool.state.counts, publisher: pool.publisher }),
-        scope
-      )
-    }
-    yield* pool.recorder.start(scope)
-    for (let i = 0; i < concurrency; i++) yield* pool.slots.start
-    const claimer = yield* forkDetached(pool.claimer.run, scope)
-    // After the claimer: a tick's item enqueued at start is claimed at once.
-    yield* pool.ticker.start(scope)
-    yield* Effect.addFinalizer(() => shutdown(pool, claimer, renewer))
+    yield* pool.lifecycle.start(yield* Effect.scope)
+    yield* Effect.addFinalizer(() => shutdown(pool))
     yield* Effect.logDebug("docket: worker started").pipe(Effect.annotateLogs({ worker: id, concurrency }))
     const wake = Effect.sync(pool.wakeup.notify)
     return {

@@ -1,24 +1,31 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option, Tracer } from "effect"
-import { defaultTracer, parseTraceparent, spanIfTraced, traceparent } from "../src/internal/tracing.js"
+import { defaultTracer, parseTraceparent, spanWithContextIfTraced, traceparent } from "../src/internal/tracing.js"
 import { recordingTracer } from "./support/tracing.js"
 
 // Docket's spans are made only under an application's tracer (src/internal/tracing.ts).
-describe("spanIfTraced", () => {
-  const inner = spanIfTraced("docket.test", { attributes: { n: 1 } })(Effect.option(Effect.currentSpan))
+describe("spanWithContextIfTraced", () => {
+  const inner = spanWithContextIfTraced(
+    "docket.test",
+    { attributes: { n: 1 } },
+    (traceContext) => Effect.map(Effect.option(Effect.currentSpan), (span) => ({ span, traceContext }))
+  )
 
-  it.effect("under Effect's built-in tracer no span is made", () =>
+  it.effect("under Effect's built-in tracer no span is made (and no span context is given)", () =>
     Effect.gen(function*() {
       expect(yield* Effect.tracer).toBe(defaultTracer)
-      expect(Option.isNone(yield* inner)).toBe(true)
+      const { span, traceContext } = yield* inner
+      expect(Option.isNone(span)).toBe(true)
+      expect(traceContext).toBeNull()
     }))
 
-  it.effect("under another tracer the effect runs in a span of that name, with its attributes", () =>
+  it.effect("under another tracer the effect runs in a span of that name, with its attributes (and is given its context)", () =>
     Effect.gen(function*() {
       const { made, tracer } = recordingTracer()
-      const span = yield* Effect.withTracer(inner, tracer)
+      const { span, traceContext } = yield* Effect.withTracer(inner, tracer)
       expect(Option.getOrUndefined(span)?.name).toBe("docket.test")
       expect(made.map((s) => [s.name, Object.fromEntries(s.attributes)])).toEqual([["docket.test", { n: 1 }]])
+      expect(traceContext).toBe(traceparent(made[0]))
     }))
 })
 

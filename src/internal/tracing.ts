@@ -12,14 +12,10 @@ import { Effect, Option, Tracer } from "effect"
 /** Effect's built-in tracer: the one a fresh runtime has. */
 export const defaultTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
 
-/** `Effect.withSpan`, when the running fiber's tracer is not the built-in one. */
-export const spanIfTraced = (name: string, options: Tracer.SpanOptions) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.tracerWith((tracer) => tracer === defaultTracer ? effect : Effect.withSpan(effect, name, options))
-
 /**
- * As `spanIfTraced`, giving `f` the new span's context as a W3C traceparent
- * (null under the built-in tracer: no span, no other work).
+ * `Effect.withSpan` when the running fiber's tracer is not the built-in one,
+ * giving `f` the new span's context as a W3C traceparent (null under the
+ * built-in tracer: no span, no other work).
  */
 export const spanWithContextIfTraced = <A, E, R>(
   name: string,

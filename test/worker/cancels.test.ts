@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import type { Claim } from "../../src/Domain.js"
-import { Cancels } from "../../src/internal/worker/cancels.js"
+import * as Cancels from "../../src/internal/worker/cancels.js"
 import { PoolState, type Running, type Slot } from "../../src/internal/worker/state.js"
 import { claimed, cleanup, freshRepo } from "./support.js"
 

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Queue, Schema, Scope } from "effect"
 import * as Handler from "../../src/Handler.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import * as Wakeups from "../../src/Wakeups.js"
@@ -45,5 +45,36 @@ describe("the pool", () => {
       yield* Fiber.join(idle).pipe(Effect.timeout("10 seconds"))
       expect(yield* repo.get(added.id)).toMatchObject({ value: { state: "done" } })
       expect((yield* worker.counters).completed).toBe(1)
+    }).pipe(Effect.scoped))
+
+  it.live("shutdown, in the start list's reverse: the prefetched items given back, then the grace and the running item given back, the row removed, Stopped last", () =>
+    Effect.gen(function*() {
+      const url = yield* Effect.promise(() => backend.fresh())
+      const real = yield* Layer.build(repoLayer(url))
+      const repo = yield* Effect.provide(QueueRepo.QueueRepo, real)
+      const started = yield* Deferred.make<void>()
+      const Stuck = Handler.make("stuck", {
+        payload: Schema.Unknown,
+        run: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+      })
+      const poolScope = yield* Scope.make()
+      const worker = yield* Worker.make({ handlers: [Stuck], concurrency: 1, grace: "100 millis", poll: "1 minute" }).pipe(
+        Effect.provide(real),
+        Scope.extend(poolScope)
+      )
+      // Subscribed for the test's scope: it outlives the pool's.
+      const events = yield* worker.subscribeTo(["Released", "Stopped"])
+      const [first, second, third] = yield* repo.enqueueMany([1, 2, 3].map((payload) => ({ kind: "stuck", payload })))
+      yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
+      // One runs, two wait in the buffer (one claim took all three).
+      expect(yield* worker.counters).toMatchObject({ running: 1, buffered: 2 })
+      expect(yield* repo.listWorkers()).toHaveLength(1)
+      yield* Scope.close(poolScope, Exit.void)
+      const seen = Chunk.toReadonlyArray(yield* Queue.takeAll(events)).map((e) =>
+        e._tag === "Released" ? `Released ${e.claim.id}` : e._tag
+      )
+      expect(seen).toEqual([`Released ${second.id}`, `Released ${third.id}`, `Released ${first.id}`, "Stopped"])
+      expect(yield* repo.listWorkers()).toEqual([])
+      for (const item of [first, second, third]) expect(yield* repo.get(item.id)).toMatchObject({ value: { state: "waiting", attempts: 0 } })
     }).pipe(Effect.scoped))
 })

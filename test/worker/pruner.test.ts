@@ -7,11 +7,10 @@
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Queue, TestClock } from "effect"
-import { Publisher } from "../../src/internal/worker/events.js"
 import * as Pruner from "../../src/internal/worker/pruner.js"
 import { PoolState } from "../../src/internal/worker/state.js"
 import { PRUNE_BATCH } from "../../src/internal/store/history.js"
-import { cleanup, countRows, freshRepo } from "./support.js"
+import { cleanup, countRows, freshRepo, makePublisher } from "./support.js"
 
 afterAll(cleanup)
 
@@ -30,7 +29,7 @@ describe("the pruner", () => {
       const young = (yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute" }))[0]
       yield* repo.complete(young)
       const state = new PoolState(new Map())
-      const deps = { repo, intervalMs: 60_000, counts: state.counts, publisher: yield* Publisher.make }
+      const deps = { repo, intervalMs: 60_000, counts: state.counts, publisher: yield* makePublisher() }
       expect(yield* Pruner.pass(deps)).toBe(PRUNE_BATCH * Pruner.MAX_ROUNDS)
       expect(state.counts.pruned).toBe(PRUNE_BATCH * Pruner.MAX_ROUNDS)
       expect(yield* Pruner.pass(deps)).toBe(500)
@@ -51,7 +50,7 @@ describe("the pruner", () => {
       }
       yield* sql.unsafe("UPDATE docket_items SET finished_at = finished_at - 172800000")
       const state = new PoolState(new Map())
-      const deps = { repo, intervalMs: 60_000, counts: state.counts, publisher: yield* Publisher.make }
+      const deps = { repo, intervalMs: 60_000, counts: state.counts, publisher: yield* makePublisher() }
       // Waits (real time, bounded) for the forked pass's statements to end.
       const prunedReaches = (count: number) =>
         Effect.gen(function*() {
@@ -74,7 +73,7 @@ describe("the pruner", () => {
   it.live("a failed prune is reported as StorageFailed and the pass ends with nothing counted", () =>
     Effect.scoped(Effect.gen(function*() {
       const { repo, sql } = yield* freshRepo
-      const publisher = yield* Publisher.make
+      const publisher = yield* makePublisher()
       const events = yield* publisher.subscribe
       yield* sql.unsafe("DROP TABLE docket_items")
       const state = new PoolState(new Map())

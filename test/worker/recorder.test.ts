@@ -1,15 +1,16 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect } from "effect"
 import type { Claim } from "../../src/Domain.js"
-import { Publisher } from "../../src/internal/worker/events.js"
-import { Recorder, type Settlement } from "../../src/internal/worker/recorder.js"
+import type { Finished } from "../../src/internal/decide.js"
+import { Budget } from "../../src/internal/worker/bounded.js"
+import * as Recorder from "../../src/internal/worker/recorder.js"
 import { PoolState } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { claimed, cleanup, countRows, freshRepo, row } from "./support.js"
+import { claimed, cleanup, countRows, freshRepo, makePublisher, row, withLogLines } from "./support.js"
 
 afterAll(cleanup)
 
-const done = (claim: Claim): Settlement => ({ _tag: "Done", claim, durationMs: 1 })
+const done = (claim: Claim): Finished => ({ claim, outcome: { _tag: "Done" }, durationMs: 1 })
 
 /**
  * The repository with its completions counted and held at a gate: each
@@ -37,7 +38,7 @@ const recorderOver = (repo: QueueRepo.Service, state: PoolState, written: () => 
     const recorder = yield* Recorder.make({
       repo,
       counts: state.counts,
-      publisher: yield* Publisher.make,
+      publisher: yield* makePublisher(),
       wake: () => {},
       pollMs: 2000,
       checkIdle: written
@@ -76,19 +77,20 @@ describe("the recorder", () => {
       expect(yield* countRows(sql, "running")).toBe(0)
     })))
 
-  it.live("close writes what is pending, then the writer ends", () =>
-    Effect.scoped(Effect.gen(function*() {
+  it.live("stop writes what is pending, then the writer ends", () =>
+    withLogLines((warnings) => Effect.scoped(Effect.gen(function*() {
       const { repo, sql } = yield* freshRepo
       const claims = yield* claimed(repo, 3)
       const state = new PoolState(new Map())
       const recorder = yield* recorderOver(repo, state)
       for (const claim of claims) recorder.add(done(claim))
-      expect(yield* recorder.close(10_000)).toBe(0)
+      yield* recorder.stop(new Budget(10_000))
+      expect(warnings).toEqual([])
       expect(recorder.size).toBe(0)
       expect(state.counts.completed).toBe(3)
       expect(yield* countRows(sql, "done")).toBe(3)
       expect(yield* countRows(sql, "running")).toBe(0)
-    })))
+    }))))
 
   it.live("a completion's result is written with it; one without stores none", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -96,15 +98,16 @@ describe("the recorder", () => {
       const [a, b] = yield* claimed(repo, 2)
       const state = new PoolState(new Map())
       const recorder = yield* recorderOver(repo, state)
-      recorder.add({ _tag: "Done", claim: a, durationMs: 1, result: { sent: "it's \"quoted\"\n" } })
+      recorder.add({ claim: a, outcome: { _tag: "Done", result: { sent: "it's \"quoted\"\n" } }, durationMs: 1 })
       recorder.add(done(b))
-      expect(yield* recorder.close(10_000)).toBe(0)
+      yield* recorder.stop(new Budget(10_000))
+      expect(recorder.size).toBe(0)
       expect(yield* repo.get(a.id)).toMatchObject({ value: { state: "done", result: { sent: "it's \"quoted\"\n" } } })
       expect(yield* repo.get(b.id)).toMatchObject({ value: { state: "done", result: null } })
     })))
 
-  it.live("close gives up after its time: the writer is interrupted, the unwritten outcomes are counted and nothing is written", () =>
-    Effect.scoped(Effect.gen(function*() {
+  it.live("stop gives up after its time: the writer is interrupted, the unwritten outcomes are counted and nothing is written", () =>
+    withLogLines((warnings) => Effect.scoped(Effect.gen(function*() {
       const { repo, sql } = yield* freshRepo
       const [claim] = yield* claimed(repo, 1)
       const spy = yield* gated(repo)
@@ -112,11 +115,14 @@ describe("the recorder", () => {
       const recorder = yield* recorderOver(spy.repo, state)
       recorder.add(done(claim))
       yield* Deferred.await(spy.entered)
-      expect(yield* recorder.close(50)).toBe(1)
+      yield* recorder.stop(new Budget(50))
+      expect(warnings).toEqual([
+        "WARN: docket: 1 outcomes not recorded at shutdown; their items run again once their leases run out"
+      ])
       // The gate never opened: the completion was never sent.
       expect((yield* row(sql, claim.id)).state).toBe("running")
       expect(state.counts.completed).toBe(0)
-    })))
+    }))))
 
   it.live("a refused statement keeps its outcomes and writes them again", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -162,9 +168,9 @@ describe("the recorder", () => {
       })
       recorder.add(done(c0))
       recorder.add(done(c1))
-      recorder.add({ _tag: "Fail", claim: c2, error: "boom", next: { _tag: "Retry", delay: 60_000 }, delayMs: 60_000 })
-      recorder.add({ _tag: "Snooze", claim: c3, reason: "Snooze: later", delayMs: 3_600_000 })
-      recorder.add({ _tag: "Snooze", claim: c4, reason: "Snooze: late", delayMs: 0 })
+      recorder.add({ claim: c2, outcome: { _tag: "Retry", error: "boom", delayMs: 60_000 }, durationMs: 1 })
+      recorder.add({ claim: c3, outcome: { _tag: "Snooze", error: "Snooze: later", delayMs: 3_600_000 }, durationMs: 1 })
+      recorder.add({ claim: c4, outcome: { _tag: "Snooze", error: "Snooze: late", delayMs: 0 }, durationMs: 1 })
       yield* Deferred.await(refused).pipe(Effect.timeout("10 seconds"))
       expect(recorder.unrecorded().map((c) => c.id)).toEqual([c3.id, c4.id])
       expect(state.counts).toMatchObject({ completed: 2, retried: 1, snoozed: 0 })

@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, TestClock } from "effect"
+import { Budget, SHUTDOWN_DB_MS } from "../../src/internal/worker/bounded.js"
 import * as Config from "../../src/internal/worker/config.js"
-import { Publisher } from "../../src/internal/worker/events.js"
 import * as Registry from "../../src/internal/worker/registry.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { cleanup, freshRepo } from "./support.js"
+import { cleanup, freshRepo, makePublisher } from "./support.js"
 
 afterAll(cleanup)
 
@@ -54,7 +54,7 @@ describe("the registry", () => {
         registration: Registry.registration("w", ["job"], 2),
         intervalMs: 1_000,
         running: () => running,
-        publisher: yield* Publisher.make
+        publisher: yield* makePublisher()
       })
       yield* registry.start(yield* Effect.scope)
       expect(calls.beats).toBe(1)
@@ -66,7 +66,7 @@ describe("the registry", () => {
       yield* TestClock.adjust("1 millis")
       yield* settle(() => calls.beats === 2)
       expect(yield* until(rows(repo), (r) => r[0]?.running === 2)).toHaveLength(1)
-      yield* registry.stop()
+      yield* registry.stop(new Budget(SHUTDOWN_DB_MS))
       expect(yield* rows(repo)).toEqual([])
       yield* TestClock.adjust("10 seconds")
       yield* Effect.yieldNow()
@@ -84,11 +84,11 @@ describe("the registry", () => {
         registration: Registry.registration("w", null, 1),
         intervalMs: 1_000,
         running: () => 0,
-        publisher: yield* Publisher.make
+        publisher: yield* makePublisher()
       })
       const beat = yield* Effect.fork(registry.beat)
       yield* settle(() => calls.beats === 1)
-      const stop = yield* Effect.fork(registry.stop())
+      const stop = yield* Effect.fork(registry.stop(new Budget(SHUTDOWN_DB_MS)))
       yield* Effect.yieldNow()
       expect(stop.unsafePoll()).toBeNull()
       yield* Deferred.succeed(gate, undefined)
@@ -104,7 +104,7 @@ describe("the registry", () => {
   it.scoped("a failed heartbeat is published as a storage failure, and the registry goes on", () =>
     Effect.gen(function*() {
       const { repo, sql } = yield* freshRepo
-      const publisher = yield* Publisher.make
+      const publisher = yield* makePublisher()
       const events = yield* publisher.subscribe
       const registry = new Registry.Registry({
         repo,

@@ -1,11 +1,10 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Claim } from "../../src/Domain.js"
-import { Publisher } from "../../src/internal/worker/events.js"
 import * as Renewer from "../../src/internal/worker/renewer.js"
 import type { Running } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { claimed, cleanup, freshRepo, row, runOf } from "./support.js"
+import { claimed, cleanup, freshRepo, makePublisher, row, runOf } from "./support.js"
 
 afterAll(cleanup)
 
@@ -20,7 +19,7 @@ const renew = (repo: QueueRepo.Service, runs: ReadonlyArray<Running>, unrecorded
       leaseMs: LEASE_MS,
       running: new Set(runs),
       unrecorded: () => unrecorded,
-      publisher: yield* Publisher.make,
+      publisher: yield* makePublisher(),
       onLost: (entry) => Effect.sync(() => lost.push(entry)),
       now: () => now
     })
@@ -132,7 +131,7 @@ describe("the renewer", () => {
         leaseMs,
         running: new Set([soon, later]),
         unrecorded: () => [],
-        publisher: yield* Publisher.make,
+        publisher: yield* makePublisher(),
         onLost: (entry) => Effect.sync(() => lost.push(entry))
       })
       const tookMs = performance.now() - start

@@ -3,25 +3,29 @@
  * claims made through it, and runs as the pool tracks them.
  */
 import { SqlClient } from "@effect/sql"
-import { type Duration, Effect, Layer, type Scope } from "effect"
+import { type Duration, Effect, Layer, Logger, type Scope } from "effect"
 import type { Claim } from "../../src/Domain.js"
-import type { Running, Slot } from "../../src/internal/worker/state.js"
+import * as Events from "../../src/internal/worker/events.js"
+import { PoolState, type Running, type Slot } from "../../src/internal/worker/state.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
+import * as Wakeups from "../../src/Wakeups.js"
 import { repoLayer, sqliteBackend } from "../support/db.js"
 
 const backend = sqliteBackend()
 export const cleanup = () => backend.cleanup()
 
-/** The repository and SqlClient over a fresh SQLite file, for the scope. */
+/** The repository, its wake-ups and the SqlClient over a fresh SQLite file, for the scope. */
 export const freshRepo: Effect.Effect<
-  { readonly repo: QueueRepo.Service; readonly sql: SqlClient.SqlClient },
+  { readonly repo: QueueRepo.Service; readonly sql: SqlClient.SqlClient; readonly wakeups: Wakeups.Service },
   unknown,
   Scope.Scope
 > = Effect.gen(function*() {
   const url = yield* Effect.promise(() => backend.fresh())
   const context = yield* Layer.build(repoLayer(url))
   return Effect.runSync(
-    Effect.all({ repo: QueueRepo.QueueRepo, sql: SqlClient.SqlClient }).pipe(Effect.provide(context))
+    Effect.all({ repo: QueueRepo.QueueRepo, sql: SqlClient.SqlClient, wakeups: Wakeups.Wakeups }).pipe(
+      Effect.provide(context)
+    )
   )
 })
 
@@ -58,3 +62,20 @@ export const countRows = (sql: SqlClient.SqlClient, state?: string) =>
       : sql.unsafe<{ n: number }>("SELECT count(*) AS n FROM docket_items WHERE state = ?", [state]),
     (rows) => Number(rows[0].n)
   )
+
+/** The events part (a pool's publisher); its `Stopped` carries the counters of `state`. */
+export const makePublisher = (state: PoolState = new PoolState(new Map())) => Events.make({ counters: () => state.counters() })
+
+/** Runs `effect` with the lines it logs at `level` or above ("WARN: docket: ...") captured in `lines`. */
+export const withLogLines = <A, E, R>(
+  effect: (lines: Array<string>) => Effect.Effect<A, E, R>,
+  level: "Info" | "Warning" = "Warning"
+) => {
+  const lines: Array<string> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    if (logLevel.ordinal < (level === "Info" ? 20000 : 30000)) return
+    const parts = Array.isArray(message) ? message : [message]
+    lines.push(`${logLevel.label}: ${parts.join(" ")}`)
+  })
+  return effect(lines).pipe(Effect.provide(Logger.add(logger)))
+}

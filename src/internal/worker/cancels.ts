@@ -14,9 +14,11 @@
  * is refused, and `markCancelled` tells a cancel from a lease another worker
  * took, so the logs and events say which.
  */
-import { Effect, Queue } from "effect"
+import { Effect, type Fiber, Queue, type Scope } from "effect"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
+import { type Budget, forkDetached, interruptWithin } from "./bounded.js"
+import type { Part } from "./part.js"
 import type { PoolState, Running } from "./state.js"
 
 /** What the cancels part needs from the pool. */
@@ -48,13 +50,32 @@ export const markCancelled = (repo: QueueRepo.Service, entries: ReadonlyArray<Ru
     for (const entry of entries) entry.cancelled = cancelled.get(entry.claim.id) ?? entry.cancelled
   })
 
-/** The pool's cancel notices and the fiber that acts on them; see the module doc. */
-export class Cancels {
-  private constructor(private readonly deps: CancelsDeps, private readonly notices: Queue.Queue<ReadonlyArray<number>>) {}
+/** The part, with an empty queue of notices (`run`, forked at start, acts on them). */
+export const make = (deps: CancelsDeps): Effect.Effect<Cancels> =>
+  Effect.map(Queue.unbounded<ReadonlyArray<number>>(), (notices) => new Cancels(deps, notices))
 
-  /** The part, with an empty queue of notices (`run` acts on them). */
-  static make(deps: CancelsDeps): Effect.Effect<Cancels> {
-    return Effect.map(Queue.unbounded<ReadonlyArray<number>>(), (notices) => new Cancels(deps, notices))
+/**
+ * The pool's cancel notices and the fiber that acts on them; see the module
+ * doc. Stopped after the grace: a cancel heard while running items finish
+ * still stops its run.
+ */
+export class Cancels implements Part {
+  readonly name = "cancels"
+  private fiber: Fiber.RuntimeFiber<never> | undefined
+
+  /** Built by `make`. */
+  constructor(private readonly deps: CancelsDeps, private readonly notices: Queue.Queue<ReadonlyArray<number>>) {}
+
+  /** Forks `run` in `scope`. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    return Effect.map(forkDetached(this.run, scope), (fiber) => {
+      this.fiber = fiber
+    })
+  }
+
+  /** Stops acting on notices (within what is left of `budget`). */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.suspend(() => (this.fiber === undefined ? Effect.void : interruptWithin(this.fiber, budget.left)))
   }
 
   /** Running items were cancelled (their ids): safe from any callback. */

@@ -3,15 +3,23 @@
  * back prefetched items that waited too long for a slot, sizes the prefetch,
  * claims as many items as there is room for (free slots plus the prefetch),
  * hands them to the slots, and when a claim finds fewer items than it asked
- * for sleeps until a wake-up, the next due time, or the poll.
+ * for sleeps until a wake-up, the next due time, or the poll. Its mode
+ * (mode.ts) is kept in the pool's state; only the claimer changes it.
+ *
+ * Stopped first of the parts that touch items (after the ticker): no claim is
+ * sent and no item starts after its stop begins, and the claim in flight ends
+ * first (one cut off mid-statement could lease items nobody holds).
  */
-import { Duration, Effect, Metric, Option } from "effect"
+import { Duration, Effect, Fiber, Metric, Option, type Scope } from "effect"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type * as Wakeups from "../../Wakeups.js"
 import { MAX_CLAIM_LIMIT } from "../validate.js"
 import { yieldToEventLoop } from "../eventLoop.js"
+import { type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import { metrics, type Publisher } from "./events.js"
+import * as Mode from "./mode.js"
+import type { Part } from "./part.js"
 import * as Prefetch from "./prefetch.js"
 import type { PoolState } from "./state.js"
 
@@ -45,9 +53,52 @@ export interface ClaimerDeps {
 /** After a failed claim, how long before the next. */
 const CLAIM_RETRY = "500 millis"
 
+/**
+ * On stop, how long the claim in flight may take to end (from the shutdown's
+ * budget; past it the claim is interrupted, and the items it may have leased
+ * run again once their leases run out).
+ */
+export const CLAIM_END_MS = 5000
+
+/** The claimer part, not started yet. */
+export const make = (deps: ClaimerDeps): Effect.Effect<Claimer> => Effect.sync(() => new Claimer(deps))
+
 /** Keeps the buffer stocked; see the module doc. */
-export class Claimer {
+export class Claimer implements Part {
+  readonly name = "claimer"
+  // Set when a finishing slot woke the claimer, until its next round starts:
+  // one wake-up per round is enough.
+  private woken = false
+  private fiber: Fiber.RuntimeFiber<void> | undefined
+
+  /** Built by `make`. */
   constructor(private readonly deps: ClaimerDeps) {}
+
+  /** Forks `run` in `scope`. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    return Effect.map(forkDetached(this.run, scope), (fiber) => {
+      this.fiber = fiber
+    })
+  }
+
+  /**
+   * Stops claiming: the mode goes to `stopping` (no item starts now), the
+   * claim in flight gets up to CLAIM_END_MS of `budget` to end (then it is
+   * interrupted), and the mode goes to `stopped`.
+   */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.gen(this, function*() {
+      const { state, wakeup } = this.deps
+      state.setMode("stopping")
+      wakeup.notify() // the claimer sees `stopping` at its next turn
+      const fiber = this.fiber
+      if (fiber !== undefined) {
+        const ended = yield* budget.wait(Fiber.await(fiber), CLAIM_END_MS)
+        if (Option.isNone(ended)) yield* interruptWithin(fiber, budget.left)
+      }
+      state.setMode("stopped")
+    })
+  }
 
   /** Claims round after round until the pool stops. */
   readonly run: Effect.Effect<void> = Effect.whileLoop({
@@ -57,14 +108,16 @@ export class Claimer {
   })
 
   /**
-   * A slot freed: the claimer only needs a turn when the buffer ran low (one
-   * wake-up per round is enough; one slot yields so the claim goes out now).
+   * A slot freed: the prefetch resumes, and the claimer only needs a turn
+   * when the buffer ran low (one wake-up per round is enough; one slot yields
+   * so the claim goes out now).
    */
   readonly slotFreed = (): void => {
     const { prefetch, state, wakeup } = this.deps
-    if (state.buffer.size <= prefetch.lowWater() && !state.claimerWanted) {
+    prefetch.resume()
+    if (state.buffer.size <= prefetch.lowWater() && !this.woken) {
       wakeup.notify()
-      state.claimerWanted = true
+      this.woken = true
       state.yieldForClaimer = true
     }
   }
@@ -78,26 +131,26 @@ export class Claimer {
   }
 
   private readonly sweep = Effect.suspend(() => {
-    const { holdMs, release, state } = this.deps
+    const { holdMs, prefetch, release, state } = this.deps
     if (state.buffer.size === 0) return Effect.void
     const old = state.buffer.takeOlderThan(performance.now() - holdMs)
     if (old.length === 0) return Effect.void
-    state.prefetchPaused = true
+    prefetch.pause()
     return release(old)
   })
 
   private readonly round: Effect.Effect<void> = Effect.gen(this, function*() {
     const { concurrency, holdMs, leaseMs, maxAttemptsByKind, pollMs, prefetch, publisher, repo, state, wakeup, worker } =
       this.deps
-    state.claimerWanted = false
+    this.woken = false
     yield* this.sweep
     prefetch.adapt(performance.now(), state.starts)
     const starving = state.running.size < concurrency && state.buffer.size === 0
-    if (starving && !state.lastClaimDrained && !state.prefetchPaused) prefetch.grow()
+    if (starving && state.mode === "claiming" && !prefetch.paused) prefetch.grow()
     const room = Prefetch.room({
       concurrency,
       prefetch: prefetch.current,
-      paused: state.prefetchPaused,
+      paused: prefetch.paused,
       running: state.running.size,
       buffered: state.buffer.size,
       maxClaim: MAX_CLAIM_LIMIT
@@ -119,7 +172,8 @@ export class Claimer {
         Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
       )
     )
-    state.lastClaimEmpty = claims.length === 0
+    // A claim that ends once shutdown began leaves the mode as it is (mode.ts).
+    if (!state.stopping) state.setMode(Mode.afterClaim(claims.length, room))
     if (claims.length > 0) {
       for (const claim of claims) state.buffer.push(claim, sentAt)
       state.counts.claimed += claims.length
@@ -130,12 +184,8 @@ export class Claimer {
       this.deps.dispatch()
     }
     yield* yieldToEventLoop
-    if (claims.length === room) {
-      state.lastClaimDrained = false
-      return
-    }
+    if (claims.length === room) return
     // Drained for now: sleep until a wake-up, the next due time, or the poll.
-    state.lastClaimDrained = true
     this.deps.checkIdle()
     const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
     const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })

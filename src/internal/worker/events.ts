@@ -5,7 +5,8 @@
  */
 import { Clock, Effect, Metric, MetricBoundaries, PubSub, Queue, type Scope } from "effect"
 import type { InvalidInput, StorageError } from "../../Errors.js"
-import type { Event, Tag } from "../../Events.js"
+import type { Counters, Event, Tag } from "../../Events.js"
+import type { Part } from "./part.js"
 
 /** The pool's metrics (Effect's Metric: exported by whatever metrics backend the application installs). */
 export const metrics = {
@@ -37,17 +38,32 @@ interface Filtered {
   readonly queue: Queue.Queue<Event>
 }
 
-/** Publishes the pool's events to its subscribers. */
-export class Publisher {
+/** What the events part needs from the pool. */
+export interface PublisherDeps {
+  /** The pool's counters, for the `Stopped` event. */
+  readonly counters: () => Counters
+}
+
+/**
+ * Publishes the pool's events to its subscribers. As a part: started first
+ * and stopped last, its stop publishes `Stopped`, the pool's last event.
+ */
+export class Publisher implements Part {
+  readonly name = "events"
   private subscribers = 0
   private readonly filtered = new Set<Filtered>()
-  private constructor(private readonly events: PubSub.PubSub<Event>) {}
 
-  static readonly make: Effect.Effect<Publisher> = Effect.map(PubSub.sliding<Event>(4096), (events) => new Publisher(events))
+  /** Built by `make`. */
+  constructor(private readonly events: PubSub.PubSub<Event>, private readonly deps: PublisherDeps) {}
 
-  /** Whether anyone listens (so callers can skip building an event). */
-  get active(): boolean {
-    return this.subscribers > 0 || this.filtered.size > 0
+  /** Nothing to start: events are published from the moment the pool is built. */
+  start(): Effect.Effect<void> {
+    return Effect.void
+  }
+
+  /** Publishes `Stopped` with the pool's counters. */
+  stop(): Effect.Effect<void> {
+    return Effect.suspend(() => Effect.asVoid(this.publish({ _tag: "Stopped", counters: this.deps.counters() })))
   }
 
   /** Whether anyone listens to events of this tag (so callers can skip building one). */
@@ -116,6 +132,10 @@ export class Publisher {
       })
       : Effect.void
 }
+
+/** The events part, with no subscriber yet. */
+export const make = (deps: PublisherDeps): Effect.Effect<Publisher> =>
+  Effect.map(PubSub.sliding<Event>(4096), (events) => new Publisher(events, deps))
 
 /** How often a storage operation that keeps failing is logged again. */
 export const STORAGE_LOG_PERIOD_MS = 10_000

@@ -8,18 +8,18 @@
  * Interruption is handled once per slot (slots.ts), not per item: two
  * interruption regions per item cost more than a no-op handler's whole run.
  */
-import { Duration, Effect, Either, Metric, Option, type Tracer } from "effect"
+import { Duration, Effect, Either, Metric, type Tracer } from "effect"
 import * as Backoff from "../../Backoff.js"
 import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
 import { Timeout } from "../../Outcome.js"
-import { type Decision, decide } from "../decide.js"
+import { decide, DONE, type Finished, type Outcome } from "../decide.js"
 import { DEFAULT_MAX_SNOOZES } from "../validate.js"
 import { parseTraceparent } from "../tracing.js"
 import { metrics, type Publisher } from "./events.js"
 import type { Encoder, HandlerTable } from "./handlers.js"
 import { currentItem } from "./logging.js"
-import type { Recorder, Settlement } from "./recorder.js"
+import type { Recorder } from "./recorder.js"
 import type { Running, Tallies } from "./state.js"
 
 /** What the executor needs from the pool. */
@@ -35,12 +35,10 @@ export interface ExecutorDeps {
   readonly finished: (entry: Running) => void
 }
 
-const DONE: Decision = { _tag: "Done" }
-
 // A run's value as its done item keeps it. One that cannot be kept makes the
 // item dead, not retried: the work has run (a retry would do it again), and
 // the same code would return the same value again.
-const doneWith = (encode: Encoder, value: unknown): Decision => {
+const doneWith = (encode: Encoder, value: unknown): Outcome => {
   if (value === undefined) return DONE
   const encoded = encode(value)
   return Either.isRight(encoded) ? { _tag: "Done", result: encoded.right } : { _tag: "Dead", error: encoded.left }
@@ -85,8 +83,15 @@ class RunJob implements Handler.Job {
   }
 }
 
+/**
+ * The executor. Not a `Part` (part.ts): it runs in the slots' fibers and has
+ * nothing of its own to start or stop.
+ */
+export const make = (deps: ExecutorDeps): Effect.Effect<Executor> => Effect.sync(() => new Executor(deps))
+
 /** Runs one item at a time in the calling slot fiber; see the module doc. */
 export class Executor {
+  /** Built by `make`. */
   constructor(private readonly deps: ExecutorDeps) {}
 
   /** Runs one item in its slot's fiber, up to queueing its outcome. */
@@ -98,7 +103,7 @@ export class Executor {
     const abort = () => (slot.controller ??= new AbortController()).signal
     const started = performance.now()
     metrics.lag.unsafeUpdate(Math.max(0, Date.now() - claim.runAt), [])
-    const run = Effect.flatMap(this.decideRun(claim, abort), (decision) => this.settle(entry, decision, performance.now() - started))
+    const run = Effect.flatMap(this.decideRun(claim, abort), (outcome) => this.settle(entry, outcome, performance.now() - started))
     const observed = publisher.wants("Started") ? Effect.zipRight(publisher.publish({ _tag: "Started", claim }), run) : run
     return traced
       ? Effect.withSpan(observed, "docket.item", {
@@ -162,7 +167,7 @@ export class Executor {
     )
   }
 
-  private decideRun(claim: Claim, abort: () => AbortSignal): Effect.Effect<Decision> {
+  private decideRun(claim: Claim, abort: () => AbortSignal): Effect.Effect<Outcome<number | undefined>> {
     const { decoders, byKind } = this.deps.handlers
     const handler = byKind.get(claim.kind)
     if (handler === undefined) {
@@ -190,66 +195,53 @@ export class Executor {
     return Effect.matchCause(run, { onSuccess: (value) => doneWith(encode, value), onFailure: decide })
   }
 
-  // A run's end: its outcome queued for the next batch write, its slot free.
-  // Only a failure that retries with the kind's backoff needs an effect (a
+  // A run's end: its outcome settled and queued for the next batch write,
+  // its slot free. Only a retry left to the kind's backoff needs an effect (a
   // Schedule may compute the delay).
-  private settle(entry: Running, decision: Decision, durationMs: number): Effect.Effect<void> {
+  private settle(entry: Running, outcome: Outcome<number | undefined>, durationMs: number): Effect.Effect<void> {
     const { claim } = entry
-    if (decision._tag === "Done") {
-      this.queue(entry, { _tag: "Done", claim, durationMs, result: decision.result })
-      return Effect.void
+    switch (outcome._tag) {
+      // The handler's Cancel: final whatever attempts remain, and not dead.
+      case "Done":
+      case "Cancel":
+      case "Dead":
+        this.queue(entry, outcome, durationMs)
+        return Effect.void
+      // Before the attempts check: a snooze is not a failure, so the last
+      // attempt may snooze too (the attempt is given back).
+      case "Snooze":
+        this.queue(entry, this.snoozeWithinCap(claim, outcome), durationMs)
+        return Effect.void
+      case "Retry": {
+        const { error, delayMs } = outcome
+        if (claim.attempt >= claim.maxAttempts) {
+          this.queue(entry, { _tag: "Dead", error }, durationMs)
+          return Effect.void
+        }
+        if (delayMs !== undefined) {
+          this.queue(entry, { _tag: "Retry", error, delayMs }, durationMs)
+          return Effect.void
+        }
+        const backoff = this.deps.handlers.byKind.get(claim.kind)?.backoff ?? Backoff.defaultPolicy
+        return Effect.map(
+          Backoff.delayFor(backoff, claim.attempt),
+          (d) => this.queue(entry, { _tag: "Retry", error, delayMs: Duration.toMillis(d) }, durationMs)
+        )
+      }
     }
-    // The handler's Cancel: final whatever attempts remain, and not dead.
-    if (decision._tag === "Cancel") {
-      this.queue(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Cancel" }, delayMs: 0 })
-      return Effect.void
-    }
-    // Before the attempts check: a snooze is not a failure, so the last
-    // attempt may snooze too (the attempt is given back).
-    if (decision._tag === "Snooze") {
-      this.snooze(entry, decision)
-      return Effect.void
-    }
-    if (decision._tag === "Dead" || claim.attempt >= claim.maxAttempts) {
-      this.queue(entry, { _tag: "Fail", claim, error: decision.error, next: { _tag: "Dead" }, delayMs: 0 })
-      return Effect.void
-    }
-    const retry = (d: Duration.Duration) =>
-      this.queue(entry, {
-        _tag: "Fail",
-        claim,
-        error: decision.error,
-        next: { _tag: "Retry", delay: d },
-        delayMs: Duration.toMillis(d)
-      })
-    if (Option.isSome(decision.delay)) {
-      retry(decision.delay.value)
-      return Effect.void
-    }
-    const backoff = this.deps.handlers.byKind.get(claim.kind)?.backoff ?? Backoff.defaultPolicy
-    return Effect.map(Backoff.delayFor(backoff, claim.attempt), retry)
   }
 
   // The kind's cap on snoozes is applied here, where the handler is known:
   // the claim carries the count its fenced write will add to.
-  private snooze(entry: Running, decision: Extract<Decision, { _tag: "Snooze" }>): void {
-    const { claim } = entry
+  private snoozeWithinCap(claim: Claim, snooze: Extract<Outcome, { _tag: "Snooze" }>): Outcome {
     const cap = this.deps.handlers.maxSnoozes.get(claim.kind) ?? DEFAULT_MAX_SNOOZES
-    if (claim.snoozes < cap) {
-      this.queue(entry, { _tag: "Snooze", claim, reason: decision.error, delayMs: decision.delayMs })
-      return
-    }
-    this.queue(entry, {
-      _tag: "Fail",
-      claim,
-      error: `SnoozeLimit: snoozed ${claim.snoozes} times (maxSnoozes ${cap}); the last: ${decision.error}`,
-      next: { _tag: "Dead" },
-      delayMs: 0
-    })
+    if (claim.snoozes < cap) return snooze
+    return { _tag: "Dead", error: `SnoozeLimit: snoozed ${claim.snoozes} times (maxSnoozes ${cap}); the last: ${snooze.error}` }
   }
 
-  private queue(entry: Running, settlement: Settlement): void {
-    this.deps.recorder.add(settlement)
+  private queue(entry: Running, outcome: Outcome, durationMs: number): void {
+    const finished: Finished = { claim: entry.claim, outcome, durationMs }
+    this.deps.recorder.add(finished)
     this.deps.finished(entry)
   }
 }

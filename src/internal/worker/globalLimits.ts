@@ -9,23 +9,49 @@
  * writes them in the background, every 5 s until it can: it must not refuse
  * to run because of a declaration.
  */
-import { Effect, Schedule, type Scope } from "effect"
+import { Effect, type Fiber, Schedule, type Scope } from "effect"
 import type { GlobalLimits } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
+import { type Budget, forkDetached, interruptWithin } from "./bounded.js"
+import type { Part } from "./part.js"
 
-/** Writes every kind's declaration (see the module doc). */
-export const declare = (
-  repo: QueueRepo.Service,
-  limits: ReadonlyMap<string, GlobalLimits>
-): Effect.Effect<void, never, Scope.Scope> => {
-  const once = Effect.forEach(limits, ([kind, l]) => repo.declareKindLimits(kind, l), { discard: true })
-  return once.pipe(
-    Effect.catchAll((error) =>
-      Effect.zipRight(
-        Effect.logWarning(`docket: cannot write the handlers' global limits (${error.message}); retrying every 5 s`),
-        Effect.forkScoped(Effect.ignore(Effect.retry(once, Schedule.spaced("5 seconds"))))
-      )
-    ),
-    Effect.asVoid
-  )
+/** What the declaration needs from the pool. */
+export interface GlobalLimitsDeps {
+  readonly repo: QueueRepo.Service
+  /** Every handled kind's declaration (the handler table's `globalLimits`). */
+  readonly limits: ReadonlyMap<string, GlobalLimits>
 }
+
+/** The declaration as a part: written at start (waited for), retried in the background if it failed. */
+export class Declaration implements Part {
+  readonly name = "global limits"
+  private retry: Fiber.RuntimeFiber<void> | undefined
+
+  /** Built by `make`. */
+  constructor(private readonly deps: GlobalLimitsDeps) {}
+
+  /** Writes every kind's declaration (see the module doc). */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    const { limits, repo } = this.deps
+    const once = Effect.forEach(limits, ([kind, l]) => repo.declareKindLimits(kind, l), { discard: true })
+    return once.pipe(
+      Effect.catchAll((error) =>
+        Effect.zipRight(
+          Effect.logWarning(`docket: cannot write the handlers' global limits (${error.message}); retrying every 5 s`),
+          Effect.map(forkDetached(Effect.ignore(Effect.retry(once, Schedule.spaced("5 seconds"))), scope), (fiber) => {
+            this.retry = fiber
+          })
+        )
+      ),
+      Effect.asVoid
+    )
+  }
+
+  /** Stops a retry still going (within what is left of `budget`). */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.suspend(() => (this.retry === undefined ? Effect.void : interruptWithin(this.retry, budget.left)))
+  }
+}
+
+/** The declaration part. */
+export const make = (deps: GlobalLimitsDeps): Effect.Effect<Declaration> => Effect.sync(() => new Declaration(deps))

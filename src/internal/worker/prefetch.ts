@@ -57,6 +57,12 @@ export const shouldClaim = (roomNow: number, starving: boolean, buffered: number
 export class Prefetch {
   /** The prefetch in force. */
   current: number
+  /**
+   * Prefetched items had to be given back because no slot freed in time:
+   * prefetching more would only lease items other workers could run. Only
+   * free slots are claimed for until a slot frees (`resume`).
+   */
+  paused = false
   private readonly min: number
   private windowStart: number
   private windowStarts = 0
@@ -80,6 +86,16 @@ export class Prefetch {
   /** Slots starved after a full claim: grow at once. */
   grow(): void {
     this.current = grown(this.current, this.min, this.max)
+  }
+
+  /** Prefetched items were given back unstarted. */
+  pause(): void {
+    this.paused = true
+  }
+
+  /** A slot freed. */
+  resume(): void {
+    this.paused = false
   }
 
   lowWater(): number {

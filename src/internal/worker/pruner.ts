@@ -13,11 +13,13 @@
  * pools pruning at once never take the same row (PostgreSQL: SKIP LOCKED;
  * SQLite: one writer). A failed prune is logged; the next pass tries again.
  */
-import { Effect } from "effect"
+import { Effect, type Fiber, type Scope } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { yieldToEventLoop } from "../eventLoop.js"
 import { PRUNE_BATCH } from "../store/history.js"
+import { type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import type { Publisher } from "./events.js"
+import type { Part } from "./part.js"
 import type { Tallies } from "./state.js"
 
 /** Statements of each state one pass runs at most (10,000 rows of a state). */
@@ -71,3 +73,36 @@ export const run = (deps: PrunerDeps): Effect.Effect<never> =>
     Effect.zipRight(Effect.forever(Effect.flatMap(passOver(deps), ({ backlog }) =>
       Effect.sleep(backlog ? Math.min(BACKLOG_PAUSE_MS, deps.intervalMs) : jittered(deps.intervalMs)))))
   )
+
+/** What the pruner part needs: `intervalMs` null when this pool never prunes. */
+export type PrunerPartDeps = Omit<PrunerDeps, "intervalMs"> & { readonly intervalMs: number | null }
+
+/**
+ * The pruner as a part: `run` forked at start (every pool prunes: no leader
+ * to elect, and concurrent pruners never take the same row), interrupted at
+ * stop (a pass cut off loses nothing: the next pass, here or elsewhere, goes on).
+ */
+export class Pruner implements Part {
+  readonly name = "pruner"
+  private fiber: Fiber.RuntimeFiber<never> | undefined
+
+  /** Built by `make`. */
+  constructor(private readonly deps: PrunerPartDeps) {}
+
+  /** Forks `run` in `scope`, unless this pool never prunes. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    const { intervalMs } = this.deps
+    if (intervalMs === null) return Effect.void
+    return Effect.map(forkDetached(run({ ...this.deps, intervalMs }), scope), (fiber) => {
+      this.fiber = fiber
+    })
+  }
+
+  /** Stops pruning (within what is left of `budget`). */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.suspend(() => (this.fiber === undefined ? Effect.void : interruptWithin(this.fiber, budget.left)))
+  }
+}
+
+/** The pruner part. */
+export const make = (deps: PrunerPartDeps): Effect.Effect<Pruner> => Effect.sync(() => new Pruner(deps))

@@ -10,7 +10,7 @@
  * is refused ("stale") and changes nothing. On a storage error the outcomes
  * of the statement that failed are kept and written again.
  *
- * `close(ms)` is shutdown's: the writer writes what is pending and ends. It is
+ * `stop(budget)` is shutdown's: the writer writes what is pending and ends. It is
  * not interrupted while it writes: that would cancel its statement, and the
  * batch it carried would be lost (those items would run again once their
  * leases ran out). The renewer keeps their leases meanwhile (`unrecorded`).
@@ -19,27 +19,22 @@ import { Effect, Either, Exit, Fiber, Metric, Option, Queue, type Scope } from "
 import type { Claim, FailNext } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
+import type { Finished, Outcome } from "../decide.js"
 import { yieldToEventLoop } from "../eventLoop.js"
-import { boundedWait, forkDetached, interruptWithin } from "./bounded.js"
+import { boundedWait, type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import { metrics, type Publisher } from "./events.js"
+import type { Part } from "./part.js"
 import type { Tallies } from "./state.js"
 
-/** A finished run's outcome, waiting to be written. */
-export type Settlement =
-  /** `result`: the encoded JSON value its done item keeps (undefined: none; checked by the executor). */
-  | { readonly _tag: "Done"; readonly claim: Claim; readonly durationMs: number; readonly result?: unknown }
-  | {
-    readonly _tag: "Fail"
-    readonly claim: Claim
-    readonly error: string
-    readonly next: FailNext
-    readonly delayMs: number
-  }
-  /** Waiting again after `delayMs`, attempt not counted (within the kind's cap: the executor checked it). */
-  | { readonly _tag: "Snooze"; readonly claim: Claim; readonly reason: string; readonly delayMs: number }
-type Done = Extract<Settlement, { _tag: "Done" }>
-type Fail = Extract<Settlement, { _tag: "Fail" }>
-type Snoozed = Extract<Settlement, { _tag: "Snooze" }>
+type Done = Finished & { readonly outcome: Extract<Outcome, { _tag: "Done" }> }
+type Failed = Finished & { readonly outcome: Extract<Outcome, { _tag: "Retry" | "Dead" | "Cancel" }> }
+type Snoozed = Finished & { readonly outcome: Extract<Outcome, { _tag: "Snooze" }> }
+
+// A failure's next step, as the repository's failMany takes it.
+const DEAD: FailNext = { _tag: "Dead" }
+const CANCEL: FailNext = { _tag: "Cancel" }
+const nextOf = (outcome: Failed["outcome"]): FailNext =>
+  outcome._tag === "Retry" ? { _tag: "Retry", delay: outcome.delayMs } : outcome._tag === "Dead" ? DEAD : CANCEL
 
 /** What the recorder needs from the pool. */
 export interface RecorderDeps {
@@ -63,18 +58,23 @@ const BATCH = 5000
 /** After a failed write, how long before the outcomes are written again. */
 const RETRY_AFTER = "200 millis"
 
-/** Writes outcomes in batches and gives claims back; see the module doc. */
-export class Recorder {
-  private readonly pending: Array<Settlement> = []
-  private recording: ReadonlyArray<Settlement> = []
+/** The recorder part, its writer not started yet. */
+export const make = (deps: RecorderDeps): Effect.Effect<Recorder> =>
+  Effect.map(Queue.sliding<void>(1), (flushes) => new Recorder(deps, flushes))
+
+/**
+ * Writes outcomes in batches and gives claims back; see the module doc.
+ * Stopped once no run is left: it then writes the last outcomes.
+ */
+export class Recorder implements Part {
+  readonly name = "recorder"
+  private readonly pending: Array<Finished> = []
+  private recording: ReadonlyArray<Finished> = []
   private closed = false
   private fiber: Fiber.RuntimeFiber<void, never> | undefined
 
-  private constructor(private readonly deps: RecorderDeps, private readonly flushes: Queue.Queue<void>) {}
-
-  static make(deps: RecorderDeps): Effect.Effect<Recorder> {
-    return Effect.map(Queue.sliding<void>(1), (flushes) => new Recorder(deps, flushes))
-  }
+  /** Built by `make`. */
+  constructor(private readonly deps: RecorderDeps, private readonly flushes: Queue.Queue<void>) {}
 
   /** Outcomes not yet written (pending or being written). */
   get size(): number {
@@ -86,9 +86,9 @@ export class Recorder {
     return [...this.pending, ...this.recording].map((o) => o.claim)
   }
 
-  /** Queues an outcome for the next batch. */
-  add(settlement: Settlement): void {
-    this.pending.push(settlement)
+  /** Queues a finished run's outcome for the next batch. */
+  add(finished: Finished): void {
+    this.pending.push(finished)
     if (this.pending.length === 1) Queue.unsafeOffer(this.flushes, undefined)
   }
 
@@ -110,22 +110,30 @@ export class Recorder {
   }
 
   /**
-   * Writes what is pending and stops the writer, waiting at most `ms` (then
-   * it is interrupted, waiting at most 1 s more for its statement's cancel:
-   * the database may be silent). Returns how many outcomes are left unwritten.
+   * Writes what is pending and stops the writer, waiting at most what is left
+   * of `budget` (then it is interrupted, waiting at most 1 s more for its
+   * statement's cancel: the database may be silent). The outcomes left
+   * unwritten (the time ran out, or the writer died of a defect) are logged:
+   * their items run again once their leases run out.
    */
-  close(ms: number): Effect.Effect<number> {
-    const fiber = this.fiber
+  stop(budget: Budget): Effect.Effect<void> {
     return Effect.gen(this, function*() {
+      const fiber = this.fiber
       this.closed = true
-      if (fiber === undefined) return this.size
-      if (this.size > 0) yield* Effect.logInfo(`docket: stopping: recording ${this.size} outcomes`)
-      yield* Queue.offer(this.flushes, undefined)
-      const flushed = yield* boundedWait(Fiber.await(fiber), ms)
-      const unwritten = this.size
-      if (Option.isNone(flushed)) yield* interruptWithin(fiber, 1000)
-      else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
-      return unwritten
+      let unwritten = this.size
+      if (fiber !== undefined) {
+        if (this.size > 0) yield* Effect.logInfo(`docket: stopping: recording ${this.size} outcomes`)
+        yield* Queue.offer(this.flushes, undefined)
+        const flushed = yield* boundedWait(Fiber.await(fiber), budget.left)
+        unwritten = this.size
+        if (Option.isNone(flushed)) yield* interruptWithin(fiber, 1000)
+        else if (Exit.isFailure(flushed.value)) yield* Effect.logError("docket: the outcome writer failed", flushed.value.cause)
+      }
+      if (unwritten > 0) {
+        yield* Effect.logWarning(
+          `docket: ${unwritten} outcomes not recorded at shutdown; their items run again once their leases run out`
+        )
+      }
     })
   }
 
@@ -174,16 +182,17 @@ export class Recorder {
   // its commit, and its items would be written twice, the second time refused
   // as stale). Returns the outcomes to write again, those of the statements
   // that failed.
-  private write(batch: ReadonlyArray<Settlement>): Effect.Effect<ReadonlyArray<Settlement>> {
+  private write(batch: ReadonlyArray<Finished>): Effect.Effect<ReadonlyArray<Finished>> {
     const done: Array<Done> = []
-    const failed: Array<Fail> = []
+    const failed: Array<Failed> = []
     const snoozed: Array<Snoozed> = []
     for (const o of batch) {
-      if (o._tag === "Done") done.push(o)
-      else if (o._tag === "Fail") failed.push(o)
-      else snoozed.push(o)
+      const tag = o.outcome._tag
+      if (tag === "Done") done.push(o as Done)
+      else if (tag === "Snooze") snoozed.push(o as Snoozed)
+      else failed.push(o as Failed)
     }
-    const groups: Array<readonly [ReadonlyArray<Settlement>, Effect.Effect<void, StorageError | InvalidInput>]> = []
+    const groups: Array<readonly [ReadonlyArray<Finished>, Effect.Effect<void, StorageError | InvalidInput>]> = []
     if (done.length > 0) groups.push([done, this.complete(done)])
     if (failed.length > 0) groups.push([failed, this.fail(failed)])
     if (snoozed.length > 0) groups.push([snoozed, this.snooze(snoozed)])
@@ -200,7 +209,7 @@ export class Recorder {
 
   private complete(done: ReadonlyArray<Done>) {
     const { counts, publisher, repo } = this.deps
-    return repo.completeMany(done.map((o) => (o.result === undefined ? o.claim : { claim: o.claim, result: o.result }))).pipe(
+    return repo.completeMany(done.map((o) => (o.outcome.result === undefined ? o.claim : { claim: o.claim, result: o.outcome.result }))).pipe(
       Effect.flatMap((applied) => {
         let n = 0
         const stale: Array<Claim> = []
@@ -246,40 +255,43 @@ export class Recorder {
     return annotate(Effect.logWarning(`docket: ${what} refused: the lease was lost (or the item cancelled) before it was recorded`))
   }
 
-  private fail(failed: ReadonlyArray<Fail>) {
+  private fail(failed: ReadonlyArray<Failed>) {
     const { counts, publisher, repo } = this.deps
-    return repo.failMany(failed).pipe(
+    return repo.failMany(failed.map((o) => ({ claim: o.claim, error: o.outcome.error, next: nextOf(o.outcome) }))).pipe(
       Effect.flatMap((outcomes) =>
-        Effect.forEach(failed, (o, i) => {
-          const annotate = Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id, attempt: o.claim.attempt })
+        Effect.forEach(failed, ({ claim, outcome }, i) => {
+          const { error } = outcome
+          // The delay a retry was written with (the statement writes a dead item instead once its attempts are spent).
+          const delayMs = outcome._tag === "Retry" ? outcome.delayMs : 0
+          const annotate = Effect.annotateLogs({ kind: claim.kind, id: claim.id, attempt: claim.attempt })
           switch (outcomes[i]) {
             case "retried":
               counts.retried++
-              this.wakeWhenDue(o.delayMs)
+              this.wakeWhenDue(delayMs)
               return Effect.zipRight(
-                publisher.publish({ _tag: "Retried", claim: o.claim, error: o.error, delayMs: o.delayMs }),
+                publisher.publish({ _tag: "Retried", claim, error, delayMs }),
                 Effect.zipRight(
                   Metric.increment(metrics.retried),
-                  annotate(Effect.logInfo(`docket: failed, retry in ${Math.round(o.delayMs)} ms: ${o.error}`))
+                  annotate(Effect.logInfo(`docket: failed, retry in ${Math.round(delayMs)} ms: ${error}`))
                 )
               )
             case "dead":
               counts.dead++
               return Effect.zipRight(
-                publisher.publish({ _tag: "Dead", claim: o.claim, error: o.error }),
-                Effect.zipRight(Metric.increment(metrics.dead), annotate(Effect.logWarning(`docket: dead: ${o.error}`)))
+                publisher.publish({ _tag: "Dead", claim, error }),
+                Effect.zipRight(Metric.increment(metrics.dead), annotate(Effect.logWarning(`docket: dead: ${error}`)))
               )
             case "cancelled":
               counts.cancelled++
               return Effect.zipRight(
-                publisher.publish({ _tag: "Cancelled", claim: o.claim, error: o.error, source: "handler" }),
+                publisher.publish({ _tag: "Cancelled", claim, error, source: "handler" }),
                 Effect.zipRight(
                   Metric.increment(metrics.cancelled),
-                  annotate(Effect.logInfo(`docket: cancelled by its handler: ${o.error}`))
+                  annotate(Effect.logInfo(`docket: cancelled by its handler: ${error}`))
                 )
               )
             case "absorbed":
-              return this.absorbed(o.claim)
+              return this.absorbed(claim)
             default:
               return this.refused("failure", annotate)
           }
@@ -290,23 +302,24 @@ export class Recorder {
 
   private snooze(snoozed: ReadonlyArray<Snoozed>) {
     const { counts, publisher, repo } = this.deps
-    return repo.snoozeMany(snoozed.map((o) => ({ claim: o.claim, delay: o.delayMs }))).pipe(
+    return repo.snoozeMany(snoozed.map((o) => ({ claim: o.claim, delay: o.outcome.delayMs }))).pipe(
       Effect.flatMap((outcomes) =>
-        Effect.forEach(snoozed, (o, i) => {
-          const annotate = Effect.annotateLogs({ kind: o.claim.kind, id: o.claim.id, attempt: o.claim.attempt })
+        Effect.forEach(snoozed, ({ claim, outcome }, i) => {
+          const { delayMs, error: reason } = outcome
+          const annotate = Effect.annotateLogs({ kind: claim.kind, id: claim.id, attempt: claim.attempt })
           switch (outcomes[i]) {
             case "snoozed":
               counts.snoozed++
-              this.wakeWhenDue(o.delayMs)
+              this.wakeWhenDue(delayMs)
               return Effect.zipRight(
-                publisher.publish({ _tag: "Snoozed", claim: o.claim, reason: o.reason, delayMs: o.delayMs }),
+                publisher.publish({ _tag: "Snoozed", claim, reason, delayMs }),
                 Effect.zipRight(
                   Metric.increment(metrics.snoozed),
-                  annotate(Effect.logDebug(`docket: snoozed, due in ${Math.round(o.delayMs)} ms: ${o.reason}`))
+                  annotate(Effect.logDebug(`docket: snoozed, due in ${Math.round(delayMs)} ms: ${reason}`))
                 )
               )
             case "absorbed":
-              return this.absorbed(o.claim)
+              return this.absorbed(claim)
             default:
               return this.refused("snooze", annotate)
           }

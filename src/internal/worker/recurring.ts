@@ -22,8 +22,9 @@ import { Duration, Effect, Fiber, type Scope } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Declaration } from "../../Recurring.js"
 import { HEARTBEAT_MAX_MS } from "../liveness.js"
+import { type Budget, forkDetached } from "./bounded.js"
 import type { Publisher } from "./events.js"
-import { forkDetached } from "./bounded.js"
+import type { Part } from "./part.js"
 
 /** What the ticker needs from the pool. */
 export interface TickerDeps {
@@ -39,12 +40,22 @@ const TOUCH_MS = HEARTBEAT_MAX_MS
 /** After a failed pass or declaration. */
 const RETRY_MS = 1000
 
-/** Declares the pool's schedules and ticks them; see the module doc. */
-export class Ticker {
+/** The ticker part. */
+export const make = (deps: TickerDeps): Effect.Effect<Ticker> => Effect.sync(() => new Ticker(deps))
+
+/**
+ * Declares the pool's schedules and ticks them; see the module doc. Started
+ * last (after the claimer: a tick's item enqueued at start is claimed at
+ * once) and stopped first: a pool that stops enqueueing ticks leaves them to
+ * the others, or to its next start.
+ */
+export class Ticker implements Part {
+  readonly name = "ticker"
   private readonly declared = new Set<string>()
   private fiber: Fiber.RuntimeFiber<never> | undefined
   private lastTouch = 0
 
+  /** Built by `make`. */
   constructor(private readonly deps: TickerDeps) {}
 
   // Declares those not yet declared; a failure is logged and tried again at the next turn.
@@ -95,6 +106,8 @@ export class Ticker {
     )
   }
 
-  /** Stops ticking (a pass in flight is cut off and rolls back). */
-  readonly stop: Effect.Effect<void> = Effect.suspend(() => (this.fiber === undefined ? Effect.void : Fiber.interrupt(this.fiber)))
+  /** Stops ticking, within what is left of `budget` (a pass in flight is cut off and rolls back). */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.suspend(() => (this.fiber === undefined ? Effect.void : Effect.asVoid(budget.wait(Fiber.interrupt(this.fiber)))))
+  }
 }

@@ -17,8 +17,9 @@ import type { WorkerRegistration } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { REMOVE_AFTER_MS } from "../liveness.js"
 import { docketVersion } from "../version.js"
-import { boundedWait, forkDetached, interruptWithin } from "./bounded.js"
+import { boundedWait, type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import type { Publisher } from "./events.js"
+import type { Part } from "./part.js"
 
 /** What the registry needs from the pool. */
 export interface RegistryDeps {
@@ -56,8 +57,15 @@ export const registration = (
 /** How long a graceful stop waits to remove the row (the database may be down: the row then shows as gone). */
 const REMOVE_WAIT_MS = 5_000
 
-/** Registers the pool, heartbeats, and removes its row; see the module doc. */
-export class Registry {
+/** The registry part. */
+export const make = (deps: RegistryDeps): Effect.Effect<Registry> => Effect.sync(() => new Registry(deps))
+
+/**
+ * Registers the pool, heartbeats, and removes its row; see the module doc.
+ * Stopped once the outcomes are written: until then the pool still holds work.
+ */
+export class Registry implements Part {
+  readonly name = "registry"
   /** The row's start time, once a heartbeat has returned it (kept if the row must be inserted again). */
   private startedAt: number | undefined
   private removed = false
@@ -66,6 +74,7 @@ export class Registry {
   // stop ends before the row is removed, so it cannot bring the row back.
   private readonly lock = Effect.unsafeMakeSemaphore(1)
 
+  /** Built by `make`. */
   constructor(private readonly deps: RegistryDeps) {}
 
   /** The pool's id in the table. */
@@ -105,27 +114,27 @@ export class Registry {
   }
 
   /**
-   * Removes the row (after the heartbeat in flight, within 5 s and `withinMs`)
-   * and stops heartbeating (the heartbeat in flight is interrupted in the
-   * background). Never fails.
+   * Removes the row (after the heartbeat in flight, within 5 s and what is
+   * left of `budget`) and stops heartbeating (the heartbeat in flight is
+   * interrupted in the background). Never fails.
    */
-  stop(withinMs = REMOVE_WAIT_MS): Effect.Effect<void> {
+  stop(budget: Budget): Effect.Effect<void> {
     return Effect.suspend(() => {
-    const { publisher, registration, repo } = this.deps
-    const remove = this.lock.withPermits(1)(Effect.suspend(() => {
-      this.removed = true
-      return Effect.catchAll(Effect.asVoid(repo.removeWorker(registration.id)), publisher.storageFailed("remove worker"))
-    }))
-    const waitMs = Math.min(REMOVE_WAIT_MS, withinMs)
-    return boundedWait(remove, waitMs).pipe(
-      Effect.flatMap((done) =>
-        Option.isSome(done) ? Effect.void : Effect.logWarning(
-          `docket: the live-workers row of ${registration.id} was not removed within ${Math.round(waitMs)} ms; ` +
-            "it shows as gone until another pool removes it"
-        )
-      ),
-      Effect.zipRight(this.fiber === undefined ? Effect.void : interruptWithin(this.fiber, 1000))
-    )
+      const { publisher, registration, repo } = this.deps
+      const remove = this.lock.withPermits(1)(Effect.suspend(() => {
+        this.removed = true
+        return Effect.catchAll(Effect.asVoid(repo.removeWorker(registration.id)), publisher.storageFailed("remove worker"))
+      }))
+      const waitMs = Math.min(REMOVE_WAIT_MS, budget.left)
+      return boundedWait(remove, waitMs).pipe(
+        Effect.flatMap((done) =>
+          Option.isSome(done) ? Effect.void : Effect.logWarning(
+            `docket: the live-workers row of ${registration.id} was not removed within ${Math.round(waitMs)} ms; ` +
+              "it shows as gone until another pool removes it"
+          )
+        ),
+        Effect.zipRight(this.fiber === undefined ? Effect.void : interruptWithin(this.fiber, 1000))
+      )
     })
   }
 }

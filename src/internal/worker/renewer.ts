@@ -25,13 +25,14 @@
  * a third of the lease before it runs out) is logged once per pool, as a
  * warning naming the lease to use.
  */
-import { Duration, Effect, Option, Schedule } from "effect"
+import { Duration, Effect, type Fiber, Option, Schedule, type Scope } from "effect"
 import type { Claim } from "../../Domain.js"
 import { StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
-import { boundedWait } from "./bounded.js"
+import { boundedWait, type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import { markCancelled } from "./cancels.js"
 import type { Publisher } from "./events.js"
+import type { Part } from "./part.js"
 import * as Stall from "./stall.js"
 import type { Running } from "./state.js"
 
@@ -145,3 +146,30 @@ export const run = (deps: RenewerDeps): Effect.Effect<never> =>
       Effect.zipRight(Effect.never)
     )
   )
+
+/**
+ * The renewer as a part: `run` forked at start; stopped once the outcomes are
+ * written (until then it keeps their leases).
+ */
+export class Renewer implements Part {
+  readonly name = "renewer"
+  private fiber: Fiber.RuntimeFiber<never> | undefined
+
+  /** Built by `make`. */
+  constructor(private readonly deps: RenewerDeps) {}
+
+  /** Forks `run` in `scope`. */
+  start(scope: Scope.Scope): Effect.Effect<void> {
+    return Effect.map(forkDetached(run(this.deps), scope), (fiber) => {
+      this.fiber = fiber
+    })
+  }
+
+  /** Stops renewing (within what is left of `budget`). */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.suspend(() => (this.fiber === undefined ? Effect.void : interruptWithin(this.fiber, budget.left)))
+  }
+}
+
+/** The renewer part. */
+export const make = (deps: RenewerDeps): Effect.Effect<Renewer> => Effect.sync(() => new Renewer(deps))

@@ -13,10 +13,18 @@
  *
  * Slot fibers are daemons, not in the layer's scope: closing the scope must
  * not interrupt running items before shutdown has given them their grace.
+ *
+ * Stopped once the claimer is (its mode `stopping`: no item starts): the
+ * prefetched items are given back, parked slots end, and running items get
+ * the grace, then are interrupted (their interruption releases their leases,
+ * attempt not counted).
  */
-import { Effect, Fiber, FiberRef, HashSet } from "effect"
+import { Effect, Fiber, FiberRef, HashSet, Option } from "effect"
+import type { Claim } from "../../Domain.js"
+import { boundedWait, type Budget } from "./bounded.js"
 import type { Executor } from "./executor.js"
 import { annotated, currentItem } from "./logging.js"
+import type { Part } from "./part.js"
 import type { PoolState, Running, Slot } from "./state.js"
 
 /** At most this long (ms) of running items between two turns of the event loop. */
@@ -28,19 +36,61 @@ export interface SlotsDeps {
   readonly executor: Executor
   readonly worker: string
   readonly leaseMs: number
+  /** How many slots. */
+  readonly concurrency: number
+  /** On stop, how long running items may finish before they are interrupted. */
+  readonly graceMs: number
+  /** Gives claims back unrun (the prefetched items, on stop). */
+  readonly release: (claims: ReadonlyArray<Claim>) => Effect.Effect<void>
 }
 
+/** The slots part, none started yet. */
+export const make = (deps: SlotsDeps): Effect.Effect<Slots> => Effect.sync(() => new Slots(deps))
+
 /** The pool's slot fibers; see the module doc. */
-export class Slots {
+export class Slots implements Part {
+  readonly name = "slots"
   private readonly slots = new Set<Slot>()
   private readonly parked: Array<() => void> = []
   private lastTurn = performance.now()
   private turnWaiters = new Set<() => void>()
 
+  /** Built by `make`. */
   constructor(private readonly deps: SlotsDeps) {}
 
-  /** Starts one more slot. */
-  readonly start: Effect.Effect<void> = Effect.suspend(() => {
+  /** Starts `concurrency` slots (daemons: see the module doc). */
+  start(): Effect.Effect<void> {
+    return Effect.suspend(() =>
+      Effect.forEach(Array.from({ length: this.deps.concurrency }), () => this.startOne, { discard: true })
+    )
+  }
+
+  /** Gives the prefetched items back, then lets running items finish for up to the grace (see the module doc). */
+  stop(budget: Budget): Effect.Effect<void> {
+    return Effect.gen(this, function*() {
+      const { graceMs, release, state } = this.deps
+      const prefetched = state.buffer.takeAll()
+      const released = yield* budget.wait(release(prefetched))
+      if (Option.isNone(released) && prefetched.length > 0) {
+        yield* Effect.logWarning(
+          `docket: ${prefetched.length} prefetched items not given back at shutdown (no answer from the database); ` +
+            "they run again once their leases run out"
+        )
+      }
+      this.dispatch() // parked slots wake, see `stopping` and end
+      if (state.running.size === 0) return
+      // The grace is not charged to the budget.
+      const ended = yield* boundedWait(state.noneRunning, graceMs)
+      if (Option.isNone(ended)) {
+        yield* Effect.logWarning(`docket: ${state.running.size} items still running after the grace period; interrupting them`)
+        // Their interruption releases their leases: bounded like the rest.
+        yield* Effect.asVoid(budget.wait(Fiber.interruptAll(this.runningFibers())))
+      }
+    })
+  }
+
+  // Starts one more slot.
+  private readonly startOne: Effect.Effect<void> = Effect.suspend(() => {
     const slot: Slot = { fiber: undefined, current: undefined, controller: undefined }
     this.slots.add(slot)
     return Effect.map(
@@ -67,12 +117,12 @@ export class Slots {
    * Stops a run whose lease was lost: its slot goes with it (interrupted, so
    * the run records nothing) and a new slot takes its place unless stopping.
    */
-  replace(entry: Running): Effect.Effect<void> {
+  readonly replace = (entry: Running): Effect.Effect<void> => {
     const fiber = entry.slot.fiber
     if (fiber === undefined) return Effect.void
     this.slots.delete(entry.slot)
     return Effect.asVoid(Effect.forkDaemon(
-      Effect.zipRight(Fiber.interrupt(fiber), Effect.suspend(() => (this.deps.state.stopping ? Effect.void : this.start)))
+      Effect.zipRight(Fiber.interrupt(fiber), Effect.suspend(() => (this.deps.state.stopping ? Effect.void : this.startOne)))
     ))
   }
 

@@ -11,6 +11,8 @@ import { Deferred, Effect, Exit, type Fiber, FiberId } from "effect"
 import type { Claim } from "../../Domain.js"
 import type { Counters } from "../../Events.js"
 import { ClaimBuffer, type Entry } from "../buffer.js"
+import * as Mode from "./mode.js"
+import type { ClaimerMode } from "./mode.js"
 
 /** A slot: one long-lived fiber running one item at a time (see slots.ts). */
 export interface Slot {
@@ -54,27 +56,14 @@ export class PoolState {
     pruned: 0,
     stale: 0
   }
-  /** Set once shutdown begins: no item starts and no claim is sent after it. */
-  stopping = false
   /** Items started (for the prefetch's rate). */
   starts = 0
   /**
-   * Set when prefetched items had to be released because no slot freed in
-   * time: prefetching more would only lease items other workers could run.
-   * Cleared when a slot frees.
+   * A turn owed to the claimer: set when a finishing slot woke it because the
+   * buffer ran low, cleared by the first slot that yields for it (slots.ts).
    */
-  prefetchPaused = false
-  /** The last claim found fewer items than it asked for. */
-  lastClaimDrained = false
-  /** The last claim found nothing at all (what a written outcome may change: see Worker.ts). */
-  lastClaimEmpty = false
-  /**
-   * Set when a finishing slot woke the claimer, until the claimer's next round
-   * starts (one wake-up per round is enough); `yieldForClaimer` until one slot
-   * has yielded for it.
-   */
-  claimerWanted = false
   yieldForClaimer = false
+  private claimerMode: ClaimerMode = Mode.INITIAL
 
   private readonly kindRunning = new Map<string, number>()
   private allDone: Deferred.Deferred<void> | undefined
@@ -83,6 +72,21 @@ export class PoolState {
 
   constructor(private readonly kindLimits: ReadonlyMap<string, number>) {
     this.admit = kindLimits.size > 0 ? (claim) => this.canStart(claim) : undefined
+  }
+
+  /** The claimer's mode (mode.ts). */
+  get mode(): ClaimerMode {
+    return this.claimerMode
+  }
+
+  /** Changes the claimer's mode (only the claimer does); a change mode.ts does not allow is a defect (thrown). */
+  setMode(to: ClaimerMode): void {
+    this.claimerMode = Mode.change(this.claimerMode, to)
+  }
+
+  /** Shutdown has begun: no item starts and no claim is sent. */
+  get stopping(): boolean {
+    return this.claimerMode === "stopping" || this.claimerMode === "stopped"
   }
 
   kindCount(kind: string): number {
@@ -128,16 +132,15 @@ export class PoolState {
   end(entry: Running): void {
     this.running.delete(entry)
     entry.slot.current = undefined
-    this.prefetchPaused = false
     const n = this.kindCount(entry.claim.kind) - 1
     if (n <= 0) this.kindRunning.delete(entry.claim.kind)
     else this.kindRunning.set(entry.claim.kind, n)
     if (this.running.size === 0 && this.allDone !== undefined) Deferred.unsafeDone(this.allDone, Exit.void)
   }
 
-  /** Nothing running or buffered, and the last claim found nothing more. */
+  /** Nothing running or buffered, and no claim to come: the last found fewer than it asked for, or the pool stops. */
   quiet(): boolean {
-    return this.lastClaimDrained && this.running.size === 0 && this.buffer.size === 0
+    return this.claimerMode !== "claiming" && this.running.size === 0 && this.buffer.size === 0
   }
 
   /** Completes when no run is left (for shutdown). */

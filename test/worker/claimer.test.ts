@@ -1,0 +1,168 @@
+/**
+ * The claimer (src/internal/worker/claimer.ts) on a real SQLite file, with a
+ * real wake-up signal and recorder: what a round claims, the mode each claim
+ * leaves, the prefetch's pause, the kinds it asks for, and its stop. Rounds
+ * are awaited through the claimer's own calls (dispatch, checkIdle), never by
+ * sleeping.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Queue } from "effect"
+import type { Claim } from "../../src/Domain.js"
+import { Signal } from "../../src/internal/signal.js"
+import { Budget } from "../../src/internal/worker/bounded.js"
+import * as Claimer from "../../src/internal/worker/claimer.js"
+import { Prefetch } from "../../src/internal/worker/prefetch.js"
+import * as Recorder from "../../src/internal/worker/recorder.js"
+import { PoolState } from "../../src/internal/worker/state.js"
+import type * as QueueRepo from "../../src/QueueRepo.js"
+import { cleanup, freshRepo, makePublisher, runOf } from "./support.js"
+
+afterAll(cleanup)
+
+interface Options {
+  readonly concurrency: number
+  readonly prefetch: number
+  readonly holdMs?: number
+  readonly kinds?: ReadonlyArray<string>
+  readonly kindLimits?: ReadonlyMap<string, number>
+  /** Wraps the repository the claimer claims through. */
+  readonly repo?: (repo: QueueRepo.Service) => QueueRepo.Service
+}
+
+/**
+ * A claimer over a fresh SQLite file. `calls` gets "dispatch" (with the
+ * buffer's size) when a claim handed items to the slots, and "idle" when a
+ * claim found fewer than it asked for.
+ */
+const setup = (options: Options) =>
+  Effect.gen(function*() {
+    const { repo, sql } = yield* freshRepo
+    const state = new PoolState(options.kindLimits ?? new Map())
+    const publisher = yield* makePublisher(state)
+    const recorder = yield* Recorder.make({ repo, counts: state.counts, publisher, wake: () => {}, pollMs: 60_000, checkIdle: () => {} })
+    const calls = yield* Queue.unbounded<string>()
+    const holdMs = options.holdMs ?? 60_000
+    const prefetch = new Prefetch(options.prefetch, options.concurrency, holdMs, performance.now())
+    const claimer = yield* Claimer.make({
+      repo: options.repo?.(repo) ?? repo,
+      state,
+      prefetch,
+      wakeup: new Signal(),
+      publisher,
+      worker: "w1",
+      concurrency: options.concurrency,
+      leaseMs: 60_000,
+      pollMs: 60_000,
+      holdMs,
+      handlerKinds: options.kinds ?? ["job"],
+      handledOnly: true,
+      maxAttemptsByKind: new Map(),
+      release: (claims) => recorder.release(claims),
+      dispatch: () => Queue.unsafeOffer(calls, `dispatch ${state.buffer.size}`),
+      checkIdle: () => Queue.unsafeOffer(calls, "idle")
+    })
+    const next = Queue.take(calls).pipe(Effect.timeout("10 seconds"))
+    return { repo, sql, state, prefetch, claimer, next }
+  })
+
+describe("the claimer", () => {
+  it.scopedLive("claims free slots (plus the prefetch); all it asked for keeps it claiming, fewer is drained, none is empty", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ concurrency: 2, prefetch: 0 })
+      yield* t.repo.enqueueMany([1, 2, 3].map((payload) => ({ kind: "job", payload })))
+      yield* t.claimer.start(yield* Effect.scope)
+      expect(yield* t.next).toBe("dispatch 2")
+      expect(t.state.mode).toBe("claiming")
+      expect(t.state.counts.claimed).toBe(2)
+      // Both start; a slot frees with the buffer empty: the claimer is woken, and one slot owes it a turn.
+      t.state.buffer.takeAll()
+      t.claimer.slotFreed()
+      expect(t.state.yieldForClaimer).toBe(true)
+      expect(yield* t.next).toBe("dispatch 1")
+      expect(yield* t.next).toBe("idle")
+      expect(t.state.mode).toBe("drained")
+      t.state.buffer.takeAll()
+      t.claimer.slotFreed()
+      expect(yield* t.next).toBe("idle")
+      expect(t.state.mode).toBe("empty")
+      expect(t.state.counts.claimed).toBe(3)
+      yield* t.claimer.stop(new Budget(10_000))
+      expect(t.state.mode).toBe("stopped")
+    }))
+
+  it.scopedLive("claims only the kinds handled here, less those at their limit in this process", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ concurrency: 4, prefetch: 0, kinds: ["a", "b"], kindLimits: new Map([["a", 1]]) })
+      yield* t.repo.enqueueMany([{ kind: "a", payload: 1 }, { kind: "b", payload: 2 }, { kind: "c", payload: 3 }])
+      // An item of "a" runs here already: "a" is at its limit.
+      t.state.begin({ id: 0, kind: "a" } as unknown as Claim, runOf({ id: 0, kind: "a" } as unknown as Claim, 0).slot, 0)
+      yield* t.claimer.start(yield* Effect.scope)
+      expect(yield* t.next).toBe("dispatch 1")
+      expect(t.state.buffer.takeAll().map((c) => c.kind)).toEqual(["b"])
+      yield* t.claimer.stop(new Budget(10_000))
+    }))
+
+  it.scopedLive("prefetched items that waited past the hold are given back, and the prefetch pauses until a slot frees", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ concurrency: 1, prefetch: 4, holdMs: 50 })
+      yield* t.repo.enqueueMany(Array.from({ length: 10 }, (_, payload) => ({ kind: "job", payload })))
+      yield* t.claimer.start(yield* Effect.scope)
+      // Starving at first: the prefetch grows (1 -> 4), so one slot plus four.
+      expect(yield* t.next).toBe("dispatch 5")
+      expect(t.prefetch.paused).toBe(false)
+      // No slot takes them: after the hold they go back, and only the free slot is claimed for.
+      expect(yield* t.next).toBe("dispatch 1")
+      expect(t.prefetch.paused).toBe(true)
+      expect(t.state.counts.released).toBe(5)
+      t.claimer.slotFreed()
+      expect(t.prefetch.paused).toBe(false)
+      yield* t.claimer.stop(new Budget(10_000))
+    }))
+
+  it.scopedLive("a stop lets the claim in flight end first (its items are kept for the slots' stop), and no claim follows", () =>
+    Effect.gen(function*() {
+      const entered = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      let claims = 0
+      const t = yield* setup({
+        concurrency: 2,
+        prefetch: 0,
+        repo: (repo) => ({
+          ...repo,
+          claim: (options) =>
+            Effect.zipRight(
+              Effect.zipRight(Effect.sync(() => claims++), Deferred.succeed(entered, undefined)),
+              Effect.zipRight(Deferred.await(gate), repo.claim(options))
+            )
+        })
+      })
+      yield* t.repo.enqueueMany([1, 2, 3].map((payload) => ({ kind: "job", payload })))
+      yield* t.claimer.start(yield* Effect.scope)
+      yield* Deferred.await(entered)
+      const stop = yield* Effect.fork(t.claimer.stop(new Budget(10_000)))
+      yield* Effect.yieldNow()
+      expect(t.state.mode).toBe("stopping")
+      expect(stop.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(stop)
+      expect(t.state.mode).toBe("stopped")
+      expect(claims).toBe(1)
+      expect(t.state.buffer.size).toBe(2)
+    }))
+
+  it.scopedLive("a claim that does not end within the stop's budget is interrupted; the claimer is stopped all the same", () =>
+    Effect.gen(function*() {
+      const entered = yield* Deferred.make<void>()
+      const t = yield* setup({
+        concurrency: 2,
+        prefetch: 0,
+        repo: (repo) => ({ ...repo, claim: () => Effect.zipRight(Deferred.succeed(entered, undefined), Effect.never) })
+      })
+      yield* t.claimer.start(yield* Effect.scope)
+      yield* Deferred.await(entered)
+      const started = performance.now()
+      yield* t.claimer.stop(new Budget(100))
+      expect(performance.now() - started).toBeLessThan(5_000)
+      expect(t.state.mode).toBe("stopped")
+    }))
+})
