@@ -30,12 +30,13 @@ export type ClaimAcquire = (
 ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
 
 /**
- * PostgreSQL: a server-side function. Its live text is in
- * migrations/pg/schema.sql (generated from the migrations); the migration
- * that last replaced it is migrations/pg/0013_claim_skip_scan.sql (the loose
- * index scan over priorities). Its history: 0002_claim_function.sql (what it
- * does, and why a function: its plan, kept per session), 0006_control.sql
- * (how it obeys paused and limited kinds), 0010_claim_without_jit.sql, 0013.
+ * PostgreSQL: a server-side function, docket_claim, over docket_claim_from.
+ * Their live text is in migrations/pg/schema.sql (generated from the
+ * migrations). docket_claim's body was last written by 0006_control.sql (how
+ * it obeys paused and limited kinds) and its options by
+ * 0010_claim_without_jit.sql (jit off); docket_claim_from, the walk of the
+ * claim index a priority at a time, by 0013_claim_skip_scan.sql. Why a
+ * function at all (its plan, kept per session): 0002_claim_function.sql.
  * $1 worker, $2 limit, $3 lease in ms, $4 kinds or NULL for all, $5 the most
  * items of limited kinds.
  */
