@@ -61,140 +61,148 @@ const context = (backend: Backend) => {
   return { run }
 }
 
-const resultsAndErrors = (backend: Backend) => {
+const resultsKept = (backend: Backend) => {
   const { run } = context(backend)
+  it.live("a result round-trips exactly: hostile strings, nesting, numbers, booleans, null members", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const results: ReadonlyArray<unknown> = [
+        ...HOSTILE,
+        { nested: { list: [...HOSTILE.slice(0, 4), 1.5, -0.25, 1e21, true, false, null] }, "key \"with\" quotes": "v" },
+        [],
+        {},
+        0,
+        false
+      ]
+      const claims = yield* Effect.forEach(results, (_, i) => claimOne("result.kind", i))
+      // One batch, results in the claims' order.
+      expect(yield* repo.completeMany(claims.map((claim, i) => ({ claim, result: results[i] })))).toEqual(claims.map(() => true))
+      for (let i = 0; i < claims.length; i++) {
+        const done = yield* item(claims[i].id)
+        expect(done.state).toBe("done")
+        expect(done.result).toEqual(results[i])
+      }
+      // Undefined stores none; a claim alone too.
+      const [a, b] = [yield* claimOne("result.none"), yield* claimOne("result.none")]
+      expect(yield* repo.complete(a, undefined)).toBe(true)
+      expect(yield* repo.completeMany([b])).toEqual([true])
+      expect((yield* item(a.id)).result).toBeNull()
+      expect((yield* item(b.id)).result).toBeNull()
+    })))
+
+  it.live("a result that is not JSON or too large is an InvalidInput on result; nothing of the batch changes", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const ok = yield* claimOne("big")
+      const bad = yield* claimOne("big")
+      const tooLarge = yield* expectInvalid(
+        repo.completeMany([{ claim: ok, result: 1 }, { claim: bad, result: "x".repeat(2000) }]),
+        "result"
+      )
+      expect(tooLarge.reason).toMatch(/^completion 1: is larger than 1000 bytes as JSON$/)
+      yield* expectInvalid(repo.complete(bad, 10n), "result")
+      yield* expectInvalid(repo.complete(bad, { n: Number.NaN }), "result")
+      const cyclic: Record<string, unknown> = {}
+      cyclic.self = cyclic
+      yield* expectInvalid(repo.complete(bad, cyclic), "result")
+      // Both still running, their claims still good.
+      expect((yield* item(ok.id)).state).toBe("running")
+      expect((yield* item(bad.id)).state).toBe("running")
+      // Multi-byte text counts in bytes: 400 three-byte characters are 1,202 bytes as JSON.
+      yield* expectInvalid(repo.complete(bad, "日".repeat(400)), "result")
+      expect(yield* repo.completeMany([ok, { claim: bad, result: "x".repeat(990) }])).toEqual([true, true])
+      expect((yield* item(bad.id)).result).toBe("x".repeat(990))
+    }), { maxResultBytes: 1000 }))
+}
+
+const errorsAndFinishes = (backend: Backend) => {
+  const { run } = context(backend)
+  it.live("each attempt's error is kept with its attempt, time and worker, hostile text exactly; the last 20", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const { id } = yield* repo.enqueue("flaky", {}, { maxAttempts: 100 })
+      const seen: Array<{ attempt: number; worker: string; error: string; low: number; high: number }> = []
+      const errors = [...HOSTILE, ...Array.from({ length: 15 }, (_, i) => `failure ${i}`)]
+      for (let i = 0; i < errors.length; i++) {
+        const worker = `w-${i % 3}`
+        const [claim] = yield* repo.claim({ worker, limit: 1, lease, kinds: ["flaky"] })
+        const low = yield* dbNow
+        expect(yield* repo.fail(claim, errors[i], { _tag: "Retry", delay: 0 })).toBe("retried")
+        const high = yield* dbNow
+        seen.push({ attempt: i + 1, worker, error: errors[i], low, high })
+      }
+      const stored = yield* item(id)
+      const last = seen.slice(-20)
+      expect(stored.errors.map((e) => [e.attempt, e.worker, e.error])).toEqual(last.map((e) => [e.attempt, e.worker, e.error]))
+      stored.errors.forEach((e, i) => expectAround(e.at, last[i].low, last[i].high, 50))
+      expect(stored.lastError).toBe(errors[errors.length - 1])
+      expect(stored.finishedAt).toBeNull()
+      // Dead at last: finished now, its final error the newest entry.
+      const [claim] = yield* repo.claim({ worker: "w-final", limit: 1, lease, kinds: ["flaky"] })
+      const before = yield* dbNow
+      expect(yield* repo.fail(claim, "Permanent: gone", { _tag: "Dead" })).toBe("dead")
+      const dead = yield* item(id)
+      expect(dead.errors).toHaveLength(20)
+      expect(dead.errors.at(-1)).toMatchObject({ attempt: errors.length + 1, worker: "w-final", error: "Permanent: gone" })
+      expect(dead.errors[0].error).toBe(last[1].error)
+      expectAround(dead.finishedAt!, before, yield* dbNow, 50)
+      expect(dead.claimedBy).toBeNull()
+    })))
+
+  it.live("cancelled by a person or its handler: finished now; a handler's cancel is an attempt error", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const waiting = yield* repo.enqueue("c", {})
+      const before = yield* dbNow
+      expect(yield* repo.cancel([waiting.id], { reason: "not needed" })).toEqual(["cancelled"])
+      const cancelled = yield* item(waiting.id)
+      expectAround(cancelled.finishedAt!, before, yield* dbNow, 50)
+      expect(cancelled.errors).toEqual([])
+      const claim = yield* claimOne("c2")
+      expect(yield* repo.fail(claim, "Cancel: the order was withdrawn", { _tag: "Cancel" })).toBe("cancelled")
+      const byHandler = yield* item(claim.id)
+      expect(byHandler.finishedAt).not.toBeNull()
+      expect(byHandler.errors.map((e) => [e.attempt, e.worker, e.error])).toEqual([[1, "history-w", "Cancel: the order was withdrawn"]])
+      // A finished item is left as it is by a cancel, a done one too.
+      const done = yield* claimOne("c3")
+      expect(yield* repo.complete(done)).toBe(true)
+      expect(yield* repo.cancel([done.id])).toEqual(["finished"])
+      expect((yield* item(done.id)).state).toBe("done")
+    })))
+
+  it.live("a retried dead item keeps its history: errors kept, finish time and result cleared; later attempts add to it", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const { id } = yield* repo.enqueue("doomed", { n: 1 }, { maxAttempts: 2 })
+      for (const error of ["first: it's \"bad\"", "second\nline"]) {
+        const [claim] = yield* repo.claim({ worker: "w1", limit: 1, lease, kinds: ["doomed"] })
+        yield* repo.fail(claim, error, { _tag: "Retry", delay: 0 })
+      }
+      const dead = yield* item(id)
+      expect(dead.state).toBe("dead")
+      expect(dead.finishedAt).not.toBeNull()
+      expect(yield* repo.retryDead({ ids: [id] })).toEqual([id])
+      const retried = yield* item(id)
+      expect(retried).toMatchObject({ state: "waiting", attempts: 0, finishedAt: null, result: null })
+      expect(retried.errors).toEqual(dead.errors)
+      const [claim] = yield* repo.claim({ worker: "w2", limit: 1, lease, kinds: ["doomed"] })
+      yield* repo.fail(claim, "third", { _tag: "Retry", delay: 0 })
+      const [again] = yield* repo.claim({ worker: "w3", limit: 1, lease, kinds: ["doomed"] })
+      expect(yield* repo.complete(again, { finally: "ok" })).toBe(true)
+      const done = yield* item(id)
+      expect(done).toMatchObject({ state: "done", result: { finally: "ok" }, claimedBy: "w3", attempts: 2 })
+      expect(done.errors.map((e) => [e.attempt, e.worker, e.error])).toEqual([
+        [1, "w1", "first: it's \"bad\""],
+        [2, "w1", "second\nline"],
+        [1, "w2", "third"]
+      ])
+    })))
+}
+
+const resultsAndErrors = (backend: Backend) => {
   describe("history: results and attempt errors", () => {
-    it.live("a result round-trips exactly: hostile strings, nesting, numbers, booleans, null members", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const results: ReadonlyArray<unknown> = [
-          ...HOSTILE,
-          { nested: { list: [...HOSTILE.slice(0, 4), 1.5, -0.25, 1e21, true, false, null] }, "key \"with\" quotes": "v" },
-          [],
-          {},
-          0,
-          false
-        ]
-        const claims = yield* Effect.forEach(results, (_, i) => claimOne("result.kind", i))
-        // One batch, results in the claims' order.
-        expect(yield* repo.completeMany(claims.map((claim, i) => ({ claim, result: results[i] })))).toEqual(claims.map(() => true))
-        for (let i = 0; i < claims.length; i++) {
-          const done = yield* item(claims[i].id)
-          expect(done.state).toBe("done")
-          expect(done.result).toEqual(results[i])
-        }
-        // Undefined stores none; a claim alone too.
-        const [a, b] = [yield* claimOne("result.none"), yield* claimOne("result.none")]
-        expect(yield* repo.complete(a, undefined)).toBe(true)
-        expect(yield* repo.completeMany([b])).toEqual([true])
-        expect((yield* item(a.id)).result).toBeNull()
-        expect((yield* item(b.id)).result).toBeNull()
-      })))
-
-    it.live("a result that is not JSON or too large is an InvalidInput on result; nothing of the batch changes", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const ok = yield* claimOne("big")
-        const bad = yield* claimOne("big")
-        const tooLarge = yield* expectInvalid(
-          repo.completeMany([{ claim: ok, result: 1 }, { claim: bad, result: "x".repeat(2000) }]),
-          "result"
-        )
-        expect(tooLarge.reason).toMatch(/^completion 1: is larger than 1000 bytes as JSON$/)
-        yield* expectInvalid(repo.complete(bad, 10n), "result")
-        yield* expectInvalid(repo.complete(bad, { n: Number.NaN }), "result")
-        const cyclic: Record<string, unknown> = {}
-        cyclic.self = cyclic
-        yield* expectInvalid(repo.complete(bad, cyclic), "result")
-        // Both still running, their claims still good.
-        expect((yield* item(ok.id)).state).toBe("running")
-        expect((yield* item(bad.id)).state).toBe("running")
-        // Multi-byte text counts in bytes: 400 three-byte characters are 1,202 bytes as JSON.
-        yield* expectInvalid(repo.complete(bad, "日".repeat(400)), "result")
-        expect(yield* repo.completeMany([ok, { claim: bad, result: "x".repeat(990) }])).toEqual([true, true])
-        expect((yield* item(bad.id)).result).toBe("x".repeat(990))
-      }), { maxResultBytes: 1000 }))
-
-    it.live("each attempt's error is kept with its attempt, time and worker, hostile text exactly; the last 20", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const { id } = yield* repo.enqueue("flaky", {}, { maxAttempts: 100 })
-        const seen: Array<{ attempt: number; worker: string; error: string; low: number; high: number }> = []
-        const errors = [...HOSTILE, ...Array.from({ length: 15 }, (_, i) => `failure ${i}`)]
-        for (let i = 0; i < errors.length; i++) {
-          const worker = `w-${i % 3}`
-          const [claim] = yield* repo.claim({ worker, limit: 1, lease, kinds: ["flaky"] })
-          const low = yield* dbNow
-          expect(yield* repo.fail(claim, errors[i], { _tag: "Retry", delay: 0 })).toBe("retried")
-          const high = yield* dbNow
-          seen.push({ attempt: i + 1, worker, error: errors[i], low, high })
-        }
-        const stored = yield* item(id)
-        const last = seen.slice(-20)
-        expect(stored.errors.map((e) => [e.attempt, e.worker, e.error])).toEqual(last.map((e) => [e.attempt, e.worker, e.error]))
-        stored.errors.forEach((e, i) => expectAround(e.at, last[i].low, last[i].high, 50))
-        expect(stored.lastError).toBe(errors[errors.length - 1])
-        expect(stored.finishedAt).toBeNull()
-        // Dead at last: finished now, its final error the newest entry.
-        const [claim] = yield* repo.claim({ worker: "w-final", limit: 1, lease, kinds: ["flaky"] })
-        const before = yield* dbNow
-        expect(yield* repo.fail(claim, "Permanent: gone", { _tag: "Dead" })).toBe("dead")
-        const dead = yield* item(id)
-        expect(dead.errors).toHaveLength(20)
-        expect(dead.errors.at(-1)).toMatchObject({ attempt: errors.length + 1, worker: "w-final", error: "Permanent: gone" })
-        expect(dead.errors[0].error).toBe(last[1].error)
-        expectAround(dead.finishedAt!, before, yield* dbNow, 50)
-        expect(dead.claimedBy).toBeNull()
-      })))
-
-    it.live("cancelled by a person or its handler: finished now; a handler's cancel is an attempt error", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const waiting = yield* repo.enqueue("c", {})
-        const before = yield* dbNow
-        expect(yield* repo.cancel([waiting.id], { reason: "not needed" })).toEqual(["cancelled"])
-        const cancelled = yield* item(waiting.id)
-        expectAround(cancelled.finishedAt!, before, yield* dbNow, 50)
-        expect(cancelled.errors).toEqual([])
-        const claim = yield* claimOne("c2")
-        expect(yield* repo.fail(claim, "Cancel: the order was withdrawn", { _tag: "Cancel" })).toBe("cancelled")
-        const byHandler = yield* item(claim.id)
-        expect(byHandler.finishedAt).not.toBeNull()
-        expect(byHandler.errors.map((e) => [e.attempt, e.worker, e.error])).toEqual([[1, "history-w", "Cancel: the order was withdrawn"]])
-        // A finished item is left as it is by a cancel, a done one too.
-        const done = yield* claimOne("c3")
-        expect(yield* repo.complete(done)).toBe(true)
-        expect(yield* repo.cancel([done.id])).toEqual(["finished"])
-        expect((yield* item(done.id)).state).toBe("done")
-      })))
-
-    it.live("a retried dead item keeps its history: errors kept, finish time and result cleared; later attempts add to it", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const { id } = yield* repo.enqueue("doomed", { n: 1 }, { maxAttempts: 2 })
-        for (const error of ["first: it's \"bad\"", "second\nline"]) {
-          const [claim] = yield* repo.claim({ worker: "w1", limit: 1, lease, kinds: ["doomed"] })
-          yield* repo.fail(claim, error, { _tag: "Retry", delay: 0 })
-        }
-        const dead = yield* item(id)
-        expect(dead.state).toBe("dead")
-        expect(dead.finishedAt).not.toBeNull()
-        expect(yield* repo.retryDead({ ids: [id] })).toEqual([id])
-        const retried = yield* item(id)
-        expect(retried).toMatchObject({ state: "waiting", attempts: 0, finishedAt: null, result: null })
-        expect(retried.errors).toEqual(dead.errors)
-        const [claim] = yield* repo.claim({ worker: "w2", limit: 1, lease, kinds: ["doomed"] })
-        yield* repo.fail(claim, "third", { _tag: "Retry", delay: 0 })
-        const [again] = yield* repo.claim({ worker: "w3", limit: 1, lease, kinds: ["doomed"] })
-        expect(yield* repo.complete(again, { finally: "ok" })).toBe(true)
-        const done = yield* item(id)
-        expect(done).toMatchObject({ state: "done", result: { finally: "ok" }, claimedBy: "w3", attempts: 2 })
-        expect(done.errors.map((e) => [e.attempt, e.worker, e.error])).toEqual([
-          [1, "w1", "first: it's \"bad\""],
-          [2, "w1", "second\nline"],
-          [1, "w2", "third"]
-        ])
-      })))
+    resultsKept(backend)
+    errorsAndFinishes(backend)
   })
 }
 

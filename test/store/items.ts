@@ -12,175 +12,187 @@ import { getItem, storeContext } from "../support/store.js"
 
 const Repo = QueueRepo.QueueRepo
 
-const dedupe = (backend: Backend) => {
+const dedupeWhileWaitingOrRunning = (backend: Backend) => {
   const { run, lease } = storeContext(backend)
+  it.live("same kind and key while waiting: Deduplicated with the waiting id; another kind is separate", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const first = yield* repo.enqueue("mirror.refresh", { n: 1 }, { key: "repo-7" })
+      expect(first._tag).toBe("Enqueued")
+      const second = yield* repo.enqueue("mirror.refresh", { n: 2 }, { key: "repo-7", priority: 9 })
+      expect(second).toEqual({ _tag: "Deduplicated", id: first.id })
+      const other = yield* repo.enqueue("email.send", { n: 3 }, { key: "repo-7" })
+      expect(other._tag).toBe("Enqueued")
+      expect(other.id).not.toBe(first.id)
+      const unkeyed = yield* repo.enqueue("mirror.refresh", { n: 4 })
+      expect(unkeyed._tag).toBe("Enqueued")
+      expect(yield* countAll).toBe(3)
+      // The waiting item is kept as it was.
+      expect(yield* getItem(first.id)).toMatchObject({ payload: { n: 1 }, priority: 0 })
+    })))
+
+  it.live("an enqueue while the keyed item RUNS is kept, and runs after it (not beside it)", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const first = yield* repo.enqueue("mirror.refresh", { push: 1 }, { key: "repo-7" })
+      const [running] = yield* repo.claim({ worker: "w1", limit: 10, lease })
+      expect(running.id).toBe(first.id)
+      const second = yield* repo.enqueue("mirror.refresh", { push: 2 }, { key: "repo-7" })
+      expect(second._tag).toBe("Enqueued")
+      expect(second.id).not.toBe(first.id)
+      // A third enqueue finds the waiting twin.
+      expect(yield* repo.enqueue("mirror.refresh", { push: 3 }, { key: "repo-7" })).toEqual({
+        _tag: "Deduplicated",
+        id: second.id
+      })
+      // Not claimable while the running one holds a live lease (an unrelated item is).
+      const other = yield* repo.enqueue("mirror.refresh", { other: true }, { key: "repo-8" })
+      expect((yield* repo.claim({ worker: "w2", limit: 10, lease })).map((c) => c.id)).toEqual([other.id])
+      expect(yield* repo.claim({ worker: "w2", limit: 10, lease })).toEqual([])
+      // Extending the running one keeps it blocked.
+      expect(yield* repo.extend(running, "1 minute")).toBe(true)
+      expect(yield* repo.claim({ worker: "w2", limit: 10, lease })).toEqual([])
+      expect(yield* repo.complete(running)).toBe(true)
+      const [next] = yield* repo.claim({ worker: "w2", limit: 10, lease })
+      expect(next.id).toBe(second.id)
+      expect(JSON.parse(next.payloadJson)).toEqual({ push: 2 })
+    })))
+
+  it.live("a waiting twin of a running item whose lease ran out is due", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.enqueue("mirror.refresh", 1, { key: "k" })
+      const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
+      const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k", priority: 5 })
+      expect(yield* repo.claim({ worker: "w2", limit: 1, lease })).toEqual([])
+      yield* expireLease(running.id)
+      const [got] = yield* repo.claim({ worker: "w2", limit: 1, lease })
+      expect(got.id).toBe(twin.id)
+    })))
+}
+
+const dedupeAndTwins = (backend: Backend) => {
+  const { run, lease } = storeContext(backend)
+  it.live("a failed keyed item going back to waiting while a twin waits is absorbed", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const first = yield* repo.enqueue("mirror.refresh", 1, { key: "k" })
+      const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
+      const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k" })
+      expect(yield* repo.fail(running, "oops", { _tag: "Retry", delay: "1 second" })).toBe("absorbed")
+      expect(yield* repo.get(first.id)).toEqual(Option.none())
+      expect(yield* countAll).toBe(1)
+      expect(yield* countState("waiting")).toBe(1)
+      expect((yield* getItem(twin.id)).state).toBe("waiting")
+      // The outcome is final: the stale claim changes nothing more.
+      expect(yield* repo.fail(running, "oops", { _tag: "Retry", delay: 0 })).toBe("stale")
+    })))
+
+  it.live("a failed keyed item going dead while a twin waits is dead (a dead item holds no key)", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.enqueue("mirror.refresh", 1, { key: "k", maxAttempts: 1 })
+      const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
+      const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k" })
+      expect(yield* repo.fail(running, "oops", { _tag: "Retry", delay: 0 })).toBe("dead")
+      expect((yield* getItem(running.id)).state).toBe("dead")
+      expect((yield* getItem(twin.id)).state).toBe("waiting")
+    })))
+
+  it.live("a released keyed item while a twin waits is absorbed", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const first = yield* repo.enqueue("mirror.refresh", 1, { key: "k" })
+      const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
+      const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k" })
+      expect(yield* repo.release(running)).toBe("absorbed")
+      expect(yield* repo.get(first.id)).toEqual(Option.none())
+      expect(yield* countAll).toBe(1)
+      expect((yield* getItem(twin.id)).state).toBe("waiting")
+    })))
+
+  it.live("two running twins failed or released in one batch: the first waits, the second is absorbed", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      // Two running items with one key: the first's lease ran out, so its twin became due.
+      const make = Effect.gen(function*() {
+        const a = yield* repo.enqueue("mirror.refresh", "a", { key: "k" })
+        const [ca] = yield* repo.claim({ worker: "w1", limit: 1, lease })
+        expect(ca.id).toBe(a.id)
+        const b = yield* repo.enqueue("mirror.refresh", "b", { key: "k", priority: 5 })
+        yield* expireLease(a.id)
+        const [cb] = yield* repo.claim({ worker: "w2", limit: 1, lease })
+        expect(cb.id).toBe(b.id)
+        const [ca2] = yield* repo.claim({ worker: "w2", limit: 1, lease })
+        expect(ca2.id).toBe(a.id)
+        return [ca2, cb] as const
+      })
+      const [fa, fb] = yield* make
+      expect(yield* repo.failMany([
+        { claim: fa, error: "e", next: { _tag: "Retry", delay: 0 } },
+        { claim: fb, error: "e", next: { _tag: "Retry", delay: 0 } }
+      ])).toEqual(["retried", "absorbed"])
+      expect(yield* countAll).toBe(1)
+      expect((yield* getItem(fa.id)).state).toBe("waiting")
+      expect(yield* repo.get(fb.id)).toEqual(Option.none())
+      // Finish the waiting one (kept as done: it holds no key), then the same with release.
+      const [left] = yield* repo.claim({ worker: "w", limit: 1, lease })
+      expect(yield* repo.complete(left)).toBe(true)
+      const [ra, rb] = yield* make
+      expect(yield* repo.releaseMany([ra, rb])).toEqual(["released", "absorbed"])
+      expect(yield* countState("waiting")).toBe(1)
+      expect(yield* countState("done")).toBe(1)
+      expect(yield* countAll).toBe(2)
+      expect(yield* getItem(ra.id)).toMatchObject({ state: "waiting" })
+    })))
+}
+
+const dedupeInABatch = (backend: Backend) => {
+  const { run } = storeContext(backend)
+  it.live("enqueueMany with duplicates in the batch: per-item results in input order", () =>
+    run(Effect.gen(function*() {
+      const repo = yield* Repo
+      const held = yield* repo.enqueue("mirror.refresh", "held", { key: "held" })
+      const results = yield* repo.enqueueMany([
+        { kind: "mirror.refresh", payload: 0, key: "k" },
+        { kind: "mirror.refresh", payload: 1 },
+        { kind: "mirror.refresh", payload: 2, key: "k" },
+        { kind: "email.send", payload: 3, key: "k" },
+        { kind: "mirror.refresh", payload: 4, key: "held" },
+        { kind: "mirror.refresh", payload: 5, key: "k2" },
+        { kind: "email.send", payload: 6, key: "k" },
+        { kind: "mirror.refresh", payload: 7, key: "k" }
+      ])
+      expect(results.map((r) => r._tag)).toEqual([
+        "Enqueued",
+        "Enqueued",
+        "Deduplicated",
+        "Enqueued",
+        "Deduplicated",
+        "Enqueued",
+        "Deduplicated",
+        "Deduplicated"
+      ])
+      expect(results[2].id).toBe(results[0].id)
+      expect(results[4].id).toBe(held.id)
+      expect(results[6].id).toBe(results[3].id)
+      expect(results[7].id).toBe(results[0].id)
+      const ids = [results[0].id, results[1].id, results[3].id, results[5].id]
+      expect(new Set([...ids, held.id]).size).toBe(5)
+      // Ids follow input order; each row holds its own payload.
+      expect([...ids].sort((a, b) => a - b)).toEqual(ids)
+      for (const [index, id] of [[0, ids[0]], [1, ids[1]], [3, ids[2]], [5, ids[3]]]) {
+        expect((yield* getItem(id)).payload).toBe(index)
+      }
+      expect(yield* countAll).toBe(5)
+    })))
+}
+
+const dedupe = (backend: Backend) => {
   describe("dedupe", () => {
-    it.live("same kind and key while waiting: Deduplicated with the waiting id; another kind is separate", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const first = yield* repo.enqueue("mirror.refresh", { n: 1 }, { key: "repo-7" })
-        expect(first._tag).toBe("Enqueued")
-        const second = yield* repo.enqueue("mirror.refresh", { n: 2 }, { key: "repo-7", priority: 9 })
-        expect(second).toEqual({ _tag: "Deduplicated", id: first.id })
-        const other = yield* repo.enqueue("email.send", { n: 3 }, { key: "repo-7" })
-        expect(other._tag).toBe("Enqueued")
-        expect(other.id).not.toBe(first.id)
-        const unkeyed = yield* repo.enqueue("mirror.refresh", { n: 4 })
-        expect(unkeyed._tag).toBe("Enqueued")
-        expect(yield* countAll).toBe(3)
-        // The waiting item is kept as it was.
-        expect(yield* getItem(first.id)).toMatchObject({ payload: { n: 1 }, priority: 0 })
-      })))
-
-    it.live("an enqueue while the keyed item RUNS is kept, and runs after it (not beside it)", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const first = yield* repo.enqueue("mirror.refresh", { push: 1 }, { key: "repo-7" })
-        const [running] = yield* repo.claim({ worker: "w1", limit: 10, lease })
-        expect(running.id).toBe(first.id)
-        const second = yield* repo.enqueue("mirror.refresh", { push: 2 }, { key: "repo-7" })
-        expect(second._tag).toBe("Enqueued")
-        expect(second.id).not.toBe(first.id)
-        // A third enqueue finds the waiting twin.
-        expect(yield* repo.enqueue("mirror.refresh", { push: 3 }, { key: "repo-7" })).toEqual({
-          _tag: "Deduplicated",
-          id: second.id
-        })
-        // Not claimable while the running one holds a live lease (an unrelated item is).
-        const other = yield* repo.enqueue("mirror.refresh", { other: true }, { key: "repo-8" })
-        expect((yield* repo.claim({ worker: "w2", limit: 10, lease })).map((c) => c.id)).toEqual([other.id])
-        expect(yield* repo.claim({ worker: "w2", limit: 10, lease })).toEqual([])
-        // Extending the running one keeps it blocked.
-        expect(yield* repo.extend(running, "1 minute")).toBe(true)
-        expect(yield* repo.claim({ worker: "w2", limit: 10, lease })).toEqual([])
-        expect(yield* repo.complete(running)).toBe(true)
-        const [next] = yield* repo.claim({ worker: "w2", limit: 10, lease })
-        expect(next.id).toBe(second.id)
-        expect(JSON.parse(next.payloadJson)).toEqual({ push: 2 })
-      })))
-
-    it.live("a waiting twin of a running item whose lease ran out is due", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        yield* repo.enqueue("mirror.refresh", 1, { key: "k" })
-        const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
-        const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k", priority: 5 })
-        expect(yield* repo.claim({ worker: "w2", limit: 1, lease })).toEqual([])
-        yield* expireLease(running.id)
-        const [got] = yield* repo.claim({ worker: "w2", limit: 1, lease })
-        expect(got.id).toBe(twin.id)
-      })))
-
-    it.live("a failed keyed item going back to waiting while a twin waits is absorbed", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const first = yield* repo.enqueue("mirror.refresh", 1, { key: "k" })
-        const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
-        const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k" })
-        expect(yield* repo.fail(running, "oops", { _tag: "Retry", delay: "1 second" })).toBe("absorbed")
-        expect(yield* repo.get(first.id)).toEqual(Option.none())
-        expect(yield* countAll).toBe(1)
-        expect(yield* countState("waiting")).toBe(1)
-        expect((yield* getItem(twin.id)).state).toBe("waiting")
-        // The outcome is final: the stale claim changes nothing more.
-        expect(yield* repo.fail(running, "oops", { _tag: "Retry", delay: 0 })).toBe("stale")
-      })))
-
-    it.live("a failed keyed item going dead while a twin waits is dead (a dead item holds no key)", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        yield* repo.enqueue("mirror.refresh", 1, { key: "k", maxAttempts: 1 })
-        const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
-        const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k" })
-        expect(yield* repo.fail(running, "oops", { _tag: "Retry", delay: 0 })).toBe("dead")
-        expect((yield* getItem(running.id)).state).toBe("dead")
-        expect((yield* getItem(twin.id)).state).toBe("waiting")
-      })))
-
-    it.live("a released keyed item while a twin waits is absorbed", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const first = yield* repo.enqueue("mirror.refresh", 1, { key: "k" })
-        const [running] = yield* repo.claim({ worker: "w1", limit: 1, lease })
-        const twin = yield* repo.enqueue("mirror.refresh", 2, { key: "k" })
-        expect(yield* repo.release(running)).toBe("absorbed")
-        expect(yield* repo.get(first.id)).toEqual(Option.none())
-        expect(yield* countAll).toBe(1)
-        expect((yield* getItem(twin.id)).state).toBe("waiting")
-      })))
-
-    it.live("two running twins failed or released in one batch: the first waits, the second is absorbed", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        // Two running items with one key: the first's lease ran out, so its twin became due.
-        const make = Effect.gen(function*() {
-          const a = yield* repo.enqueue("mirror.refresh", "a", { key: "k" })
-          const [ca] = yield* repo.claim({ worker: "w1", limit: 1, lease })
-          expect(ca.id).toBe(a.id)
-          const b = yield* repo.enqueue("mirror.refresh", "b", { key: "k", priority: 5 })
-          yield* expireLease(a.id)
-          const [cb] = yield* repo.claim({ worker: "w2", limit: 1, lease })
-          expect(cb.id).toBe(b.id)
-          const [ca2] = yield* repo.claim({ worker: "w2", limit: 1, lease })
-          expect(ca2.id).toBe(a.id)
-          return [ca2, cb] as const
-        })
-        const [fa, fb] = yield* make
-        expect(yield* repo.failMany([
-          { claim: fa, error: "e", next: { _tag: "Retry", delay: 0 } },
-          { claim: fb, error: "e", next: { _tag: "Retry", delay: 0 } }
-        ])).toEqual(["retried", "absorbed"])
-        expect(yield* countAll).toBe(1)
-        expect((yield* getItem(fa.id)).state).toBe("waiting")
-        expect(yield* repo.get(fb.id)).toEqual(Option.none())
-        // Finish the waiting one (kept as done: it holds no key), then the same with release.
-        const [left] = yield* repo.claim({ worker: "w", limit: 1, lease })
-        expect(yield* repo.complete(left)).toBe(true)
-        const [ra, rb] = yield* make
-        expect(yield* repo.releaseMany([ra, rb])).toEqual(["released", "absorbed"])
-        expect(yield* countState("waiting")).toBe(1)
-        expect(yield* countState("done")).toBe(1)
-        expect(yield* countAll).toBe(2)
-        expect(yield* getItem(ra.id)).toMatchObject({ state: "waiting" })
-      })))
-
-    it.live("enqueueMany with duplicates in the batch: per-item results in input order", () =>
-      run(Effect.gen(function*() {
-        const repo = yield* Repo
-        const held = yield* repo.enqueue("mirror.refresh", "held", { key: "held" })
-        const results = yield* repo.enqueueMany([
-          { kind: "mirror.refresh", payload: 0, key: "k" },
-          { kind: "mirror.refresh", payload: 1 },
-          { kind: "mirror.refresh", payload: 2, key: "k" },
-          { kind: "email.send", payload: 3, key: "k" },
-          { kind: "mirror.refresh", payload: 4, key: "held" },
-          { kind: "mirror.refresh", payload: 5, key: "k2" },
-          { kind: "email.send", payload: 6, key: "k" },
-          { kind: "mirror.refresh", payload: 7, key: "k" }
-        ])
-        expect(results.map((r) => r._tag)).toEqual([
-          "Enqueued",
-          "Enqueued",
-          "Deduplicated",
-          "Enqueued",
-          "Deduplicated",
-          "Enqueued",
-          "Deduplicated",
-          "Deduplicated"
-        ])
-        expect(results[2].id).toBe(results[0].id)
-        expect(results[4].id).toBe(held.id)
-        expect(results[6].id).toBe(results[3].id)
-        expect(results[7].id).toBe(results[0].id)
-        const ids = [results[0].id, results[1].id, results[3].id, results[5].id]
-        expect(new Set([...ids, held.id]).size).toBe(5)
-        // Ids follow input order; each row holds its own payload.
-        expect([...ids].sort((a, b) => a - b)).toEqual(ids)
-        for (const [index, id] of [[0, ids[0]], [1, ids[1]], [3, ids[2]], [5, ids[3]]]) {
-          expect((yield* getItem(id)).payload).toBe(index)
-        }
-        expect(yield* countAll).toBe(5)
-      })))
+    dedupeWhileWaitingOrRunning(backend)
+    dedupeAndTwins(backend)
+    dedupeInABatch(backend)
   })
 }
 
