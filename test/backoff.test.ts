@@ -1,7 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Random, Schedule } from "effect"
 import { Backoff } from "../src/index.js"
-import { backoffDelays } from "./conformance/runtime.js"
+
+/** Pure backoff: tested with a fixed random source. */
+const backoffDelays = (policy: Backoff.Policy, random: number, attempts: number) =>
+  Array.from({ length: attempts }, (_, i) => Duration.toMillis(policy(i + 1, random)))
 
 describe("backoff", () => {
   it("the default is the reference's schedule, 30 s doubling to 1 h, with equal jitter", () => {

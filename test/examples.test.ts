@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { runNode } from "./cli.support.js"
+import { runNode } from "./support/cli.js"
 import { freshPgDatabase, pgAvailable } from "./support/db.js"
 
 // Each example as `npx tsx examples/<name>.ts` runs it: node with tsx's loader.

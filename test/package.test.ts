@@ -16,7 +16,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { promisify } from "node:util"
-import { ROOT, runNode } from "./cli.support.js"
+import { ROOT, runNode } from "./support/cli.js"
 
 const run = promisify(execFile)
 const manifest = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"))

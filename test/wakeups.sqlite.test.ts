@@ -16,7 +16,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Docket, Handler, QueueRepo, Worker } from "../src/index.js"
 import * as SqliteWatch from "../src/internal/sqliteWatch.js"
-import { DOCKET_URL, docket } from "./cli.support.js"
+import { DOCKET_URL, docket } from "./support/cli.js"
 import { startWorker, stopWorker, waitFor } from "./reliability/support.js"
 
 const POLL = "60 seconds"

@@ -34,7 +34,7 @@ import * as Docket from "../../src/Docket.js"
 import { StorageError } from "../../src/Errors.js"
 import * as DirectPool from "../../src/internal/directPool.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { BIN, ROOT } from "../cli.support.js"
+import { BIN, ROOT } from "../support/cli.js"
 import { freshDir } from "../support/db.js"
 import { readRuns } from "./controlRuns.js"
 import {

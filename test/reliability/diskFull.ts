@@ -25,7 +25,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { StorageError } from "../../src/Errors.js"
 import { STORAGE_LOG_PERIOD_MS } from "../../src/internal/worker/events.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { docket } from "../cli.support.js"
+import { docket } from "../support/cli.js"
 import { repoLayer } from "../support/db.js"
 import { delay, fixture, killWorker, report, startWorker, stopWorker, waitFor, type WorkerProcess } from "./support.js"
 

@@ -24,7 +24,7 @@ import { InvalidInput } from "../../src/Errors.js"
 import * as Handler from "../../src/Handler.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import * as Worker from "../../src/Worker.js"
-import { docketAll } from "../cli.support.js"
+import { docketAll } from "../support/cli.js"
 import { type Backend, freshDir, freshPgDatabase, pgAvailable, pgBackend, repoLayer, sqliteBackend } from "../support/db.js"
 import { report } from "./support.js"
 

@@ -26,7 +26,7 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { docket } from "../cli.support.js"
+import { docket } from "../support/cli.js"
 import { freshDir, freshPgDatabase, pgAvailable } from "../support/db.js"
 import { delay, fixture, killWorker, report, startWorker, stopWorker, waitFor, type WorkerProcess } from "./support.js"
 

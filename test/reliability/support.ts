@@ -15,7 +15,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import pg from "pg"
-import { BIN, ROOT } from "../cli.support.js"
+import { BIN, ROOT } from "../support/cli.js"
 import { IN_CI } from "../support/db.js"
 
 export { IN_CI }

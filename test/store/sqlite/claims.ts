@@ -1,0 +1,161 @@
+/**
+ * SQLite only, the claim: its synchronous level and its plan.
+ * Registered by test/store/sqlite.test.ts.
+ */
+import { SqlClient } from "@effect/sql"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import Sqlite from "better-sqlite3"
+import { Effect, Layer, Option } from "effect"
+import { Database, QueueRepo } from "../../../src/index.js"
+import * as Claim from "../../../src/internal/sql/claimAcquire.js"
+import type { Backend } from "../../support/db.js"
+
+// Claims commit with synchronous = NORMAL (src/internal/sql/claimAcquire.ts says why);
+// everything else keeps the configured level. The statements better-sqlite3
+// runs are recorded in order (its statement methods wrapped, for these tests).
+const synchronousLevel = (backend: Backend) =>
+  describe("QueueRepo on SQLite: the claim's synchronous level", () => {
+    const ran: Array<string> = []
+    const proto = Object.getPrototypeOf(new Sqlite(":memory:").prepare("SELECT 1")) as Record<string, Function>
+    const originals = Object.fromEntries(["all", "get", "run", "iterate"].map((m) => [m, proto[m]]))
+    beforeAll(() => {
+      for (const [method, original] of Object.entries(originals)) {
+        proto[method] = function(this: { source: string }, ...args: Array<unknown>) {
+          ran.push(this.source.trim().split(/\s+/).slice(0, 4).join(" "))
+          return original.apply(this, args)
+        }
+      }
+    })
+    afterAll(() => Object.assign(proto, originals))
+
+    const level = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<{ synchronous: number }>("PRAGMA synchronous")).pipe(
+      Effect.map((rows) => rows[0].synchronous)
+    )
+    const claim = Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.claim({ worker: "w", limit: 10, lease: "1 minute" }))
+    /**
+     * The statements around the claim's two (its read of the kinds' controls,
+     * then its UPDATE): the one before the first and the one after the last.
+     */
+    const aroundClaim = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.gen(function*() {
+        ran.length = 0
+        const result = yield* Effect.either(effect)
+        const first = ran.findIndex((text) => text.startsWith("SELECT k.kind, k.paused,"))
+        const last = ran.findIndex((text) => text.startsWith("WITH controlled AS ("))
+        expect(first).toBeGreaterThanOrEqual(0)
+        expect(last).toBe(first + 1)
+        return { result, before: ran[first - 1], after: ran[last + 1] }
+      })
+    const withRepo = <A, E>(
+      options: Database.Options,
+      body: Effect.Effect<A, E, QueueRepo.QueueRepo | SqlClient.SqlClient>
+    ) =>
+      Effect.flatMap(Effect.promise(() => backend.fresh()), (url) =>
+        Effect.provide(body, QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, options)))))
+
+    it.effect("a claim runs at NORMAL and the configured level is back after it, after a failed claim too", () =>
+      withRepo({}, Effect.gen(function*() {
+        const repo = yield* QueueRepo.QueueRepo
+        expect(yield* level).toBe(2) // FULL, Docket's default
+        yield* repo.enqueue("k", 1)
+        const ok = yield* aroundClaim(claim)
+        expect(ok.result._tag === "Right" && ok.result.right).toHaveLength(1)
+        expect([ok.before, ok.after]).toEqual(["PRAGMA synchronous = NORMAL", "PRAGMA synchronous = 2"])
+        expect(yield* level).toBe(2)
+        // The enqueue ran at FULL: nothing set NORMAL before it.
+        ran.length = 0
+        yield* repo.enqueue("k", 2)
+        expect(ran.some((text) => text.includes("NORMAL"))).toBe(false)
+        // A claim that fails (its table is gone) still sets the level back.
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe("ALTER TABLE docket_items RENAME TO docket_items_gone")
+        ran.length = 0
+        const failed = yield* Effect.either(claim)
+        expect(failed._tag).toBe("Left")
+        expect(ran.at(-1)).toBe("PRAGMA synchronous = 2")
+        expect(yield* level).toBe(2)
+      })))
+
+    it.effect("no change when the configured level is NORMAL, nor outside WAL mode", () =>
+      Effect.gen(function*() {
+        yield* withRepo({ sqliteSynchronous: "normal" }, Effect.gen(function*() {
+          yield* Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue("k", 1))
+          const { before, after, result } = yield* aroundClaim(claim)
+          expect(result._tag === "Right" && result.right).toHaveLength(1)
+          expect([before, after]).not.toContain("PRAGMA synchronous = NORMAL")
+          expect(yield* level).toBe(1)
+        }))
+        yield* withRepo({}, Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.unsafe("PRAGMA journal_mode = DELETE")
+          yield* Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue("k", 1))
+          const { result } = yield* aroundClaim(claim)
+          expect(result._tag === "Right" && result.right).toHaveLength(1)
+          expect(ran.some((text) => text.includes("NORMAL"))).toBe(false)
+          expect(yield* level).toBe(2)
+        }))
+      }))
+
+    it.effect("a claim inside the caller's transaction runs in it, and is undone with it", () =>
+      withRepo({}, Effect.gen(function*() {
+        const repo = yield* QueueRepo.QueueRepo
+        const sql = yield* SqlClient.SqlClient
+        const { id } = yield* repo.enqueue("k", 1)
+        const inside = yield* Effect.either(sql.withTransaction(Effect.zipRight(claim, Effect.fail("undo" as const))))
+        expect(inside._tag).toBe("Left")
+        expect(Option.getOrUndefined(yield* repo.get(id))).toMatchObject({ state: "waiting", attempts: 0 })
+        const { result } = yield* aroundClaim(sql.withTransaction(claim))
+        expect(result._tag === "Right" && result.right).toHaveLength(1)
+        expect(ran.some((text) => text.includes("NORMAL"))).toBe(false)
+        expect(yield* level).toBe(2)
+      })))
+  })
+
+// migrations/sqlite/0013_claim_skip_scan.sql: the claim walks its index a
+// priority at a time (a skip-scan) and never through the items not yet due.
+// Read from the plan, not timed: without the statistic the plan is a SCAN of
+// the whole index (an empty claim over 1,000,000 items not yet due took 54 ms,
+// with it 0.15 ms; docs/benchmarks.md).
+const claimPlan = (backend: Backend) =>
+  describe("QueueRepo on SQLite: the claim's plan", () => {
+    const planOf = (file: string) => {
+      const db = new Sqlite(file, { readonly: true })
+      try {
+        // Numbered parameters as the runner binds them (src/internal/sql/db.ts).
+        const order: Array<number> = []
+        const text = Claim.sqlite.replace(/\?(\d+)/g, (_, n: string) => {
+          order.push(Number(n) - 1)
+          return "?"
+        })
+        const params = ["w", 10, 60_000, null, 1]
+        return (db.prepare(`EXPLAIN QUERY PLAN ${text}`).all(...order.map((i) => params[i])) as Array<{ detail: string }>)
+          .map((r) => r.detail)
+          .filter((detail) => detail.includes("docket_items_claim"))
+      } finally {
+        db.close()
+      }
+    }
+
+    it.effect("skips by priority to the due items, on a new file and after the upgrade from 0012", () =>
+      Effect.gen(function*() {
+        const fresh = yield* Effect.promise(() => backend.fresh())
+        yield* Effect.provide(Effect.void, Database.layer(fresh))
+        expect(planOf(fresh)).toEqual(["SEARCH i USING INDEX docket_items_claim (ANY(priority) AND run_at<?)"])
+
+        // A file at 0012 (no statistic) plans a SCAN; the upgrade gives it the statistic.
+        const old = yield* Effect.promise(() => backend.fresh())
+        yield* Effect.provide(Effect.void, Database.layer(old))
+        const db = new Sqlite(old)
+        db.exec("DELETE FROM sqlite_stat1; DELETE FROM docket_migrations WHERE migration_id >= 13")
+        db.close()
+        expect(planOf(old)).toEqual(["SCAN i USING INDEX docket_items_claim"])
+        yield* Effect.provide(Effect.void, Database.layer(old))
+        expect(planOf(old)).toEqual(["SEARCH i USING INDEX docket_items_claim (ANY(priority) AND run_at<?)"])
+      }))
+  })
+
+/** Registers these tests for the SQLite backend. */
+export const sqliteClaimsTests = (backend: Backend) => {
+  synchronousLevel(backend)
+  claimPlan(backend)
+}
