@@ -3,7 +3,7 @@ import { Deferred, Effect, Fiber } from "effect"
 import type { Claim } from "../../src/Domain.js"
 import * as Cancels from "../../src/internal/worker/cancels.js"
 import { PoolState, type Running, type Slot } from "../../src/internal/worker/state.js"
-import { claimed, cleanup, freshRepo } from "./support.js"
+import { claimed, cleanup, freshRepo } from "../support/worker.js"
 
 afterAll(cleanup)
 

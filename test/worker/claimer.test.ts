@@ -15,7 +15,7 @@ import { Prefetch } from "../../src/internal/worker/prefetch.js"
 import * as Recorder from "../../src/internal/worker/recorder.js"
 import { PoolState } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { cleanup, freshRepo, makePublisher, runOf } from "./support.js"
+import { cleanup, freshRepo, makePublisher, runOf } from "../support/worker.js"
 
 afterAll(cleanup)
 

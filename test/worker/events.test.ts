@@ -10,7 +10,7 @@ import type { Claim } from "../../src/Domain.js"
 import type { Tag } from "../../src/Events.js"
 import { StorageError } from "../../src/Errors.js"
 import { STORAGE_LOG_PERIOD_MS, StorageErrorLog } from "../../src/internal/worker/events.js"
-import { makePublisher } from "./support.js"
+import { makePublisher } from "../support/worker.js"
 
 const full = new StorageError({ operation: "claim", cause: new Error("database or disk is full") })
 

@@ -14,7 +14,7 @@ import * as Handlers from "../../src/internal/worker/handlers.js"
 import * as Recorder from "../../src/internal/worker/recorder.js"
 import { PoolState, type Running } from "../../src/internal/worker/state.js"
 import { Cancel, Retry, Snooze } from "../../src/Outcome.js"
-import { cleanup, freshRepo, makePublisher, row, runOf } from "./support.js"
+import { cleanup, freshRepo, makePublisher, row, runOf } from "../support/worker.js"
 
 afterAll(cleanup)
 

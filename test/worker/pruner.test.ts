@@ -10,7 +10,7 @@ import { Effect, Fiber, Queue, TestClock } from "effect"
 import * as Pruner from "../../src/internal/worker/pruner.js"
 import { PoolState } from "../../src/internal/worker/state.js"
 import { PRUNE_BATCH } from "../../src/internal/store/history.js"
-import { cleanup, countRows, freshRepo, makePublisher } from "./support.js"
+import { cleanup, countRows, freshRepo, makePublisher } from "../support/worker.js"
 
 afterAll(cleanup)
 

@@ -6,7 +6,7 @@ import { Budget } from "../../src/internal/worker/bounded.js"
 import * as Recorder from "../../src/internal/worker/recorder.js"
 import { PoolState } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { claimed, cleanup, countRows, freshRepo, makePublisher, row, withLogLines } from "./support.js"
+import { claimed, cleanup, countRows, freshRepo, makePublisher, row, withLogLines } from "../support/worker.js"
 
 afterAll(cleanup)
 

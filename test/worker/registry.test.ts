@@ -4,7 +4,7 @@ import { Budget, SHUTDOWN_DB_MS } from "../../src/internal/worker/bounded.js"
 import * as Config from "../../src/internal/worker/config.js"
 import * as Registry from "../../src/internal/worker/registry.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { cleanup, freshRepo, makePublisher } from "./support.js"
+import { cleanup, freshRepo, makePublisher } from "../support/worker.js"
 
 afterAll(cleanup)
 

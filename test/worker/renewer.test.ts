@@ -4,7 +4,7 @@ import type { Claim } from "../../src/Domain.js"
 import * as Renewer from "../../src/internal/worker/renewer.js"
 import type { Running } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
-import { claimed, cleanup, freshRepo, makePublisher, row, runOf } from "./support.js"
+import { claimed, cleanup, freshRepo, makePublisher, row, runOf } from "../support/worker.js"
 
 afterAll(cleanup)
 

@@ -16,7 +16,7 @@ import { LateBound } from "../../src/internal/worker/part.js"
 import * as Recorder from "../../src/internal/worker/recorder.js"
 import * as Slots from "../../src/internal/worker/slots.js"
 import { PoolState, type Running } from "../../src/internal/worker/state.js"
-import { cleanup, freshRepo, makePublisher, row } from "./support.js"
+import { cleanup, freshRepo, makePublisher, row } from "../support/worker.js"
 
 afterAll(cleanup)
 

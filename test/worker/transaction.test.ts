@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
 import * as Transaction from "../../src/internal/transaction.js"
-import { cleanup, freshRepo } from "./support.js"
+import { cleanup, freshRepo } from "../support/worker.js"
 
 afterAll(cleanup)
 

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Budget } from "../../src/internal/worker/bounded.js"
 import * as Wakeup from "../../src/internal/worker/wakeup.js"
-import { claimed, cleanup, freshRepo } from "./support.js"
+import { claimed, cleanup, freshRepo } from "../support/worker.js"
 
 afterAll(cleanup)
 

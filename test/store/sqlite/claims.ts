@@ -8,6 +8,7 @@ import Sqlite from "better-sqlite3"
 import { Effect, Layer, Option } from "effect"
 import { Database, QueueRepo } from "../../../src/index.js"
 import * as Claim from "../../../src/internal/sql/claimAcquire.js"
+import * as Db from "../../../src/internal/sql/db.js"
 import type { Backend } from "../../support/db.js"
 
 // Claims commit with synchronous = NORMAL (src/internal/sql/claimAcquire.ts says why);
@@ -121,14 +122,9 @@ const claimPlan = (backend: Backend) =>
     const planOf = (file: string) => {
       const db = new Sqlite(file, { readonly: true })
       try {
-        // Numbered parameters as the runner binds them (src/internal/sql/db.ts).
-        const order: Array<number> = []
-        const text = Claim.sqlite.replace(/\?(\d+)/g, (_, n: string) => {
-          order.push(Number(n) - 1)
-          return "?"
-        })
-        const params = ["w", 10, 60_000, null, 1]
-        return (db.prepare(`EXPLAIN QUERY PLAN ${text}`).all(...order.map((i) => params[i])) as Array<{ detail: string }>)
+        // Numbered parameters bound as the runner binds them.
+        const { params, text } = Db.compiled(Claim.sqlite, ["w", 10, 60_000, null, 1])
+        return (db.prepare(`EXPLAIN QUERY PLAN ${text}`).all(...params) as Array<{ detail: string }>)
           .map((r) => r.detail)
           .filter((detail) => detail.includes("docket_items_claim"))
       } finally {

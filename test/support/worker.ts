@@ -9,7 +9,7 @@ import * as Events from "../../src/internal/worker/events.js"
 import { PoolState, type Running, type Slot } from "../../src/internal/worker/state.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import * as Wakeups from "../../src/Wakeups.js"
-import { repoLayer, sqliteBackend } from "../support/db.js"
+import { repoLayer, sqliteBackend } from "./db.js"
 
 const backend = sqliteBackend()
 export const cleanup = () => backend.cleanup()
