@@ -105,7 +105,8 @@ export const pgSchema = async (adminUrl: string): Promise<string> => {
           `Use the pg_dump of PostgreSQL ${server} (on PATH, or set DOCKET_PG_DUMP to it)`
       )
     }
-    await admin.query(`CREATE DATABASE ${name}`)
+    // template0: what a server image added to template1 is not the migrations' schema.
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE template0`)
     const url = new URL(adminUrl)
     url.pathname = `/${name}`
     await migrate(url.toString())

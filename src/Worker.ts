@@ -157,7 +157,6 @@ interface Pool {
  * - claimer: stop claiming; the claim in flight ends first, up to 5 s (one
  *   cut off mid-statement could lease items nobody holds); no item starts
  *   from here on;
- * - wake-up: close the LISTEN connection (nobody waits on it now);
  * - slots: give the prefetched items back, let running items finish for up
  *   to the grace, then interrupt them (their interruption releases their
  *   leases, attempt not counted);
@@ -165,8 +164,13 @@ interface Pool {
  * - registry: leave the live-workers table, only now (until its outcomes are
  *   written the pool still holds work);
  * - renewer: stop renewing (it kept the unwritten outcomes' leases);
- * - cancels: after the grace (a cancel heard while items finish still stops
- *   its run);
+ * - wake-up: close the LISTEN connection and this process's cancel
+ *   registration, only after the grace: they carry the cancel notices (a
+ *   cancel heard while items finish still stops its run; closed before the
+ *   slots, as until 2026-12-06, a run cancelled during the grace ran on
+ *   until its next renewal or the grace's end). The claimer, stopped, no
+ *   longer waits on its wake-ups;
+ * - cancels: after the wake-up, whose notices it acts on;
  * - pruner and global limits: background work with nothing to hand over;
  * - events: `Stopped`, the pool's last event.
  * Started the other way round: the global limits are written and the pool
@@ -179,11 +183,11 @@ const startList = (p: {
   readonly globalLimits: Part
   readonly pruner: Part
   readonly cancels: Part
+  readonly wakeup: Part
   readonly renewer: Part
   readonly registry: Part
   readonly recorder: Part
   readonly slots: Part
-  readonly wakeup: Part
   readonly claimer: Part
   readonly ticker: Part
 }): ReadonlyArray<Part> => [
@@ -191,11 +195,11 @@ const startList = (p: {
   p.globalLimits,
   p.pruner,
   p.cancels,
+  p.wakeup,
   p.renewer,
   p.registry,
   p.recorder,
   p.slots,
-  p.wakeup,
   p.claimer,
   p.ticker
 ]

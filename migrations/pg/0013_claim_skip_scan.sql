@@ -39,7 +39,7 @@
 -- 300 random queues (up to 150 priorities, due and not, kinds, controls,
 -- keyed twins, expired leases, batches of 1-1,000, other sessions' locks):
 -- the same ids and the same number of row locks in every case; the
--- test/claimSkip.pg.test.ts checks order and locks on a case where any other
+-- test/store/pg/claims.ts checks order and locks on a case where any other
 -- order would take a different set.
 CREATE OR REPLACE FUNCTION docket_claim_from(text, integer, bigint, text[], boolean) RETURNS SETOF docket_items
   LANGUAGE plpgsql

@@ -1,7 +1,7 @@
 /**
  * The benchmark report's target lines, from results built by hand (the report
  * is a function of the samples; the harness that measures them has its own
- * smoke test, test/bench.smoke.test.ts).
+ * smoke test, test/bench/smoke.test.ts).
  */
 import { describe, expect, it } from "vitest"
 import { load, type Name } from "../../bench/adapters/registry.js"

@@ -4,7 +4,7 @@
  * item ("started", "done") but the failures (retry, dead) and a periodic
  * summary; --log-items adds the item lines; --log-format json writes one
  * JSON object per line (the started and stopped lines too). Bad values of the
- * new flags are refused in cli.usage.test.ts.
+ * new flags are refused in test/cli/usage.test.ts.
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { docket, lines, start, tempDir } from "../support/cli.js"

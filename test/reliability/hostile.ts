@@ -284,7 +284,7 @@ const commandRefusals = () =>
       file("sql-kind.ndjson", `${okLine}\n{"kind":"x'; DROP TABLE docket_items; --","payload":{}}\n`),
       file("huge.ndjson", `${okLine}\n${JSON.stringify({ kind: "ok", payload: "x".repeat(1024 * 1024 + 10) })}\n`)
     ]
-    // (Each is a process start; test/cli.usage.test.ts covers the ordinary bad flags.)
+    // (Each is a process start; test/cli/usage.test.ts covers the ordinary bad flags.)
     const cases: ReadonlyArray<ReadonlyArray<string>> = [
       ["enqueue", "x'; DROP TABLE docket_items; --", "{}"],
       ["enqueue", "ok", "{}", "--priority", "1; DROP TABLE docket_items"],

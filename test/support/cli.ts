@@ -18,7 +18,7 @@ import { freshPgDatabase, pgAvailable, repoLayer } from "./db.js"
 // 60 s: a test here runs the command as a child process again and again, and
 // each start loads about 800 modules under tsx, 1 to 3 s on this 2-core machine
 // while another test file runs beside it. In CI (2026-12-04) the README's
-// sixteen commands took 52 s, and the sequence tests of cli.test.ts 49-55 s, too
+// sixteen commands took 52 s, and the sequence tests of test/cli/tasks.test.ts 49-55 s, too
 // close to 60 s for a bound that is there to catch a hang, not to time them
 // (and test/cli/kind.test.ts's own 60 s bound was hit once the suite had grown).
 // Tests in these files give no lower bound of their own.

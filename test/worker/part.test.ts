@@ -77,4 +77,35 @@ describe("the parts' lifecycle", () => {
     expect(() => hooks.fill({ f: () => 2 })).toThrow("docket: the test's hooks filled twice")
     expect(hooks.get().f()).toBe(1)
   })
+  it.scoped("a stop that dies is logged and the parts stopped after it still stop", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const broken: Part = { name: "broken", start: () => Effect.void, stop: () => Effect.die(new Error("a bug")) }
+      const lifecycle = new Lifecycle([recording("a", log), broken, recording("c", log)])
+      yield* lifecycle.start(yield* Effect.scope)
+      const exit = yield* Effect.exit(lifecycle.stop(new Budget(10_000)))
+      expect(Exit.isSuccess(exit)).toBe(true)
+      expect(log).toEqual(["start a", "start c", "stop c", "stop a"])
+      expect(lifecycle.phase).toBe("stopped")
+    }))
+
+  it.effect("the budget: waits are charged to it, an uncharged effect (the grace) is not", () =>
+    Effect.gen(function*() {
+      let now = 0
+      const budget = new Budget(10_000, () => now)
+      yield* budget.uncharged(Effect.sync(() => {
+        now += 60_000 // a whole grace spent
+      }))
+      expect(budget.left).toBe(10_000)
+      now += 4_000 // a database wait, charged
+      expect(budget.left).toBe(6_000)
+      // Uncharged also when the effect fails.
+      yield* Effect.exit(budget.uncharged(Effect.suspend(() => {
+        now += 1_000
+        return Effect.fail("cut off")
+      })))
+      expect(budget.left).toBe(6_000)
+      now += 7_000
+      expect(budget.left).toBe(0)
+    }))
 })

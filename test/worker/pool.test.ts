@@ -77,4 +77,33 @@ describe("the pool", () => {
       expect(yield* repo.listWorkers()).toEqual([])
       for (const item of [first, second, third]) expect(yield* repo.get(item.id)).toMatchObject({ value: { state: "waiting", attempts: 0 } })
     }).pipe(Effect.scoped))
+  it.live("a cancel during the shutdown grace stops its run at once (the wake-up part, which carries the notices, stops after the grace)", () =>
+    Effect.gen(function*() {
+      const url = yield* Effect.promise(() => backend.fresh())
+      const real = yield* Layer.build(repoLayer(url))
+      const repo = yield* Effect.provide(QueueRepo.QueueRepo, real)
+      const started = yield* Deferred.make<void>()
+      const Stuck = Handler.make("stuck", {
+        payload: Schema.Unknown,
+        run: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+      })
+      const poolScope = yield* Scope.make()
+      // A grace and a lease far beyond the test's bounds: only the cancel
+      // notice can end this run before the grace does (a renewal would come
+      // after a third of the lease, 20 s).
+      const worker = yield* Worker.make({ handlers: [Stuck], concurrency: 1, grace: "1 hour", lease: "1 minute", poll: "1 minute" })
+        .pipe(Effect.provide(real), Scope.extend(poolScope))
+      const events = yield* worker.subscribeTo(["Cancelled", "Stopped"])
+      const item = yield* repo.enqueue("stuck", {})
+      yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
+      // The shutdown waits in the grace for the running item.
+      const closing = yield* Effect.fork(Scope.close(poolScope, Exit.void))
+      yield* Effect.sleep("100 millis")
+      expect(closing.unsafePoll()).toBeNull()
+      expect(yield* repo.cancel([item.id])).toEqual(["cancelledRunning"])
+      yield* Fiber.join(closing).pipe(Effect.timeout("10 seconds"))
+      const seen = Chunk.toReadonlyArray(yield* Queue.takeAll(events)).map((e) => e._tag)
+      expect(seen).toEqual(["Cancelled", "Stopped"])
+      expect(yield* repo.get(item.id)).toMatchObject({ value: { state: "cancelled" } })
+    }).pipe(Effect.scoped))
 })

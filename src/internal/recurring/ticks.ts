@@ -3,7 +3,7 @@
  * (epoch ms, UTC), with no clock of their own, so the store computes them from
  * the database's clock and tests from fixed times.
  *
- * Time zones and DST are effect's `Cron` (verified in test/recurring.ticks.test.ts,
+ * Time zones and DST are effect's `Cron` (verified in test/recurring.test.ts,
  * America/New_York): a local time that does not exist on a spring-forward day
  * (02:30 on 2026-03-08) fires once, an hour later by the wall clock (03:30 EDT);
  * a local time that happens twice on a fall-back day (01:30 on 2026-11-01)

@@ -35,9 +35,25 @@ export const interruptWithin = <A, E>(fiber: Fiber.Fiber<A, E>, ms: number): Eff
  * waits at most its own bound and what is left of the budget.
  */
 export class Budget {
-  private readonly end: number
+  private end: number
   constructor(ms: number, private readonly now: () => number = () => performance.now()) {
     this.end = now() + ms
+  }
+
+  /**
+   * Runs `effect` without charging its time to the budget (the grace: running
+   * items may take it all, and the database waits after it must still get
+   * theirs). Before, the grace's time ran against the budget, so a grace that
+   * ran out (10 s by default, the budget's own size) left the writes after it
+   * (the cut-off runs' releases, the outcomes, the live-workers row) no time.
+   */
+  uncharged<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Effect.suspend(() => {
+      const started = this.now()
+      return Effect.ensuring(effect, Effect.sync(() => {
+        this.end += this.now() - started
+      }))
+    })
   }
 
   /** What is left, in ms (0 once spent). */

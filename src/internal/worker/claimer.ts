@@ -184,7 +184,9 @@ export class Claimer implements Part {
       this.deps.dispatch()
     }
     yield* yieldToEventLoop
-    if (claims.length === room) return
+    // Once stopping, no wait for the next due time: the claim's 5 s at
+    // shutdown are not spent on a read whose answer nobody uses.
+    if (claims.length === room || state.stopping) return
     // Drained for now: sleep until a wake-up, the next due time, or the poll.
     this.deps.checkIdle()
     const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))

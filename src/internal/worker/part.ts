@@ -72,7 +72,18 @@ export class Lifecycle {
       this.enter("started", "stopping")
       const parts = this.started.splice(0).reverse()
       return Effect.zipRight(
-        Effect.forEach(parts, (part) => part.stop(budget), { discard: true }),
+        // A stop never fails by contract; a defect in one (a bug) is logged
+        // and the later ones still run: the live-workers row is removed,
+        // the renewer stopped, `Stopped` published.
+        Effect.forEach(
+          parts,
+          (part) =>
+            Effect.catchAllCause(
+              part.stop(budget),
+              (cause) => Effect.logError(`docket: stopping the pool's ${part.name} failed`, cause)
+            ),
+          { discard: true }
+        ),
         Effect.sync(() => this.enter("stopping", "stopped"))
       )
     })

@@ -80,7 +80,7 @@ export class Slots implements Part {
       this.dispatch() // parked slots wake, see `stopping` and end
       if (state.running.size === 0) return
       // The grace is not charged to the budget.
-      const ended = yield* boundedWait(state.noneRunning, graceMs)
+      const ended = yield* budget.uncharged(boundedWait(state.noneRunning, graceMs))
       if (Option.isNone(ended)) {
         yield* Effect.logWarning(`docket: ${state.running.size} items still running after the grace period; interrupting them`)
         // Their interruption releases their leases: bounded like the rest.

@@ -1,5 +1,5 @@
 /**
- * Part of the runtime suite (run from ./runtime.ts on SQLite and PostgreSQL):
+ * Part of the runtime suite (run from ./suite.ts on SQLite and PostgreSQL):
  * a worker pool and items a person cancels. The latency from a cancel's
  * commit to its handler's interruption is measured and printed.
  */

@@ -1,5 +1,5 @@
 /**
- * Part of the runtime suite (run from ./runtime.ts on SQLite and PostgreSQL):
+ * Part of the runtime suite (run from ./suite.ts on SQLite and PostgreSQL):
  * a worker pool keeps what its handlers return (a `result` Schema's encoding,
  * a plain function's JSON value), makes an item whose result cannot be kept
  * dead at once, and prunes while it drains without losing or doubling an item.

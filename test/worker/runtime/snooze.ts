@@ -1,5 +1,5 @@
 /**
- * Part of the runtime suite (run from ./runtime.ts on every backend): the
+ * Part of the runtime suite (run from ./suite.ts on every backend): the
  * Snooze outcome through a worker pool. Time is moved by editing rows
  * (makeDue) and waking the pool, or by delays of 0; never by sleeping.
  */
