@@ -4,7 +4,7 @@
  * read back from the stored item.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Schema } from "effect"
+import { Context, Duration, Effect, Schema } from "effect"
 import * as Backoff from "../../src/Backoff.js"
 import type { Claim } from "../../src/Domain.js"
 import * as Handler from "../../src/Handler.js"
@@ -13,6 +13,7 @@ import * as Executor from "../../src/internal/worker/executor.js"
 import * as Handlers from "../../src/internal/worker/handlers.js"
 import * as Recorder from "../../src/internal/worker/recorder.js"
 import { PoolState, type Running } from "../../src/internal/worker/state.js"
+import { MAX_DELAY_MS } from "../../src/internal/validate.js"
 import { Cancel, Retry, Snooze } from "../../src/Outcome.js"
 import { cleanup, freshRepo, makePublisher, row, runOf } from "../support/worker.js"
 
@@ -200,5 +201,33 @@ describe("the executor", () => {
       expect((yield* row(t.sql, b.id)).state).toBe("running")
       expect((yield* row(t.sql, c.id)).state).toBe("running")
       expect(t.state.counts).toMatchObject({ released: 1, leaseLost: 2, completed: 0 })
+    }))
+  it.scoped("a backoff past what the storage keeps (about 100 years, or infinite) waits that long: it never refuses the batch of failures it is written with", () =>
+    Effect.gen(function*() {
+      const Forever = Handler.make("forever", {
+        payload: Schema.Unknown,
+        backoff: Backoff.constant(Duration.infinity),
+        run: () => Effect.fail(new Error("flaky"))
+      })
+      const Centuries = Handler.make("centuries", {
+        payload: Schema.Unknown,
+        backoff: Backoff.constant(Duration.weeks(30_000)), // about 575 years
+        run: () => Effect.fail(new Error("flaky"))
+      })
+      const Once = Handler.make("plain", { payload: Schema.Unknown, backoff: Backoff.constant("1 hour"), run: () => Effect.fail(new Error("flaky")) })
+      const t = yield* setup([Forever, Centuries, Once])
+      const before = Date.now()
+      const forever = yield* t.runItem("forever", {})
+      const centuries = yield* t.runItem("centuries", {})
+      const plain = yield* t.runItem("plain", {})
+      yield* t.flush
+      for (const id of [forever.claimed.id, centuries.claimed.id]) {
+        const i = yield* item(t.repo, id)
+        expect(i).toMatchObject({ state: "waiting", attempts: 1, lastError: "Error: flaky" })
+        expect(Number(i.runAt) - before).toBeGreaterThan(MAX_DELAY_MS - 60_000)
+      }
+      // Written in the same batch, not held back by the others.
+      expect(yield* item(t.repo, plain.claimed.id)).toMatchObject({ state: "waiting", attempts: 1 })
+      expect(t.state.counts).toMatchObject({ retried: 3 })
     }))
 })

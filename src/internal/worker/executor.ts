@@ -14,7 +14,7 @@ import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
 import { Timeout } from "../../Outcome.js"
 import { decide, DONE, type Finished, type Outcome } from "../decide.js"
-import { DEFAULT_MAX_SNOOZES } from "../validate.js"
+import { DEFAULT_MAX_SNOOZES, MAX_DELAY_MS } from "../validate.js"
 import { parseTraceparent } from "../tracing.js"
 import { metrics, type Publisher } from "./events.js"
 import type { Encoder, HandlerTable } from "./handlers.js"
@@ -81,6 +81,15 @@ class RunJob implements Handler.Job {
   get signal(): AbortSignal {
     return this.abort()
   }
+}
+
+// A backoff's delay within what the storage accepts. A longer one (a policy
+// or Schedule past about 100 years, or Duration.infinity) waits the longest
+// the storage keeps: passed on, the storage would refuse the whole batch of
+// failures it is written with, again at every write, and hold them all.
+const backoffMs = (delay: Duration.Duration): number => {
+  const ms = Duration.toMillis(delay)
+  return ms >= 0 && ms <= MAX_DELAY_MS ? Math.round(ms) : MAX_DELAY_MS
 }
 
 /**
@@ -225,7 +234,7 @@ export class Executor {
         const backoff = this.deps.handlers.byKind.get(claim.kind)?.backoff ?? Backoff.defaultPolicy
         return Effect.map(
           Backoff.delayFor(backoff, claim.attempt),
-          (d) => this.queue(entry, { _tag: "Retry", error, delayMs: Duration.toMillis(d) }, durationMs)
+          (d) => this.queue(entry, { _tag: "Retry", error, delayMs: backoffMs(d) }, durationMs)
         )
       }
     }
