@@ -37,7 +37,7 @@
  * This module holds the options, the tag, the wiring and the start list,
  * whose reverse is the shutdown order.
  */
-import { Context, Effect, Either, Layer, type Queue, type Scope } from "effect"
+import { Context, Effect, Either, Exit, Layer, type Queue, type Scope } from "effect"
 import type { Claim } from "./Domain.js"
 import type { InvalidSchedule } from "./Errors.js"
 import type { Counters, Event, Tag } from "./Events.js"
@@ -315,7 +315,13 @@ export const make = <H extends Handler.Any>(
     const { concurrency, id } = pool.config
     // Every fiber of the pool is detached (bounded.ts): its interruption, at
     // shutdown or when the scope closes, never waits on a silent database.
-    yield* pool.lifecycle.start(yield* Effect.scope)
+    // A start cut short (interrupted while the database is slow, or failed)
+    // stops what it started, as a shutdown would: the slots run as daemons,
+    // and items they took would otherwise run on with no renewer or recorder.
+    yield* pool.lifecycle.start(yield* Effect.scope).pipe(
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : shutdown(pool)))
+    )
+    // After the parts' own finalizers (their fibers'), so it runs before them.
     yield* Effect.addFinalizer(() => shutdown(pool))
     yield* Effect.logDebug("docket: worker started").pipe(Effect.annotateLogs({ worker: id, concurrency }))
     const wake = Effect.sync(pool.wakeup.notify)

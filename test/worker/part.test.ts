@@ -108,4 +108,16 @@ describe("the parts' lifecycle", () => {
       now += 7_000
       expect(budget.left).toBe(0)
     }))
+  it.scoped("a start cut short (a part's start fails) stops the parts it had started, in reverse, and only those", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const failing: Part = { name: "failing", start: () => Effect.die(new Error("no database")), stop: () => Effect.void }
+      const lifecycle = new Lifecycle([recording("a", log), recording("b", log), failing, recording("d", log)])
+      const exit = yield* Effect.exit(lifecycle.start(yield* Effect.scope))
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(lifecycle.phase).toBe("starting")
+      yield* lifecycle.stop(new Budget(10_000))
+      expect(log).toEqual(["start a", "start b", "stop b", "stop a"])
+      expect(lifecycle.phase).toBe("stopped")
+    }))
 })

@@ -66,10 +66,13 @@ export class Lifecycle {
     })
   }
 
-  /** Stops the parts started, last started first (once), sharing `budget`. */
+  /**
+   * Stops the parts started, last started first (once), sharing `budget`;
+   * also those of a start cut short (a part's start failed or was interrupted).
+   */
   stop(budget: Budget): Effect.Effect<void> {
     return Effect.suspend(() => {
-      this.enter("started", "stopping")
+      this.enter(this.current === "starting" ? "starting" : "started", "stopping")
       const parts = this.started.splice(0).reverse()
       return Effect.zipRight(
         // A stop never fails by contract; a defect in one (a bug) is logged
