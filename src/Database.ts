@@ -92,7 +92,16 @@ const pgLayer = (url: string, options: Options) =>
           // reports what is wrong.
           pool.on("error", () => {})
           let bound = timeoutMs
-          pool.on("connect", (client) => StatementTimeout.bound(client, () => bound))
+          pool.on("connect", (client) => {
+            // A connection the server ends while it is checked out but idle
+            // (an administrator's pg_terminate_backend, a database dropped
+            // WITH (FORCE)) reports the FATAL as an 'error' event, and
+            // pg-pool listens only while a connection is idle in the pool: with
+            // no listener Node would end the process. Its next statement
+            // fails with the cause instead, as any other broken connection.
+            client.on("error", () => {})
+            StatementTimeout.bound(client, () => bound)
+          })
           yield* Effect.addFinalizer(() =>
             Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
           )

@@ -108,6 +108,9 @@ export const pgSession = (url: string, applicationName?: string) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
       const client = new pg.Client({ connectionString: url, application_name: applicationName })
+      // A session the server ends (the database dropped WITH (FORCE) after
+      // the test) reports it as an 'error' event: its next query fails instead.
+      client.on("error", () => {})
       await client.connect()
       return client
     }),

@@ -79,3 +79,15 @@ export const withLogLines = <A, E, R>(
   })
   return effect(lines).pipe(Effect.provide(Logger.add(logger)))
 }
+
+/** Reads until `done` holds, waiting 10 ms of real time between reads (a TestClock does not move), at most 10 s. */
+export const until = <A, E>(read: Effect.Effect<A, E>, done: (a: A) => boolean, what = "the condition") =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 10_000
+    for (;;) {
+      const value = yield* read
+      if (done(value)) return value
+      if (Date.now() > deadline) throw new Error(`${what} not met within 10 s (last read: ${JSON.stringify(value)})`)
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+    }
+  })
