@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Queue, Schema, Scope } from "effect"
+import { Chunk, Deferred, type Duration, Effect, Exit, Fiber, Layer, Queue, Schema, Scope } from "effect"
 import * as Handler from "../../src/Handler.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import * as Wakeups from "../../src/Wakeups.js"
@@ -49,19 +49,7 @@ describe("the pool", () => {
 
   it.live("shutdown, in the start list's reverse: the prefetched items given back, then the grace and the running item given back, the row removed, Stopped last", () =>
     Effect.gen(function*() {
-      const url = yield* Effect.promise(() => backend.fresh())
-      const real = yield* Layer.build(repoLayer(url))
-      const repo = yield* Effect.provide(QueueRepo.QueueRepo, real)
-      const started = yield* Deferred.make<void>()
-      const Stuck = Handler.make("stuck", {
-        payload: Schema.Unknown,
-        run: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
-      })
-      const poolScope = yield* Scope.make()
-      const worker = yield* Worker.make({ handlers: [Stuck], concurrency: 1, grace: "100 millis", poll: "1 minute" }).pipe(
-        Effect.provide(real),
-        Scope.extend(poolScope)
-      )
+      const { poolScope, repo, started, worker } = yield* stuckPool({ grace: "100 millis" })
       // Subscribed for the test's scope: it outlives the pool's.
       const events = yield* worker.subscribeTo(["Released", "Stopped"])
       const [first, second, third] = yield* repo.enqueueMany([1, 2, 3].map((payload) => ({ kind: "stuck", payload })))
@@ -77,33 +65,50 @@ describe("the pool", () => {
       expect(yield* repo.listWorkers()).toEqual([])
       for (const item of [first, second, third]) expect(yield* repo.get(item.id)).toMatchObject({ value: { state: "waiting", attempts: 0 } })
     }).pipe(Effect.scoped))
+
   it.live("a cancel during the shutdown grace stops its run at once (the wake-up part, which carries the notices, stops after the grace)", () =>
     Effect.gen(function*() {
-      const url = yield* Effect.promise(() => backend.fresh())
-      const real = yield* Layer.build(repoLayer(url))
-      const repo = yield* Effect.provide(QueueRepo.QueueRepo, real)
-      const started = yield* Deferred.make<void>()
-      const Stuck = Handler.make("stuck", {
-        payload: Schema.Unknown,
-        run: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
-      })
-      const poolScope = yield* Scope.make()
       // A grace and a lease far beyond the test's bounds: only the cancel
       // notice can end this run before the grace does (a renewal would come
       // after a third of the lease, 20 s).
-      const worker = yield* Worker.make({ handlers: [Stuck], concurrency: 1, grace: "1 hour", lease: "1 minute", poll: "1 minute" })
-        .pipe(Effect.provide(real), Scope.extend(poolScope))
-      const events = yield* worker.subscribeTo(["Cancelled", "Stopped"])
-      const item = yield* repo.enqueue("stuck", {})
+      const { poolScope, repo, started, worker } = yield* stuckPool({ grace: "1 hour", lease: "1 minute" })
+      const events = yield* worker.subscribeTo(["Released", "Cancelled", "Stopped"])
+      const [running, buffered] = yield* repo.enqueueMany([1, 2].map((payload) => ({ kind: "stuck", payload })))
       yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
-      // The shutdown waits in the grace for the running item.
+      expect(yield* worker.counters).toMatchObject({ running: 1, buffered: 1 })
       const closing = yield* Effect.fork(Scope.close(poolScope, Exit.void))
-      yield* Effect.sleep("100 millis")
+      // The buffered item is given back as the slots' stop begins, just
+      // before it waits out the grace for the running one: a latch, not a sleep.
+      const given = yield* Queue.take(events).pipe(Effect.timeout("10 seconds"))
+      expect(given._tag === "Released" && given.claim.id).toBe(buffered.id)
       expect(closing.unsafePoll()).toBeNull()
-      expect(yield* repo.cancel([item.id])).toEqual(["cancelledRunning"])
+      expect(yield* repo.cancel([running.id])).toEqual(["cancelledRunning"])
       yield* Fiber.join(closing).pipe(Effect.timeout("10 seconds"))
       const seen = Chunk.toReadonlyArray(yield* Queue.takeAll(events)).map((e) => e._tag)
       expect(seen).toEqual(["Cancelled", "Stopped"])
-      expect(yield* repo.get(item.id)).toMatchObject({ value: { state: "cancelled" } })
+      expect(yield* repo.get(running.id)).toMatchObject({ value: { state: "cancelled" } })
     }).pipe(Effect.scoped))
 })
+
+/**
+ * A pool of one slot over a fresh SQLite file, in a scope of its own (closing
+ * it is the shutdown under test), whose "stuck" items run until interrupted;
+ * `started` is done once the first has started.
+ */
+const stuckPool = (options: { readonly grace: Duration.DurationInput; readonly lease?: Duration.DurationInput }) =>
+  Effect.gen(function*() {
+    const url = yield* Effect.promise(() => backend.fresh())
+    const real = yield* Layer.build(repoLayer(url))
+    const repo = yield* Effect.provide(QueueRepo.QueueRepo, real)
+    const started = yield* Deferred.make<void>()
+    const Stuck = Handler.make("stuck", {
+      payload: Schema.Unknown,
+      run: () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+    })
+    const poolScope = yield* Scope.make()
+    const worker = yield* Worker.make({ handlers: [Stuck], concurrency: 1, poll: "1 minute", ...options }).pipe(
+      Effect.provide(real),
+      Scope.extend(poolScope)
+    )
+    return { poolScope, repo, started, worker }
+  })
