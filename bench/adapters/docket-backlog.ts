@@ -108,7 +108,7 @@ const claimAlonePg = async (url: string, reps = 15): Promise<number> => {
     for (let k = 0; k < reps; k++) {
       await client.query("BEGIN")
       const t0 = performance.now()
-      const { rows } = await client.query(Claim.pg, ["bench-claim", 10, 30_000, null, 10])
+      const { rows } = await client.query(Claim.pg, ["bench-claim", 10, 30_000, null, 10, null, null, null])
       times.push(performance.now() - t0)
       await client.query("ROLLBACK")
       if (rows.length !== 10) throw new Error(`the claim took ${rows.length} items, expected 10`)

@@ -98,6 +98,127 @@ END
 $_$;
 
 --
+-- Name: docket_claim_after(text, integer, bigint, text[], integer[], bigint[], bigint[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.docket_claim_after(text, integer, bigint, text[], integer[], bigint[], bigint[], bigint) RETURNS TABLE(item public.docket_items, expired_until bigint)
+    LANGUAGE plpgsql
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
+    AS $_$
+BEGIN
+  RETURN QUERY
+  WITH RECURSIVE now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
+  controlled AS MATERIALIZED (
+    SELECT coalesce(array_agg(c.kind), '{}') AS kinds FROM docket_kinds c
+    WHERE c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL
+  ),
+  cursors AS MATERIALIZED (
+    SELECT c.p, c.r, c.i FROM unnest($5, $6, $7) AS c(p, r, i)
+  ),
+
+  expired AS (
+    SELECT * FROM (
+      SELECT i.id, i.priority, i.run_at, i.lease_until FROM docket_items i
+      WHERE $5 IS NULL AND i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
+        AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
+      ORDER BY i.priority DESC, i.run_at, i.id
+      LIMIT $2
+      FOR UPDATE SKIP LOCKED
+    ) a
+    UNION ALL
+    SELECT * FROM (
+      SELECT i.id, i.priority, i.run_at, i.lease_until FROM docket_items i
+      WHERE $5 IS NOT NULL AND i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
+        AND i.lease_until > coalesce($8, -9223372036854775808)
+        AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
+      ORDER BY i.lease_until
+      LIMIT $2
+      FOR UPDATE SKIP LOCKED
+    ) b
+  ),
+
+  priorities AS (
+    SELECT NULL::integer AS priority, NULL::bigint AS r, NULL::bigint AS i, 0 AS n
+    UNION ALL
+    SELECT q.priority, q.r, q.i, p.n + 1 FROM priorities p
+    CROSS JOIN LATERAL (
+      SELECT coalesce(u.priority, k.p) AS priority,
+             CASE WHEN u.priority IS NULL THEN k.r END AS r,
+             CASE WHEN u.priority IS NULL THEN k.i END AS i
+      FROM (SELECT 1) one
+      LEFT JOIN LATERAL (
+        SELECT c.p, c.r, c.i FROM cursors c
+        WHERE c.p < coalesce(p.priority::bigint, 2147483648)
+        ORDER BY c.p DESC LIMIT 1
+      ) k ON true
+      LEFT JOIN LATERAL (
+        SELECT i.priority FROM docket_items i
+        WHERE i.state = 'waiting' AND i.priority < coalesce(p.priority::bigint, 2147483648)
+          AND i.priority > coalesce(k.p::bigint, -2147483649)
+        ORDER BY i.priority DESC LIMIT 1
+      ) u ON true
+    ) q
+    WHERE q.priority IS NOT NULL AND p.n < 64
+  ),
+  waiting AS (
+    SELECT w.id, w.priority, w.run_at FROM (
+      SELECT l.id, l.priority, l.run_at FROM priorities p
+      CROSS JOIN LATERAL (
+        SELECT i.id, i.priority, i.run_at FROM docket_items i
+        WHERE i.state = 'waiting' AND i.priority = p.priority AND i.run_at <= (SELECT ms FROM now)
+          AND (i.run_at, i.id) > (coalesce(p.r, -9223372036854775808), coalesce(p.i, -1))
+          AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
+          AND (i.dedupe_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM docket_items r
+            WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
+              AND r.lease_until > (SELECT ms FROM now)))
+        ORDER BY i.run_at, i.id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      ) l
+      WHERE p.n > 0
+      UNION ALL
+
+      SELECT f.id, f.priority, f.run_at FROM (
+        SELECT i.id, i.priority, i.run_at FROM docket_items i
+        WHERE (SELECT count(*) FROM priorities) > 64 AND i.priority < (SELECT min(p.priority) FROM priorities p)
+          AND i.state = 'waiting' AND i.run_at <= (SELECT ms FROM now)
+          AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
+          AND (i.dedupe_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM docket_items r
+            WHERE r.state = 'running' AND r.kind = i.kind AND r.dedupe_key = i.dedupe_key
+              AND r.lease_until > (SELECT ms FROM now)))
+        ORDER BY i.priority DESC, i.run_at, i.id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      ) f
+    ) w
+    LIMIT $2
+  ),
+  picked AS (
+    SELECT p.id FROM (SELECT e.id, e.priority, e.run_at FROM expired e UNION ALL SELECT * FROM waiting) p
+    ORDER BY p.priority DESC, p.run_at, p.id
+    LIMIT $2
+  ),
+  claimed AS (
+    UPDATE docket_items i
+    SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+        lease_until = (SELECT ms FROM now) + $3, updated_at = (SELECT ms FROM now)
+    WHERE i.id = ANY(ARRAY(SELECT p.id FROM picked p))
+    RETURNING i.*
+  )
+  SELECT c::docket_items, NULL::bigint FROM claimed c
+  UNION ALL
+  SELECT NULL::docket_items,
+    CASE WHEN $5 IS NULL AND (SELECT count(*) FROM expired) >= $2 THEN NULL
+    ELSE least((SELECT ms FROM now),
+      (SELECT min(e.lease_until) - 1 FROM expired e WHERE e.id <> ALL(ARRAY(SELECT p.id FROM picked p))),
+      CASE WHEN (SELECT count(*) FROM expired) >= $2 THEN (SELECT max(e.lease_until) - 1 FROM expired e) END) END;
+END
+$_$;
+
+--
 -- Name: docket_claim_from(text, integer, bigint, text[], boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -177,6 +298,78 @@ BEGIN
     RETURNING i.*
   )
   SELECT * FROM claimed;
+END
+$_$;
+
+--
+-- Name: docket_claim_next(text, integer, bigint, text[], integer, integer[], bigint[], bigint[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.docket_claim_next(text, integer, bigint, text[], integer, integer[], bigint[], bigint[], bigint) RETURNS TABLE(item public.docket_items, walked boolean, expired_until bigint, entries_read bigint)
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+  controlled text[];
+  k record;
+  w record;
+  now_ms bigint := docket_now_ms();
+  remaining integer := $2;
+  limited_left integer := least($2, $5);
+  allowed integer;
+  n integer;
+  bound bigint := $9;
+  read_before bigint := pg_stat_get_xact_tuples_returned('docket_items_claim'::regclass)
+    + pg_stat_get_xact_tuples_returned('docket_items_lease'::regclass);
+BEGIN
+  SELECT array_agg(c.kind) INTO controlled FROM docket_kinds c
+  WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL) AND ($4 IS NULL OR c.kind = ANY($4));
+  IF controlled IS NOT NULL THEN
+    FOR k IN
+      SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms FROM docket_kinds c
+      WHERE c.kind = ANY(controlled) AND NOT c.paused
+      ORDER BY c.kind
+      FOR UPDATE
+    LOOP
+      EXIT WHEN limited_left <= 0;
+      allowed := limited_left;
+      IF k.concurrency IS NOT NULL THEN
+        SELECT k.concurrency - count(*) INTO n FROM docket_items r
+        WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > now_ms;
+        allowed := least(allowed, n);
+      END IF;
+      IF k.rate_limit IS NOT NULL THEN
+        SELECT count(*) INTO n FROM docket_kind_slots s
+        WHERE s.kind = k.kind AND s.started_at <= now_ms - k.rate_period_ms;
+        allowed := least(allowed, n);
+      END IF;
+      IF allowed > 0 THEN
+        RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false) c;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        remaining := remaining - n;
+        limited_left := limited_left - n;
+        IF n > 0 AND k.rate_limit IS NOT NULL THEN
+          UPDATE docket_kind_slots s SET started_at = now_ms
+          WHERE s.kind = k.kind AND s.slot IN (
+            SELECT o.slot FROM docket_kind_slots o WHERE o.kind = k.kind ORDER BY o.started_at, o.slot LIMIT n);
+        END IF;
+      END IF;
+    END LOOP;
+  END IF;
+  IF remaining > 0 THEN
+    FOR w IN SELECT a.item AS i, a.expired_until AS e FROM docket_claim_after($1, remaining, $3, $4, $6, $7, $8, $9) a LOOP
+      IF (w.i).id IS NULL THEN
+        bound := w.e;
+      ELSE
+        item := w.i; walked := true; expired_until := NULL; entries_read := NULL;
+        RETURN NEXT;
+      END IF;
+    END LOOP;
+  END IF;
+  item := NULL; walked := NULL; expired_until := bound;
+  entries_read := pg_stat_get_xact_tuples_returned('docket_items_claim'::regclass)
+    + pg_stat_get_xact_tuples_returned('docket_items_lease'::regclass) - read_before;
+  RETURN NEXT;
 END
 $_$;
 

@@ -402,6 +402,40 @@ const fencing = (backend: Backend) => {
         expect(yield* repo.release(fresh)).toBe("absorbed")
       })))
 
+    // One batch can hold two claims of one item: a pool claimed back an item
+    // whose lease ran out while it ran it (internal/store/fence.ts). Only the
+    // current token applies, in whichever order the two come.
+    it.live("a batch with a stale and the current claim of one item: only the current one applies, in either order", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const pair = Effect.map(lostLease, ({ fresh, stale }) => ({ fresh, stale }))
+        {
+          const { fresh, stale } = yield* pair
+          expect(yield* repo.extendMany([stale, fresh], "1 hour")).toEqual([false, true])
+          expect(yield* repo.extendMany([fresh, stale], "1 hour")).toEqual([true, false])
+          expect(yield* repo.completeMany([stale, fresh])).toEqual([false, true])
+        }
+        {
+          const { fresh, stale } = yield* pair
+          expect(yield* repo.completeMany([fresh, stale])).toEqual([true, false])
+        }
+        {
+          const { fresh, stale } = yield* pair
+          const failure = (claim: typeof fresh) => ({ claim, error: "x", next: { _tag: "Dead" } as const })
+          expect(yield* repo.failMany([failure(stale), failure(fresh)])).toEqual(["stale", "dead"])
+        }
+        {
+          const { fresh, stale } = yield* pair
+          expect(yield* repo.releaseMany([fresh, stale])).toEqual(["released", "stale"])
+          yield* repo.cancel([fresh.id]) // frees the key for the next pair
+        }
+        {
+          const { fresh, stale } = yield* pair
+          expect(yield* repo.snoozeMany([{ claim: stale, delay: "1 minute" }, { claim: fresh, delay: "1 minute" }]))
+            .toEqual(["stale", "snoozed"])
+        }
+      })))
+
     it.live("a claim on a completed item's id is stale even if the id could be reused", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo

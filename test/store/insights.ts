@@ -8,7 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { QueueRepo } from "../../src/index.js"
-import { ageFinished, type Backend, countAll, makeDue, setRow } from "../support/db.js"
+import { ageFinished, type Backend, countAll, expireLease, makeDue, setRow } from "../support/db.js"
 import { dbNow, withRepo } from "../support/harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -105,7 +105,7 @@ const retried = (backend: Backend) => {
       expect(yield* repo.snooze(s1, "1 hour")).toBe("snoozed")
       const stale = yield* repo.enqueue("mail", "stale")
       const [old] = yield* repo.claim({ worker: "w", limit: 1, lease: "1 minute", kinds: ["mail"] })
-      yield* setRow(stale.id, { lease_until: 0 })
+      yield* expireLease(stale.id)
       const [taken] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute", kinds: ["mail"] })
       expect([old.id, taken.id]).toEqual([stale.id, stale.id])
       expect(yield* repo.fail(old, "late", { _tag: "Retry", delay: 0 })).toBe("stale")

@@ -9,6 +9,7 @@ import { pgCancelTests } from "./pg/cancel.js"
 import { pgClaimPlanTests, pgClaimsTests } from "./pg/claims.js"
 import { pgConnectionsTests } from "./pg/connections.js"
 import { pgDeadTests } from "./pg/dead.js"
+import { pgHeldHorizonTests } from "./pg/heldHorizon.js"
 import { pgHistoryTests } from "./pg/history.js"
 import { pgItemsTests } from "./pg/items.js"
 import { storeSuite } from "./suite.js"
@@ -27,6 +28,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
     pgHistoryTests(backend)
     pgConnectionsTests(backend)
     pgClaimsTests(backend)
+    pgHeldHorizonTests(backend)
   })
 })
 describe.skipIf(!pgAvailable)("the read model on PostgreSQL", () => insightsSuite(backend))

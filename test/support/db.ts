@@ -158,8 +158,21 @@ export const ageFinished = (ms: number) =>
     }
   })
 
-/** Makes an item's lease run out now. */
-export const expireLease = (id: number) => setRow(id, { lease_until: 0 })
+/**
+ * Makes an item's lease run out now: its end is set to the current
+ * millisecond, once the clock has passed the millisecond this was called in.
+ * Not to 0: a lease's end only moves forward while the item runs, and a
+ * PostgreSQL claim reads only the leases that ended after its worker's last
+ * claim (src/internal/sql/claimCursors.ts), so an end moved back before that
+ * claim would be found by the next full walk only, as it would be in
+ * production if a lease could end in the past.
+ */
+export const expireLease = (id: number) =>
+  Effect.gen(function*() {
+    const called = Date.now()
+    while (Date.now() <= called) yield* Effect.sleep("1 millis")
+    yield* setRow(id, { lease_until: Date.now() })
+  })
 
 /** Makes a scheduled item due now. */
 export const makeDue = (id: number) => setRow(id, { run_at: 0 })

@@ -19,7 +19,11 @@ export const waitingTwin = (of: string) => `EXISTS (SELECT 1 FROM docket_items w
 export interface PgUpdate {
   /** Only rows of `target` for which this holds may be absorbed (any, when left out). */
   readonly absorbIf?: string
-  /** The SET clause for the rows that are not absorbed (`u` the item, `t` its target row). */
+  /**
+   * The SET clause for the rows that are not absorbed, in terms of the item
+   * `u` alone (values given per item are read from the statement's arrays
+   * with ./held.ts's pgGiven, not from `target`: see below).
+   */
   readonly set: string
   /** The outcome those rows report. */
   readonly outcome: string
@@ -32,17 +36,22 @@ export interface PgUpdate {
  * locked, with their kind and dedupe_key) and the final SELECT: `absorbed`
  * deletes the rows whose twin waits, `updated` applies the change to the rest.
  * One row per target: its id, token and outcome (`absorbed` or the update's).
+ *
+ * Both find their rows by primary key (`id = ANY(ARRAY(...))`), never by a
+ * join with `target`: a join's plan follows the statistics, which can call a
+ * table of a million dead index entries "one row" (./held.ts says when), and
+ * then reads the table whole.
  */
 export const pg = ({ absorbIf, outcome, set, then }: PgUpdate) => `absorbed AS (
-  DELETE FROM docket_items d USING target t
-  WHERE d.id = t.id AND ${absorbIf === undefined ? "" : `${absorbIf} AND `}t.dedupe_key IS NOT NULL
-    AND ${waitingTwin("t")}
+  DELETE FROM docket_items d
+  WHERE d.id = ANY(ARRAY(
+    SELECT t.id FROM target t
+    WHERE ${absorbIf === undefined ? "" : `${absorbIf} AND `}t.dedupe_key IS NOT NULL AND ${waitingTwin("t")}))
   RETURNING d.id, d.lease_seq
 ), updated AS (
   UPDATE docket_items u
   ${set}
-  FROM target t
-  WHERE u.id = t.id AND NOT EXISTS (SELECT 1 FROM absorbed a WHERE a.id = t.id)
+  WHERE u.id = ANY(ARRAY(SELECT t.id FROM target t)) AND u.id <> ALL(ARRAY(SELECT a.id FROM absorbed a))
   RETURNING u.id, u.lease_seq, ${outcome} AS outcome
 )${then === undefined ? "" : `, ${then}`}
 SELECT id, lease_seq, outcome FROM updated

@@ -10,11 +10,15 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { TransactionConnection } from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit, Option, Scope } from "effect"
+import { Effect, Exit, Metric, Option, Scope } from "effect"
 import * as Now from "./clock.js"
 import { CLAIM_COLUMNS } from "./columns.js"
 import { compiled, type Db, op } from "./db.js"
+import { Cursors, type WalkedRow } from "./claimCursors.js"
 import type { ClaimRow } from "./rows.js"
+
+/** A row of the PostgreSQL claim: an item and whether the cursors' walk claimed it, or (id NULL) the next bound. */
+type PgClaimRow = ClaimRow & WalkedRow
 
 /**
  * The operation: leases due items to `worker` for `leaseMs`; at most
@@ -30,17 +34,23 @@ export type ClaimAcquire = (
 ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
 
 /**
- * PostgreSQL: a server-side function, docket_claim, over docket_claim_from.
- * Their live text is in migrations/pg/schema.sql (generated from the
- * migrations). docket_claim's body was last written by 0006_control.sql (how
- * it obeys paused and limited kinds) and its options by
- * 0010_claim_without_jit.sql (jit off); docket_claim_from, the walk of the
- * claim index a priority at a time, by 0013_claim_skip_scan.sql. Why a
- * function at all (its plan, kept per session): 0002_claim_function.sql.
- * $1 worker, $2 limit, $3 lease in ms, $4 kinds or NULL for all, $5 the most
- * items of limited kinds.
+ * PostgreSQL: a server-side function, docket_claim_next (0015_claim_cursor.sql:
+ * docket_claim of 0006 and 0010 with the walk's cursors, see ./claimCursors.ts),
+ * over docket_claim_from (the full walk of the claim index a priority at a
+ * time, 0013_claim_skip_scan.sql) and docket_claim_after (the walk from the
+ * cursors). Their live text is in migrations/pg/schema.sql (generated from the
+ * migrations). Why a function at all (its plan, kept per session):
+ * 0002_claim_function.sql. $1 worker, $2 limit, $3 lease in ms, $4 kinds or
+ * NULL for all, $5 the most items of limited kinds, $6-$8 the cursors'
+ * priorities, run_at and id, or NULL for a full walk, $9 the bound of the
+ * expired leases to read (NULL: all). Each item says whether the cursors'
+ * walk claimed it (`walked`); a last row without an item (id NULL) gives the
+ * next bound (`expired_until`) and the index entries the claim read
+ * (`entries_read`).
  */
-export const pg = `SELECT ${CLAIM_COLUMNS} FROM docket_claim($1::text, $2::int, $3::bigint, $4::text[], $5::int)`
+export const pg = `SELECT ${CLAIM_COLUMNS}, walked, expired_until, entries_read FROM (
+  SELECT (c.item).*, c.walked, c.expired_until, c.entries_read
+  FROM docket_claim_next($1::text, $2::int, $3::bigint, $4::text[], $5::int, $6::int[], $7::bigint[], $8::bigint[], $9::bigint) c) x`
 
 /**
  * SQLite: the same two sources in one UPDATE ... RETURNING: SQLite serialises
@@ -252,7 +262,7 @@ const unsynced = (sql: SqlClient) => {
 const reservedClaims = (
   sql: SqlClient,
   scope: Scope.Scope,
-  pooled: (params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
+  pooled: (params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>
 ) => {
   let held: { readonly connection: Connection; readonly scope: Scope.CloseableScope } | undefined
   let closed = false
@@ -274,11 +284,11 @@ const reservedClaims = (
     closed = true
     return drop
   }))))
-  return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
+  return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError> =>
     lock.withPermits(1)(Effect.suspend(() => {
       if (closed) return pooled(params)
       return Effect.flatMap(held === undefined ? reserve : Effect.succeed(held.connection), (connection) =>
-        connection.execute(pg, params, undefined) as Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>).pipe(
+        connection.execute(pg, params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
         Effect.tapErrorCause(() => drop)
       )
     }))
@@ -295,10 +305,22 @@ const reservedClaims = (
  * commits with it.
  */
 export const make = op<ClaimAcquire>({
-  pg: ({ claimScope, run, sql }: Db) => {
-    const pooled = (params: ReadonlyArray<unknown>) => run<ClaimRow>(pg, params)
+  pg: ({ claimScope, cursors = new Cursors(), run, sql }: Db) => {
+    const pooled = (params: ReadonlyArray<unknown>) => run<PgClaimRow>(pg, params)
     const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, pooled)
-    return (worker, limit, leaseMs, kinds, limitedMax) => claim([worker, limit, leaseMs, kinds, limitedMax])
+    return (worker, limit, leaseMs, kinds, limitedMax) =>
+      Effect.suspend(() => {
+        const walk = cursors.plan(kinds)
+        const startedAt = cursors.now()
+        const params = [worker, limit, leaseMs, kinds, limitedMax, walk.priorities, walk.runAts, walk.ids, walk.expiredAfter]
+        return Effect.flatMap(claim(params), (rows) => {
+          const { entriesRead, metrics } = cursors.record(kinds, walk, startedAt, rows)
+          return Effect.as(
+            Effect.zipRight(Metric.increment(metrics.claims), Metric.incrementBy(metrics.entries, entriesRead)),
+            rows.filter((row) => row.id !== null)
+          )
+        })
+      })
   },
   sqlite: ({ run, sql }: Db) => {
     const claimUnsynced = unsynced(sql)

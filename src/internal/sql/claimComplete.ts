@@ -15,6 +15,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
 import * as Now from "./clock.js"
 import { fencesJson, intArray, op } from "./db.js"
+import { heldFirst, pgGiven, pgHeld } from "./held.js"
 import type { Fence, FencedRow } from "./rows.js"
 
 /** One completion to record: its result as JSON text, or null for none. */
@@ -28,25 +29,24 @@ export interface CompleteRow extends Fence {
  */
 export type ClaimComplete = (rows: ReadonlyArray<CompleteRow>, keep: boolean) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
 
-/** PostgreSQL, retention 0: $1 ids, $2 tokens, pairwise. */
+/** PostgreSQL, retention 0: $1 ids, $2 tokens, pairwise (./held.ts: found by primary key, each id's highest token first). */
 export const pgDelete = `
-DELETE FROM docket_items i USING unnest($1::bigint[], $2::bigint[]) AS c(id, seq)
-WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
+DELETE FROM docket_items i WHERE ${pgHeld("i")}
 RETURNING i.id, i.lease_seq`
 
 /**
  * PostgreSQL, kept: $1 ids, $2 tokens, $3 results (JSON text, NULL for none),
- * pairwise; $3 may be NULL for a batch without results (unnest pads it). The
+ * pairwise (./held.ts); $3 may be NULL for a batch without results. The
  * row leaves docket_items and enters docket_done with its result, its finish
  * time and who ran it (claimed_by); the clock is read once per statement.
  */
 export const pgKeep = `
 WITH now AS (SELECT ${Now.pg} AS ms),
 moved AS (
-  DELETE FROM docket_items i USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS c(id, seq, result)
-  WHERE i.id = c.id AND i.lease_seq = c.seq AND i.state = 'running'
+  DELETE FROM docket_items i WHERE ${pgHeld("i")}
   RETURNING i.id, i.kind, i.payload, i.dedupe_key, i.priority, i.run_at, i.attempts, i.max_attempts, i.last_error,
-    i.claimed_by, i.lease_seq, i.created_at, i.max_attempts_given, i.trace_context, i.snoozes, c.result, i.errors
+    i.claimed_by, i.lease_seq, i.created_at, i.max_attempts_given, i.trace_context, i.snoozes,
+    ${pgGiven("i", "$3::text[]")} AS result, i.errors
 )
 INSERT INTO docket_done (id, kind, payload, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error,
   claimed_by, lease_until, lease_seq, created_at, updated_at, max_attempts_given, trace_context, snoozes,
@@ -73,12 +73,13 @@ RETURNING id, lease_seq`
 
 /** `claimComplete` for a dialect. */
 export const make = op<ClaimComplete>({
-  pg: ({ run }) => (rows, keep) => {
+  pg: ({ run }) => (given, keep) => {
+    const rows = heldFirst(given)
     const ids = intArray(rows.map((f) => f.id))
     const tokens = intArray(rows.map((f) => f.token))
     if (!keep) return run<FencedRow>(pgDelete, [ids, tokens])
-    // No results in the batch (the common case): a NULL array, padded by
-    // unnest, instead of an array of NULLs for the driver to encode.
+    // No results in the batch (the common case): a NULL array (each row's
+    // result is then NULL), instead of an array of NULLs for the driver to encode.
     const results = rows.some((r) => r.result !== null) ? rows.map((r) => r.result) : null
     return run<FencedRow>(pgKeep, [ids, tokens, results])
   },

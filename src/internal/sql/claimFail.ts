@@ -26,6 +26,7 @@ import { Effect } from "effect"
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 import { intArray, op } from "./db.js"
+import { heldFirst, pgGiven, pgHeld } from "./held.js"
 import type { Fence, FencedStateRow } from "./rows.js"
 
 /** One failure to record. */
@@ -62,25 +63,28 @@ const sqliteAppend = (error: string) => {
         '$[#]', json_object('attempt', u.attempts, 'at', ${Now.sqlite}, 'worker', u.claimed_by, 'error', ${error}))`
 }
 
+// PostgreSQL: the values given for the row `of` ($3 error, $4 delay, $5 cancel),
+// and whether it retries: not cancelled, a delay given, attempts left by the
+// budget the enqueue gave (read from the row before this statement changes it).
+const pgError = (of: string) => pgGiven(of, "$3::text[]")
+const pgRetries = (of: string) => `(NOT ${pgGiven(of, "$5::boolean[]")} AND ${pgGiven(of, "$4::bigint[]")} IS NOT NULL
+    AND (NOT ${of}.max_attempts_given OR ${of}.attempts < ${of}.max_attempts))`
+
 /**
  * PostgreSQL: $1 ids, $2 tokens, $3 errors, $4 retry delays in ms (NULL: not
- * retried), $5 whether an item not retried is cancelled rather than dead, pairwise.
+ * retried), $5 whether an item not retried is cancelled rather than dead,
+ * pairwise (./held.ts: found by primary key, each id's highest token first).
  */
 export const pg = `
-WITH input AS (
-  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[]) AS c(id, seq, error, delay_ms, cancel)
-), target AS (
-  SELECT i.id, i.kind, i.dedupe_key, c.error, c.delay_ms, c.cancel,
-         (NOT c.cancel AND c.delay_ms IS NOT NULL AND (NOT i.max_attempts_given OR i.attempts < i.max_attempts)) AS retry
-  FROM docket_items i JOIN input c ON i.id = c.id AND i.lease_seq = c.seq
-  WHERE i.state = 'running'
+WITH target AS (
+  SELECT i.id, i.kind, i.dedupe_key, ${pgRetries("i")} AS retry FROM docket_items i WHERE ${pgHeld("i")}
   FOR UPDATE OF i
 ), ${Absorb.pg({
   absorbIf: "t.retry",
-  set: `SET state = CASE WHEN t.retry THEN 'waiting' WHEN t.cancel THEN 'cancelled' ELSE 'dead' END,
-      run_at = CASE WHEN t.retry THEN ${Now.pg} + t.delay_ms ELSE u.run_at END,
-      last_error = t.error, errors = ${pgAppend("t.error")},
-      finished_at = CASE WHEN t.retry THEN NULL ELSE ${Now.pg} END,
+  set: `SET state = CASE WHEN ${pgRetries("u")} THEN 'waiting' WHEN ${pgGiven("u", "$5::boolean[]")} THEN 'cancelled' ELSE 'dead' END,
+      run_at = CASE WHEN ${pgRetries("u")} THEN ${Now.pg} + ${pgGiven("u", "$4::bigint[]")} ELSE u.run_at END,
+      last_error = ${pgError("u")}, errors = ${pgAppend(pgError("u"))},
+      finished_at = CASE WHEN ${pgRetries("u")} THEN NULL ELSE ${Now.pg} END,
       claimed_by = NULL, lease_until = NULL, updated_at = ${Now.pg}`,
   outcome: "u.state",
   // One upsert row per kind, in kind order (concurrent batches lock the rows
@@ -139,14 +143,16 @@ ON CONFLICT (minute, kind) DO UPDATE SET retried = retried + excluded.retried`
 
 /** `claimFail` for a dialect. */
 export const make = op<ClaimFail>({
-  pg: ({ run }) => (rows) =>
-    run<FencedStateRow>(pg, [
+  pg: ({ run }) => (given) => {
+    const rows = heldFirst(given)
+    return run<FencedStateRow>(pg, [
       intArray(rows.map((r) => r.id)),
       intArray(rows.map((r) => r.token)),
       rows.map((r) => r.error),
       intArray(rows.map((r) => r.delayMs)),
       `{${rows.map((r) => (r.cancel ? "t" : "f")).join(",")}}`
-    ]),
+    ])
+  },
   // Fail in one transaction: absorb, update, then count the rows they sent
   // back to waiting (their kinds came back with them) in the minute's counts.
   sqlite: ({ run, transaction }) => (rows) => {

@@ -9,17 +9,16 @@ import type { Effect } from "effect"
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 import { bothInOne, fencesJson, intArray, op } from "./db.js"
+import { heldFirst, pgHeld } from "./held.js"
 import type { Fence, FencedStateRow } from "./rows.js"
 
 /** The operation: outcome "waiting" | "absorbed". */
 export type ClaimRelease = (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
 
-/** PostgreSQL: $1 ids, $2 tokens, pairwise. */
+/** PostgreSQL: $1 ids, $2 tokens, pairwise (./held.ts: found by primary key, each id's highest token first). */
 export const pg = `
 WITH target AS (
-  SELECT i.id, i.kind, i.dedupe_key
-  FROM docket_items i JOIN unnest($1::bigint[], $2::bigint[]) AS c(id, seq) ON i.id = c.id AND i.lease_seq = c.seq
-  WHERE i.state = 'running'
+  SELECT i.id, i.kind, i.dedupe_key FROM docket_items i WHERE ${pgHeld("i")}
   FOR UPDATE OF i
 ), ${Absorb.pg({
   set: `SET state = 'waiting', attempts = greatest(u.attempts - 1, 0), claimed_by = NULL, lease_until = NULL,
@@ -39,8 +38,10 @@ RETURNING id, lease_seq, 'waiting' AS outcome`
 
 /** `claimRelease` for a dialect. */
 export const make = op<ClaimRelease>({
-  pg: ({ run }) => (fences) =>
-    run<FencedStateRow>(pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))]),
+  pg: ({ run }) => (given) => {
+    const fences = heldFirst(given)
+    return run<FencedStateRow>(pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))])
+  },
   sqlite: (db) => (fences) => {
     const json = fencesJson(fences)
     return bothInOne(db, db.run<FencedStateRow>(sqliteAbsorb, [json]), db.run<FencedStateRow>(sqliteUpdate, [json]))

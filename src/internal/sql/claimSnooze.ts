@@ -13,6 +13,7 @@ import * as Absorb from "./absorb.js"
 import * as Release from "./claimRelease.js"
 import * as Now from "./clock.js"
 import { bothInOne, intArray, op } from "./db.js"
+import { heldFirst, pgGiven, pgHeld } from "./held.js"
 import type { Fence, FencedStateRow } from "./rows.js"
 
 /** One snooze to record. */
@@ -24,16 +25,13 @@ export interface SnoozeRow extends Fence {
 /** The operation: outcome "waiting" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
 export type ClaimSnooze = (rows: ReadonlyArray<SnoozeRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
 
-/** PostgreSQL: $1 ids, $2 tokens, $3 delays in ms, pairwise. */
+/** PostgreSQL: $1 ids, $2 tokens, $3 delays in ms, pairwise (./held.ts: found by primary key, each id's highest token first). */
 export const pg = `
 WITH target AS (
-  SELECT i.id, i.kind, i.dedupe_key, c.delay_ms
-  FROM docket_items i
-  JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS c(id, seq, delay_ms) ON i.id = c.id AND i.lease_seq = c.seq
-  WHERE i.state = 'running'
+  SELECT i.id, i.kind, i.dedupe_key FROM docket_items i WHERE ${pgHeld("i")}
   FOR UPDATE OF i
 ), ${Absorb.pg({
-  set: `SET state = 'waiting', run_at = ${Now.pg} + t.delay_ms, attempts = greatest(u.attempts - 1, 0),
+  set: `SET state = 'waiting', run_at = ${Now.pg} + ${pgGiven("u", "$3::bigint[]")}, attempts = greatest(u.attempts - 1, 0),
       snoozes = u.snoozes + 1, claimed_by = NULL, lease_until = NULL, updated_at = ${Now.pg}`,
   outcome: "'waiting'"
 })}`
@@ -57,12 +55,14 @@ RETURNING id, lease_seq, 'waiting' AS outcome`
 
 /** `claimSnooze` for a dialect. */
 export const make = op<ClaimSnooze>({
-  pg: ({ run }) => (rows) =>
-    run<FencedStateRow>(pg, [
+  pg: ({ run }) => (given) => {
+    const rows = heldFirst(given)
+    return run<FencedStateRow>(pg, [
       intArray(rows.map((r) => r.id)),
       intArray(rows.map((r) => r.token)),
       intArray(rows.map((r) => r.delayMs))
-    ]),
+    ])
+  },
   sqlite: (db) => (rows) => {
     const json = JSON.stringify(rows.map((r) => [r.id, r.token, r.delayMs]))
     return bothInOne(db, db.run<FencedStateRow>(sqliteAbsorb, [json]), db.run<FencedStateRow>(sqliteUpdate, [json]))

@@ -16,6 +16,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, type Scope } from "effect"
+import { Cursors } from "./claimCursors.js"
 import * as DirectPool from "../directPool.js"
 import * as Transaction from "../transaction.js"
 
@@ -42,6 +43,8 @@ export interface Db {
   readonly isUniqueViolation: (error: SqlError) => boolean
   /** PostgreSQL: the scope a reserved claim connection is held in (sql/claimAcquire.ts); none on SQLite. */
   readonly claimScope: Scope.Scope | undefined
+  /** PostgreSQL: the claims' cursors (sql/claimCursors.ts), one set per storage; none on SQLite. */
+  readonly cursors: Cursors | undefined
 }
 
 /**
@@ -90,7 +93,8 @@ export const pg = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool.S
   transaction: Transaction.typed(sql),
   atomic: (effect) => effect,
   isUniqueViolation: (error) => pgCode(error.cause) === "23505",
-  claimScope
+  claimScope,
+  cursors: new Cursors()
 })
 
 // better-sqlite3 binds numbered parameters (?1) by name, not by position: each
@@ -133,7 +137,8 @@ export const sqlite = (sql: SqlClient): Db => {
       return typeof cause === "object" && cause !== null && "code" in cause &&
         (cause.code === "SQLITE_CONSTRAINT_UNIQUE" || cause.code === "SQLITE_CONSTRAINT_PRIMARYKEY")
     },
-    claimScope: undefined
+    claimScope: undefined,
+    cursors: undefined
   }
 }
 

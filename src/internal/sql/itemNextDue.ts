@@ -11,7 +11,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Option } from "effect"
 import * as Now from "./clock.js"
-import { type Run, texts } from "./db.js"
+import { op, type Run } from "./db.js"
 import { num } from "./rows.js"
 
 // The next time a used start slot of a rate-limited kind frees (only slots
@@ -21,14 +21,27 @@ const slotFrees = (now: string) => `(
     SELECT min(s.started_at + k.rate_period_ms) FROM docket_kind_slots s JOIN docket_kinds k ON k.kind = s.kind
     WHERE k.rate_limit IS NOT NULL AND s.started_at + k.rate_period_ms > ${now})`
 
-/** PostgreSQL: NULL when there is neither. */
-export const pg = `
+// PostgreSQL's text, with or without the leases' ends.
+const pgText = (leases: boolean) => `
 SELECT least(
   (SELECT min(run_at) FROM docket_items
    WHERE state = 'waiting' AND run_at > created_at AND run_at > ${Now.pg}),
-  (SELECT min(lease_until) FROM docket_items WHERE state = 'running'),
+  ${leases ? "(SELECT min(lease_until) FROM docket_items WHERE state = 'running')," : ""}
   ${slotFrees(Now.pg)}
 ) - ${Now.pg} AS wait_ms`
+
+/** PostgreSQL: NULL when there is neither. */
+export const pg = pgText(true)
+
+/**
+ * PostgreSQL while claims go on from cursors (./claimCursors.ts: a snapshot
+ * holds vacuum back): without the leases' ends. Their index then holds a dead
+ * entry for every item finished since the snapshot, all before the first live
+ * lease, and reading them cost more than the wait saves: a pool still claims
+ * an ended lease at its next poll (a lease plus a poll, as docs/concepts.md
+ * promises), and its claims take ended leases whenever they run.
+ */
+export const pgWithoutLeases = pgText(false)
 
 /**
  * SQLite: its min(a, b) is NULL when either is (PostgreSQL's least skips
@@ -53,6 +66,10 @@ const toWait = (rows: ReadonlyArray<{ readonly wait_ms: number | string | null }
   return ms > 1e14 ? Option.none() : Option.some(Duration.millis(Math.max(0, ms)))
 }
 
+const read = (run: Run, text: string): ItemNextDue => Effect.map(run<{ wait_ms: number | string | null }>(text, []), toWait)
+
 /** `itemNextDue` for a dialect. */
-export const make = texts(pg, sqlite, (run: Run, text): ItemNextDue =>
-  Effect.map(run<{ wait_ms: number | string | null }>(text, []), toWait))
+export const make = op<ItemNextDue>({
+  pg: ({ cursors, run }) => Effect.suspend(() => read(run, cursors?.onCursors() === true ? pgWithoutLeases : pg)),
+  sqlite: ({ run }) => read(run, sqlite)
+})

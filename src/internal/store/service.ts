@@ -105,6 +105,9 @@ export interface Service {
    * is not yet due (enqueued with a delay or run-after time, or retried after a
    * backoff) becomes due, or the next lease ends (zero if one has ended). Items
    * already due are not reported: a claim takes them. None when neither exists.
+   * On PostgreSQL, while this store's claims go on from cursors (another
+   * session holds vacuum back: migrations/pg/0015_claim_cursor.sql), the
+   * leases' ends are left out.
    */
   readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
   /** Every kind with items or controls: paused, limits, who set them, counts by state; by kind. */

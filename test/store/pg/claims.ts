@@ -176,8 +176,9 @@ const claimSkip = () =>
           await client.query("ROLLBACK")
         }
       }
-      // Eight claims: the first five planned each time, then PL/pgSQL's generic plan.
-      const claim = "SELECT * FROM docket_claim('w', 10, 60000, NULL, 10)"
+      // Eight claims: the first five planned each time, then PL/pgSQL's generic
+      // plan. The claim a worker sends (a full walk: no cursors, no bound).
+      const claim = "SELECT (item).id AS id FROM docket_claim_next('w', 10, 60000, NULL, 10, NULL, NULL, NULL, NULL) WHERE (item).id IS NOT NULL"
       const perClaim = await blocksIn(claim, 8)
       const perWalk = await blocksIn(
         `SELECT id FROM docket_items WHERE state = 'waiting' AND run_at <= docket_now_ms()
@@ -211,7 +212,8 @@ const claimSkip = () =>
       const inClaimOrder = [...rows].sort((a, b) => b.priority - a.priority || Number(a.id) - Number(b.id)).map((r) => r.id)
       await claimer.query("BEGIN")
       try {
-        const { rows: claimed } = await claimer.query<{ id: string }>("SELECT id FROM docket_claim('w', 6, 60000, NULL, 6)")
+        const { rows: claimed } = await claimer.query<{ id: string }>(
+          "SELECT (item).id AS id FROM docket_claim_next('w', 6, 60000, NULL, 6, NULL, NULL, NULL, NULL) WHERE (item).id IS NOT NULL")
         expect(claimed.map((r) => r.id).sort((a, b) => Number(a) - Number(b))).toEqual(
           inClaimOrder.slice(0, 6).sort((a, b) => Number(a) - Number(b)))
         // While the claim's transaction is open, every other waiting row can be locked by another session.
@@ -239,11 +241,15 @@ const claimWithoutJit = () =>
       cleanups.push(() => client.end())
 
       const { rows: config } = await client.query<{ proname: string; proconfig: Array<string> | null }>(
-        "SELECT proname, proconfig FROM pg_proc WHERE proname IN ('docket_claim_from', 'docket_claim') AND pronargs = 5 ORDER BY proname"
+        `SELECT proname, proconfig FROM pg_proc
+         WHERE proname IN ('docket_claim_from', 'docket_claim', 'docket_claim_next', 'docket_claim_after') AND pronargs >= 5
+         ORDER BY proname`
       )
       expect(config.map((r) => [r.proname, r.proconfig?.includes("jit=off")])).toEqual([
         ["docket_claim", true],
-        ["docket_claim_from", true]
+        ["docket_claim_after", true],
+        ["docket_claim_from", true],
+        ["docket_claim_next", true]
       ])
 
       const { rows: [{ available }] } = await client.query<{ available: boolean }>("SELECT pg_jit_available() AS available")
@@ -273,7 +279,8 @@ const claimWithoutJit = () =>
 
       notices.length = 0
       const { rows: claimed } = await client.query(
-        "SELECT id FROM docket_claim($1::text, $2::int, $3::bigint, $4::text[], $5::int)",
+        `SELECT (item).id AS id FROM docket_claim_next($1::text, $2::int, $3::bigint, $4::text[], $5::int, NULL, NULL, NULL, NULL)
+         WHERE (item).id IS NOT NULL`,
         ["jit-test", 10, 30_000, ["jit.probe"], 10]
       )
       expect(claimed).toHaveLength(2)

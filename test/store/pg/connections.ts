@@ -28,7 +28,7 @@ export const pgConnectionsTests = (backend: Backend) => {
       // Other sessions of this database whose last statement was a claim.
       const claimers = sql.unsafe<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%docket_claim(%'`
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%docket_claim_next(%'`
       ).pipe(Effect.map((rows) => rows.map((r) => Number(r.pid))))
       yield* repo.enqueueMany([1, 2, 3].map((payload) => ({ kind: "job", payload })))
       for (let i = 0; i < 3; i++) expect(yield* repo.claim({ worker: "w", limit: 1, lease: 30_000 })).toHaveLength(1)

@@ -1,0 +1,191 @@
+/**
+ * PostgreSQL only: claims while another session holds vacuum back (issue 35;
+ * migrations/pg/0015_claim_cursor.sql, src/internal/sql/claimCursors.ts).
+ *
+ * Counted, not timed: the claim function reports the index entries each claim
+ * read (the claim and lease indexes, from its transaction's own statistics),
+ * and the store counts them by walk in the `docket_claims` and
+ * `docket_claim_index_entries` metrics. With a REPEATABLE READ snapshot held
+ * open, every claimed item leaves a dead entry no scan may skip: a full walk
+ * reads all of them, a claim from the cursors does not.
+ * Registered by test/store/pg.test.ts inside "QueueRepo on PostgreSQL > PostgreSQL only".
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, it } from "@effect/vitest"
+import { Context, Effect, Layer, Metric } from "effect"
+import type pg from "pg"
+import type { Claim } from "../../../src/Domain.js"
+import { FULL_EVERY_MAX_MS, walkMetrics, WASTED_ENTRIES } from "../../../src/internal/sql/claimCursors.js"
+import * as QueueRepo from "../../../src/QueueRepo.js"
+import { type Backend, expireLease, pgSession, repoLayer } from "../../support/db.js"
+
+/** Items a round enqueues and drains. */
+const ROUND = 4000
+/** Items a claim asks for. */
+const BATCH = 50
+
+const counter = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (state) => Number(state.count))
+const full = walkMetrics("full")
+const cursor = walkMetrics("cursor")
+
+/** The claims and index entries so far, by walk (process-wide counters: take differences). */
+const counts = Effect.all({
+  full: counter(full.claims),
+  fullEntries: counter(full.entries),
+  cursor: counter(cursor.claims),
+  cursorEntries: counter(cursor.entries)
+})
+type Counts = Effect.Effect.Success<typeof counts>
+const since = (before: Counts, after: Counts): Counts => ({
+  full: after.full - before.full,
+  fullEntries: after.fullEntries - before.fullEntries,
+  cursor: after.cursor - before.cursor,
+  cursorEntries: after.cursorEntries - before.cursorEntries
+})
+
+/** Opens a REPEATABLE READ transaction on `session` that has taken its snapshot (its backend_xmin is set). */
+const holdSnapshot = (session: pg.Client) =>
+  Effect.promise(async () => {
+    await session.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    await session.query("SELECT count(*) FROM docket_items")
+  })
+
+/** Claims and completes until a claim comes back empty; the ids in the order claimed. */
+const drain = (repo: QueueRepo.Service) =>
+  Effect.gen(function*() {
+    const ids: Array<number> = []
+    for (;;) {
+      const claims: ReadonlyArray<Claim> = yield* repo.claim({ worker: "w", limit: BATCH, lease: 60_000 })
+      if (claims.length === 0) return ids
+      ids.push(...claims.map((c) => c.id))
+      expect(yield* repo.completeMany(claims)).toEqual(claims.map(() => true))
+    }
+  })
+
+const enqueueRound = (repo: QueueRepo.Service) =>
+  repo.enqueueMany(Array.from({ length: ROUND }, (_, i) => ({ kind: "job", payload: i })))
+
+/** A fresh database, its repo, and a session of its own holding a snapshot. */
+const heldQueue = (backend: Backend) =>
+  Effect.gen(function*() {
+    const url = yield* Effect.promise(() => backend.fresh())
+    const context = yield* Layer.build(repoLayer(url))
+    const repo = Context.get(context, QueueRepo.QueueRepo)
+    const holder = yield* pgSession(url, "docket-test-holder")
+    yield* holdSnapshot(holder)
+    const { rows } = yield* Effect.promise(() =>
+      holder.query<{ held: boolean }>(
+        "SELECT backend_xmin IS NOT NULL AS held FROM pg_stat_activity WHERE application_name = 'docket-test-holder'"
+      )
+    )
+    expect(rows).toEqual([{ held: true }])
+    return { repo, holder, context }
+  })
+
+/** Registers these tests for the PostgreSQL backend. */
+export const pgHeldHorizonTests = (backend: Backend) => {
+  it.live("with a snapshot held: claims go on from cursors once a full walk meets the dead entries, and a cursor claim reads as many entries in round 6 as in round 3; full walks read them all, about one a second", () =>
+    Effect.gen(function*() {
+      const { repo } = yield* heldQueue(backend)
+      const rounds: Array<Counts & { readonly ids: ReadonlyArray<number>; readonly ms: number }> = []
+      for (let round = 1; round <= 6; round++) {
+        yield* enqueueRound(repo)
+        const before = yield* counts
+        const startedAt = Date.now()
+        const ids = yield* drain(repo)
+        rounds.push({ ...since(before, yield* counts), ids, ms: Date.now() - startedAt })
+      }
+      // Every item once, in claim order (one priority, each due at its enqueue: by id).
+      const all = rounds.flatMap((r) => r.ids)
+      expect(new Set(all).size).toBe(6 * ROUND)
+      expect(all).toEqual([...all].sort((a, b) => a - b))
+      const perCursorClaim = (r: Counts) => r.cursorEntries / r.cursor
+      const perFullWalk = (r: Counts) => r.fullEntries / r.full
+      const report = rounds.map((r, i) =>
+        `round ${i + 1}: ${r.ms} ms, ${r.full} full walks (${perFullWalk(r).toFixed(0)} entries each), ` +
+        `${r.cursor} cursor claims (${perCursorClaim(r).toFixed(1)} entries each)`
+      ).join("\n")
+      for (const r of rounds.slice(2)) {
+        // Past WASTED_ENTRIES dead entries, the claims are cursor claims, but
+        // for a full walk about once a second.
+        expect(r.cursor, report).toBeGreaterThan(r.full)
+        expect(r.full, report).toBeLessThanOrEqual(Math.ceil(r.ms / 1000) + 1)
+      }
+      // A cursor claim does not read the dead entries behind it: about the batch.
+      expect(perCursorClaim(rounds[5]), report).toBeLessThanOrEqual(perCursorClaim(rounds[2]) * 1.3 + 20)
+      expect(perCursorClaim(rounds[5]), report).toBeLessThan(4 * BATCH)
+      // The control: a full walk of round 6 reads every dead entry of the five rounds before.
+      expect(perFullWalk(rounds[5]), report).toBeGreaterThan(5 * ROUND)
+    }).pipe(Effect.scoped, Effect.timeout("120 seconds")))
+
+  it.live("with a snapshot held and claims on cursors: an item that lands behind them is claimed by the next full walk; a lease that ends is claimed by the next cursor claim", () =>
+    Effect.gen(function*() {
+      const { context, repo } = yield* heldQueue(backend)
+      for (let round = 0; round < 2; round++) {
+        yield* enqueueRound(repo)
+        yield* drain(repo)
+      }
+      expect(2 * ROUND).toBeGreaterThan(WASTED_ENTRIES)
+      // Claims are on cursors now. A full walk still comes about once a
+      // second, so a step meant to show a cursor claim is tried again when a
+      // full walk happened to fall on it (at most a few times).
+      const claimOne = Effect.gen(function*() {
+        const before = yield* counts
+        const claims = yield* repo.claim({ worker: "w", limit: 1, lease: 60_000 })
+        return { claims, walk: since(before, yield* counts).full === 1 ? "full" as const : "cursor" as const }
+      })
+      let expiredTakenBack = false
+      for (let attempt = 0; attempt < 5 && !expiredTakenBack; attempt++) {
+        const [fresh] = yield* repo.enqueueMany([{ kind: "job", payload: "fresh" }])
+        const first = yield* claimOne
+        expect(first.claims.map((c) => c.id)).toEqual([fresh.id])
+        // Its lease ends: the next claim takes it back, from the cursors.
+        yield* Effect.provide(expireLease(fresh.id), context)
+        const second = yield* claimOne
+        expect(second.claims.map((c) => c.id)).toEqual([fresh.id])
+        expect(yield* repo.complete(second.claims[0])).toBe(true)
+        expiredTakenBack = first.walk === "cursor" && second.walk === "cursor"
+      }
+      expect(expiredTakenBack).toBe(true)
+
+      // An item due an hour ago lands behind the cursor (as a late commit or
+      // a release would); a second item lands ahead of it.
+      const [late] = yield* repo.enqueueMany([{ kind: "job", payload: "late", runAt: Date.now() - 3_600_000 }])
+      const [ahead] = yield* repo.enqueueMany([{ kind: "job", payload: "ahead" }])
+      const landedAt = Date.now()
+      const taken: Array<{ readonly id: number; readonly walk: "full" | "cursor" }> = []
+      while (taken.length < 2 && Date.now() - landedAt < FULL_EVERY_MAX_MS + 5_000) {
+        const { claims, walk } = yield* claimOne
+        for (const c of claims) {
+          taken.push({ id: c.id, walk })
+          expect(yield* repo.complete(c)).toBe(true)
+        }
+        if (claims.length === 0) yield* Effect.sleep("20 millis")
+      }
+      // Both are claimed, the late one by a full walk only (a cursor claim
+      // passes it by), within the longest interval between full walks.
+      expect(taken.map((t) => t.id).sort((x, y) => x - y)).toEqual([late.id, ahead.id])
+      expect(taken.find((t) => t.id === late.id)?.walk).toBe("full")
+      expect(Date.now() - landedAt).toBeLessThan(FULL_EVERY_MAX_MS + 5_000)
+    }).pipe(Effect.scoped, Effect.timeout("60 seconds")))
+
+  it.live("with no snapshot held every claim is a full walk, as before cursors existed", () =>
+    Effect.gen(function*() {
+      const url = yield* Effect.promise(() => backend.fresh())
+      const context = yield* Layer.build(repoLayer(url))
+      const repo = Context.get(context, QueueRepo.QueueRepo)
+      // Autovacuum's ANALYZE of the table holds a snapshot while it runs (on a
+      // loaded machine, for long enough to switch claims to cursors, which
+      // would be right): off, so that no other session of this database can.
+      const sql = Context.get(context, SqlClient.SqlClient)
+      yield* sql.unsafe("ALTER TABLE docket_items SET (autovacuum_enabled = false)")
+      const before = yield* counts
+      for (let round = 0; round < 3; round++) {
+        yield* enqueueRound(repo)
+        expect(yield* drain(repo)).toHaveLength(ROUND)
+      }
+      const walks = since(before, yield* counts)
+      expect(walks.cursor).toBe(0)
+      expect(walks.full).toBeGreaterThanOrEqual((3 * ROUND) / BATCH)
+    }).pipe(Effect.scoped, Effect.timeout("60 seconds")))
+}
