@@ -18,7 +18,7 @@
 import { loadavg } from "node:os"
 import pg from "pg"
 import { load, type Name } from "../adapters/registry.js"
-import type { Payload, Probe } from "../adapters/types.js"
+import type { Client, Payload, Probe } from "../adapters/types.js"
 import { checkOnce, type OnceCheck } from "./harness.js"
 import { now } from "./protocol.js"
 import { dropTarget, type Env, freshTarget } from "./stores.js"
@@ -192,6 +192,45 @@ const waitWorkersGone = async (reader: pg.Client, timeoutMs = 15_000) => {
   }
 }
 
+interface RoundContext {
+  readonly group: WorkerGroup
+  readonly client: Client
+  readonly probe: Probe
+  readonly reader: pg.Client
+  readonly contender: HorizonContender
+  /** From 0; its items' payload indexes follow the rounds before it. */
+  readonly round: number
+  readonly jobs: number
+  readonly timeoutMs: number
+}
+
+/** One round: `jobs` items enqueued in bulk, timed until the store is seen empty. */
+const runRound = async (x: RoundContext): Promise<Round> => {
+  const before = x.round * x.jobs
+  let firstStart: number | undefined
+  const started = x.group.waitFor(() => x.group.done > before, x.timeoutMs, `round ${x.round + 1}'s first item`)
+    .then(() => void (firstStart = now()))
+  started.catch(() => {})
+  const t = now()
+  const payloads: Array<Payload> = Array.from({ length: x.jobs }, (_, k) => ({ i: before + k, t }))
+  const t0 = now()
+  await x.client.enqueueBulk(payloads)
+  const t1 = now()
+  const doneDuringEnqueue = x.group.done - before
+  await x.group.waitDone(before + x.jobs, x.timeoutMs)
+  await started
+  const end = await waitEmpty(x.probe, x.timeoutMs)
+  return {
+    enqueueMs: t1 - t0,
+    firstStartMs: (firstStart ?? t1) - t1,
+    doneDuringEnqueue,
+    drainMs: end - Math.max(t1, firstStart ?? t1),
+    totalMs: end - t0,
+    horizonAge: await horizonAge(x.reader),
+    table: await tableStats(x.reader, x.contender.queueTables)
+  }
+}
+
 export interface HorizonOptions {
   readonly env: Env
   readonly rounds: number
@@ -240,31 +279,7 @@ export const runHorizon = async (c: HorizonContender, held: boolean, options: Ho
     const closeProbe = closer(() => probe.close())
     const timeoutMs = 60_000 + jobs * 12
     for (let r = 0; r < rounds; r++) {
-      const before = r * jobs
-      const running = group
-      let firstStart: number | undefined
-      const started = running.waitFor(() => running.done > before, timeoutMs, `round ${r + 1}'s first item`)
-        .then(() => void (firstStart = now()))
-      started.catch(() => {})
-      const t = now()
-      const payloads: Array<Payload> = Array.from({ length: jobs }, (_, k) => ({ i: before + k, t }))
-      const t0 = now()
-      await client.enqueueBulk(payloads)
-      const t1 = now()
-      const doneDuringEnqueue = running.done - before
-      await running.waitDone(before + jobs, timeoutMs)
-      await started
-      const end = await waitEmpty(probe, timeoutMs)
-      const from = Math.max(t1, firstStart ?? t1)
-      const round: Round = {
-        enqueueMs: t1 - t0,
-        firstStartMs: (firstStart ?? t1) - t1,
-        doneDuringEnqueue,
-        drainMs: end - from,
-        totalMs: end - t0,
-        horizonAge: await horizonAge(reader),
-        table: await tableStats(reader, c.queueTables)
-      }
+      const round = await runRound({ group, client, probe, reader, contender: c, round: r, jobs, timeoutMs })
       out.push(round)
       options.log(
         `${c.name} ${held ? "held" : "not held"} round ${r + 1}: drain ${Math.round(round.drainMs)} ms ` +
