@@ -55,10 +55,11 @@ export const pgSettings = (): Array<readonly [string, string]> =>
     return [m[1], `'${m[2].trim()}'`] as const
   })
 
-export const freshTarget = async (env: Env, store: Target["store"], name: string): Promise<Target> => {
+/** A new, empty store; a PostgreSQL database is named `<prefix>_<name>_<pid>_<random>`. */
+export const freshTarget = async (env: Env, store: Target["store"], name: string, prefix = "bench"): Promise<Target> => {
   switch (store) {
     case "pg": {
-      const database = `bench_${name.replace(/\W/g, "_")}_${process.pid}_${rand()}`
+      const database = `${prefix}_${name.replace(/\W/g, "_")}_${process.pid}_${rand()}`
       const admin = await adminClient(env)
       await admin.query(`CREATE DATABASE ${database}`)
       for (const [name, value] of pgSettings()) await admin.query(`ALTER DATABASE ${database} SET ${name} = ${value}`)
