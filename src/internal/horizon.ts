@@ -57,7 +57,7 @@ export const span = (ms: number): string =>
 
 const quoted = (text: string) => JSON.stringify(text)
 
-const xids = (n: number) => `${n} transaction${n === 1 ? "" : "s"} old`
+const xids = (n: number) => `(${n} transaction${n === 1 ? "" : "s"} ago)`
 
 /** What a holder holds back: a slot's catalog_xmin alone holds only the system catalogs. */
 export const holdsBack = (h: HorizonHolder): "every table" | "the catalogs only" =>

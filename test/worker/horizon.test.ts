@@ -89,7 +89,7 @@ describe("the horizon watch", () => {
               new RegExp(
                 `^WARN: docket: the xmin horizon of the queue's database is held back past 50ms or 100000 transactions by ` +
                   `session pid ${pid} \\(application "nightly-report", user \\w+, idle in transaction, transaction open \\d+ms, ` +
-                  `xmin \\d+ \\d+ transactions? old, query "SELECT count\\(\\*\\) FROM docket_items"\\); vacuum cannot remove`
+                  `xmin \\d+ \\(\\d+ transactions? ago\\), query "SELECT count\\(\\*\\) FROM docket_items"\\); vacuum cannot remove`
               )
             )
           ])

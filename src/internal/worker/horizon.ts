@@ -48,8 +48,8 @@ export const endedLine = (config: Horizon.Resolved, names: ReadonlyArray<string>
 export class HorizonWatch implements Part {
   readonly name = "horizon watch"
   private fiber: Fiber.RuntimeFiber<never> | undefined
-  /** The hold seen at the last check: since when (this pool's clock), and by whom. */
-  private held: { readonly since: number; names: ReadonlyArray<string> } | undefined
+  /** The hold seen at the last check: since when (this pool's clock), and every holder seen since. */
+  private held: { readonly since: number; readonly names: Set<string> } | undefined
 
   /** Built by `make`. */
   constructor(private readonly deps: HorizonDeps) {}
@@ -69,14 +69,14 @@ export class HorizonWatch implements Part {
   private note(report: Option.Option<HorizonReport>, config: WatchConfig, now: number): Effect.Effect<void> {
     const held = this.held
     if (Option.isSome(report)) {
-      const names = report.value.holders.map(Horizon.holderName)
+      const names = held?.names ?? new Set<string>()
+      for (const h of report.value.holders) names.add(Horizon.holderName(h))
       if (held === undefined) this.held = { since: now, names }
-      else held.names = names
       return Effect.logWarning(heldLine(report.value))
     }
     if (held === undefined) return Effect.void
     this.held = undefined
-    return Effect.logWarning(endedLine(config, held.names, held.since, now))
+    return Effect.logWarning(endedLine(config, [...held.names], held.since, now))
   }
 
   /** Forks the checks (the first at once), unless this pool does not watch or its database has no horizon. */
