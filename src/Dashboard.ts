@@ -27,8 +27,10 @@
  * ```
  */
 import { HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Either, Layer } from "effect"
+import type { HorizonThreshold } from "./Domain.js"
 import { InvalidInput } from "./Errors.js"
+import * as Horizon from "./internal/horizon.js"
 import * as Api from "./internal/dashboard/api.js"
 import { hostAllowed, LOOPBACK_HOSTS, publicOrigin, type PublicOrigin, WrongTokens } from "./internal/dashboard/auth.js"
 import * as Constants from "./internal/dashboard/constants.js"
@@ -64,6 +66,12 @@ export interface Options {
    * Host. Without it, such a proxy's users could read but never act.
    */
   readonly publicOrigin?: string | undefined
+  /**
+   * When the overview and /metrics name who holds back the xmin horizon of
+   * a PostgreSQL database (`QueueRepo.horizon`; default 5 minutes or 100,000
+   * transactions). A bad one throws an `InvalidInput` on "horizon".
+   */
+  readonly horizon?: HorizonThreshold | undefined
 }
 
 /** The names a dashboard bound to a loopback address answers to: 127.0.0.1, localhost, [::1]. */
@@ -98,7 +106,10 @@ const publicOf = (options: Options): PublicOrigin | null => {
   return checked
 }
 
-/** The options checked; a bad one throws an `InvalidInput` on "dashboard" (a program's mistake, found when it starts). */
+/**
+ * The options checked; a bad one throws an `InvalidInput` on "dashboard"
+ * ("horizon" for the threshold): a program's mistake, found when it starts.
+ */
 const configOf = (options: Options, known: PublicOrigin | null): Config => {
   const base = options.basePath ?? ""
   if (base !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(base)) {
@@ -117,7 +128,7 @@ const configOf = (options: Options, known: PublicOrigin | null): Config => {
     origins: known === null ? [] : [known.origin],
     database: options.database === undefined ? null : describeDatabase(options.database),
     wrongTokens: new WrongTokens(),
-    overview: new OverviewCache(),
+    overview: new OverviewCache(Either.getOrThrowWith(Horizon.resolve(options.horizon), (e) => e)),
     totals: new TotalsCache(),
     confirmations: new Confirmations()
   }

@@ -329,7 +329,10 @@ export interface ItemPage {
 export type { AttemptError, FinishedState, Item, ListState, State } from "./Item.js"
 
 /** The read model's types: what a dashboard and /metrics read (defined in Insights.ts). */
-export type { FinishedMinute, OldestDue, RetriedMinute, SearchOptions, SearchPage, Total } from "./Insights.js"
+export type {
+  FinishedMinute, HorizonHolder, HorizonPrepared, HorizonReport, HorizonSession, HorizonSlot, HorizonThreshold, OldestDue,
+  RetriedMinute, SearchOptions, SearchPage, Total
+} from "./Insights.js"
 
 /** The recurring schedules' types (defined in Recurring.ts, beside `Recurring.make`). */
 export type { DeclareOutcome, ScheduleInfo, TickPass } from "./Recurring.js"

@@ -47,6 +47,8 @@ export type InvalidField =
   | "minutes"
   /** A dashboard's options (the reason names which). */
   | "dashboard"
+  /** A `horizon` threshold: an age that is not a duration from 0 to a year, or a count of transactions out of range. */
+  | "horizon"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

@@ -32,7 +32,8 @@
  * (prefetch.ts), the claimer, the slots, the executor (one item's run), the
  * recorder (outcome writes), the renewer, the registry (the pool's row in the
  * live-workers table), the pruner (finished items past their retention), the
- * cancels, the ticker (recurring schedules) and the wake-up. Each is built
+ * horizon watch (PostgreSQL's xmin horizon held back), the cancels, the
+ * ticker (recurring schedules) and the wake-up. Each is built
  * by its module's `make` and started and stopped by one contract (part.ts).
  * This module holds the options, the tag, the wiring and the start list,
  * whose reverse is the shutdown order.
@@ -50,6 +51,7 @@ import * as Events from "./internal/worker/events.js"
 import * as Executor from "./internal/worker/executor.js"
 import * as GlobalLimits from "./internal/worker/globalLimits.js"
 import * as Handlers from "./internal/worker/handlers.js"
+import * as HorizonWatch from "./internal/worker/horizon.js"
 import { LateBound, Lifecycle, type Part } from "./internal/worker/part.js"
 import { Prefetch } from "./internal/worker/prefetch.js"
 import * as Pruner from "./internal/worker/pruner.js"
@@ -171,7 +173,8 @@ interface Pool {
  *   until its next renewal or the grace's end). The claimer, stopped, no
  *   longer waits on its wake-ups;
  * - cancels: after the wake-up, whose notices it acts on;
- * - pruner and global limits: background work with nothing to hand over;
+ * - horizon watch, pruner and global limits: background work with nothing
+ *   to hand over;
  * - events: `Stopped`, the pool's last event.
  * Started the other way round: the global limits are written and the pool
  * registered before the first claim, and the writer and the slots run before
@@ -182,6 +185,7 @@ const startList = (p: {
   readonly publisher: Part
   readonly globalLimits: Part
   readonly pruner: Part
+  readonly horizon: Part
   readonly cancels: Part
   readonly wakeup: Part
   readonly renewer: Part
@@ -194,6 +198,7 @@ const startList = (p: {
   p.publisher,
   p.globalLimits,
   p.pruner,
+  p.horizon,
   p.cancels,
   p.wakeup,
   p.renewer,
@@ -221,6 +226,7 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
     const publisher = yield* Events.make({ counters: () => state.counters() })
     const globalLimits = yield* GlobalLimits.make({ repo, limits: handlers.globalLimits })
     const pruner = yield* Pruner.make({ repo, intervalMs: config.pruneMs, counts, publisher })
+    const horizon = yield* HorizonWatch.make({ repo, config: config.horizon, publisher })
     const cancels = yield* Cancels.make({
       repo,
       state,
@@ -283,7 +289,7 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       checkIdle: idle.check
     })
     const lifecycle = new Lifecycle(startList({
-      publisher, globalLimits, pruner, cancels, renewer, registry, recorder, slots, wakeup, claimer, ticker
+      publisher, globalLimits, pruner, horizon, cancels, renewer, registry, recorder, slots, wakeup, claimer, ticker
     }))
     return { config, state, publisher, wakeup, registry, idle, lifecycle } satisfies Pool
   })

@@ -12,8 +12,9 @@
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
 import * as Database from "../Database.js"
+import * as Horizon from "../internal/horizon.js"
 import type { UsageError } from "./errors.js"
-import { parseDuration, parseTime } from "./input.js"
+import { parseDuration, parseTime, readPeriod } from "./input.js"
 
 /** `--database` / `-d`: the queue's database (see `databaseUrl` for the default). */
 export const databaseOption = Options.text("database").pipe(
@@ -111,3 +112,28 @@ export const withDefault = <A>(value: A, shown: string = String(value)) => (self
 /** A checked value as an effect: its `UsageError` in the error channel. */
 export const fromEither = <A>(either: Either.Either<A, UsageError>): Effect.Effect<A, UsageError> =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
+
+/**
+ * `--horizon-age` and `--horizon-transactions`: when a holder of PostgreSQL's
+ * xmin horizon is reported (`QueueRepo.horizon`'s threshold; the defaults and
+ * why in internal/horizon.ts). Read together as a `HorizonThreshold` in ms.
+ */
+export const horizonOptions = {
+  horizonAge: durationOption(
+    "horizon-age",
+    "PostgreSQL: a session's transaction, or a prepared transaction, open longer than this holds vacuum back " +
+      "(reported with who holds it)."
+  ).pipe(withDefault(Horizon.DEFAULT_AGE_MS, readPeriod(Horizon.DEFAULT_AGE_MS))),
+  horizonTransactions: integerOption(
+    "horizon-transactions",
+    "PostgreSQL: a replication slot or a standby's feedback whose xmin is more than this many transactions old " +
+      "holds vacuum back (they record no time).",
+    { min: 0, max: 2_147_483_647 }
+  ).pipe(withDefault(Horizon.DEFAULT_TRANSACTIONS))
+}
+
+/** The threshold the horizon options give. */
+export const horizonThreshold = (args: { readonly horizonAge: number; readonly horizonTransactions: number }) => ({
+  age: args.horizonAge,
+  transactions: args.horizonTransactions
+})

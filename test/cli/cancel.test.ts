@@ -7,7 +7,7 @@
  */
 import { Effect, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { cliBackends, docket, docketAll, lines, openRepo, start, tempDir } from "../support/cli.js"
+import { cliBackends, docket, docketAll, lines, noHorizon, openRepo, start, tempDir } from "../support/cli.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -94,7 +94,8 @@ for (const backend of backends) {
           mail: { due: 0, scheduled: 0, running: 0, done: 0, dead: 0, cancelled: 4 }
         },
         // Nothing waits, so no kind lacks a worker.
-        unhandledKinds: []
+        unhandledKinds: [],
+        horizon: noHorizon(backend.name)
       })
       expect(lines(text.stdout)[0]).toMatch(/^kind\s+due\s+scheduled\s+running\s+done\s+dead\s+cancelled$/)
       expect(text.stdout).toMatch(/^total\s+0\s+0\s+0\s+0\s+1\s+4$/m)

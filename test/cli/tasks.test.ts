@@ -14,7 +14,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import type * as QueueRepo from "../../src/QueueRepo.js"
 import { QueueRepo as QueueRepoTag } from "../../src/QueueRepo.js"
-import { cliBackends, DOCKET_URL, docket, docketAll, EFFECT_URL, lines, start, tempDir, waitUntil } from "../support/cli.js"
+import { cliBackends, DOCKET_URL, docket, docketAll, EFFECT_URL, lines, noHorizon, start, tempDir, waitUntil } from "../support/cli.js"
 import { repoLayer } from "../support/db.js"
 
 interface Db {
@@ -134,7 +134,8 @@ describe.each(backends)("docket command on $name", (backend) => {
           "report.build": { due: 0, scheduled: 2, running: 0, done: 0, dead: 0, cancelled: 0 }
         },
         // No worker runs: every waiting kind.
-        unhandledKinds: ["cleanup", "mail.send", "report.build"]
+        unhandledKinds: ["cleanup", "mail.send", "report.build"],
+        horizon: noHorizon(backend.name)
       })
       const db = openDb(url)
       const item = await db.repo((repo) => repo.get(id))
@@ -305,7 +306,8 @@ describe.each(backends)("docket command on $name", (backend) => {
           "perm": { ...zero, due: 1, done: 0 },
           "ts.typed": { ...zero, done: 2 }
         },
-        unhandledKinds: ["perm"]
+        unhandledKinds: ["perm"],
+        horizon: noHorizon(backend.name)
       })
       const again = await db.repo((repo) => repo.get(ids[8]))
       expect(again._tag === "Some" && again.value).toMatchObject({ state: "waiting", attempts: 0 })

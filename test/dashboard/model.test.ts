@@ -3,7 +3,7 @@
  * (one read per 2 s whatever the viewers), the session and token checks,
  * the Host check, the wrong-token count, the rate reading.
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import type { QueueRepo } from "../../src/index.js"
 import * as Auth from "../../src/internal/dashboard/auth.js"
@@ -32,14 +32,15 @@ describe("the overview cache", () => {
     oldestDue: Effect.succeed([]),
     finishedPerMinute: () => Effect.succeed([]),
     retriedPerMinute: () => Effect.succeed([]),
-    listWorkers: () => Effect.succeed([])
+    listWorkers: () => Effect.succeed([]),
+    horizon: () => Effect.succeed(Option.none())
   }) as unknown as QueueRepo.Service
 
   it("reads once per 2 s however many read it, again after clear() (an action)", async () => {
     let now = 1_000_000
     const calls = { n: 0 }
     const repo = stub(calls)
-    const cache = new Model.OverviewCache(() => now)
+    const cache = new Model.OverviewCache({ ageMs: 300_000, transactions: 100_000 }, () => now)
     for (let i = 0; i < 5; i++) await Effect.runPromise(cache.read(repo))
     expect(calls.n).toBe(1)
     now += Model.OVERVIEW_TTL_MS - 1

@@ -7,13 +7,10 @@
  * Every wait is on an observable condition (a row count, an output line, a
  * process exit) and bounded.
  */
-import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process"
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
 import pg from "pg"
 import { BIN, ROOT } from "../support/cli.js"
 import { IN_CI } from "../support/db.js"
@@ -279,93 +276,5 @@ export const withDatabase = (url: string, database: string) => {
   return u.toString()
 }
 
-const execFileAsync = promisify(execFile)
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.on("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-
-/** The newest PostgreSQL server binaries on this machine (Debian layout, else PATH). */
-const pgBinDir = (): string | undefined => {
-  const base = "/usr/lib/postgresql"
-  if (existsSync(base)) {
-    const versions = readdirSync(base).filter((v) => existsSync(join(base, v, "bin", "initdb")))
-      .sort((a, b) => Number(b) - Number(a))
-    if (versions.length > 0) return join(base, versions[0], "bin")
-  }
-  try {
-    const pgConfig = execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim()
-    return existsSync(join(pgConfig, "initdb")) ? pgConfig : undefined
-  } catch {
-    return undefined
-  }
-}
-
-export interface PrivateCluster {
-  /** postgres://root@127.0.0.1:<port>/postgres */
-  readonly adminUrl: string
-  readonly port: number
-  /** Stops the server: "fast" (clean) or "immediate" (as if it crashed: WAL replayed at the next start). */
-  readonly stop: (mode: "fast" | "immediate") => Promise<void>
-  readonly start: () => Promise<void>
-  readonly destroy: () => Promise<void>
-}
-
-/** How `privateCluster` configures its server. */
-export interface ClusterOptions {
-  /** The server's `max_connections` (default 200; superuser_reserved_connections stays 3). */
-  readonly maxConnections?: number
-}
-
-/**
- * A PostgreSQL cluster of this test's own (initdb into a temporary folder, a
- * free port): restarting it disturbs no other test. Run as the `postgres`
- * user when this process is root (initdb refuses root). Throws when the
- * server binaries are missing or the cluster cannot start.
- */
-export const privateCluster = async (options: ClusterOptions = {}): Promise<PrivateCluster> => {
-  const bin = pgBinDir()
-  if (bin === undefined) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
-  const dir = mkdtempSync(join(tmpdir(), "docket-rel-pg-"))
-  const asRoot = process.getuid?.() === 0
-  // Asynchronous, so the test's own clients keep running while the server stops and starts.
-  const run = async (tool: string, args: Array<string>) => {
-    const command = join(bin, tool)
-    const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", command, ...args]] : [command, args]
-    await execFileAsync(file, argv, { cwd: dir, timeout: 60_000 })
-  }
-  if (asRoot) {
-    const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim())
-    const gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim())
-    chownSync(dir, uid, gid)
-  }
-  const data = join(dir, "data")
-  await run("initdb", ["-D", data, "-A", "trust", "-U", "root", "--no-sync", "-E", "UTF8", "--locale=C"])
-  const port = await freePort()
-  const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=${options.maxConnections ?? 200}`
-  const start = () => run("pg_ctl", ["-D", data, "-o", serverOptions, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"])
-  const stop = (mode: "fast" | "immediate") => run("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
-  try {
-    await start()
-  } catch (error) {
-    rmSync(dir, { recursive: true, force: true })
-    throw error
-  }
-  return {
-    adminUrl: `postgres://root@127.0.0.1:${port}/postgres`,
-    port,
-    start,
-    stop,
-    destroy: async () => {
-      await stop("immediate").catch(() => undefined)
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }
-}
+/** A PostgreSQL cluster of a scenario's own, which it may stop and start (test/support/cluster.ts). */
+export { type Cluster as PrivateCluster, type ClusterOptions, privateCluster } from "../support/cluster.js"

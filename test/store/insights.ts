@@ -6,10 +6,11 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { type Duration, Effect, Option } from "effect"
 import { QueueRepo } from "../../src/index.js"
 import { ageFinished, type Backend, countAll, expireLease, makeDue, setRow } from "../support/db.js"
 import { dbNow, withRepo } from "../support/harness.js"
+import { expectInvalid } from "../support/store.js"
 
 const Repo = QueueRepo.QueueRepo
 
@@ -275,11 +276,70 @@ const searchAndRunNow = (backend: Backend) => {
     })))
 }
 
+/** A raw connection of the repository's own pool, held for the scope; its statements run one by one. */
+const heldConnection = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const connection = yield* sql.reserve
+  const run = (text: string) => connection.executeUnprepared(text, [], undefined)
+  const [{ pid }] = yield* run("SELECT pg_backend_pid() AS pid")
+  return { pid: Number(pid), run }
+})
+
+const horizon = (backend: Backend) => {
+  it.live("horizon: a bad threshold is an InvalidInput on horizon naming its part, nothing run", () =>
+    run(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const age = yield* expectInvalid(repo.horizon({ age: -1 }), "horizon")
+      expect(age.reason).toMatch(/^age must be from 0 to /)
+      const xids = yield* expectInvalid(repo.horizon({ transactions: 1.5 }), "horizon")
+      expect(xids.reason).toMatch(/^transactions must be an integer from 0 to 2147483647/)
+    })))
+
+  if (backend.name === "sqlite") {
+    it.live("horizon: SQLite has none (nothing to hold back)", () =>
+      run(backend, Effect.gen(function*() {
+        expect(yield* (yield* Repo).horizon({ age: 0, transactions: 0 })).toEqual(Option.none())
+      })))
+    return
+  }
+
+  it.live("horizon: a REPEATABLE READ transaction that has read, and one that wrote, are named once open past the age; gone at their end", () =>
+    run(backend, Effect.scoped(Effect.gen(function*() {
+      const repo = yield* Repo
+      const reader = yield* heldConnection
+      const writer = yield* heldConnection
+      const sessions = (age: Duration.DurationInput) =>
+        Effect.map(repo.horizon({ age }), (report) => Option.getOrThrow(report).holders.filter((h) => h._tag === "Session"))
+      expect(yield* sessions("1 millis")).toEqual([])
+      yield* reader.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
+      yield* reader.run("SELECT count(*) AS n FROM docket_items\n  WHERE state = 'waiting'")
+      // READ COMMITTED, idle: no snapshot, but a transaction id (as a write takes) that holds the horizon.
+      yield* writer.run("BEGIN")
+      yield* writer.run("SELECT txid_current()")
+      yield* Effect.sleep("20 millis")
+      const report = Option.getOrThrow(yield* repo.horizon({ age: "10 millis", transactions: 5 }))
+      expect(report).toMatchObject({ ageMs: 10, transactions: 5 })
+      const held = report.holders.filter((h) => h._tag === "Session")
+      expect(held.map((h) => h.pid).sort()).toEqual([reader.pid, writer.pid].sort())
+      const r = held.find((h) => h.pid === reader.pid)!
+      expect(r).toMatchObject({ state: "idle in transaction", backendType: "client backend", query: "SELECT count(*) AS n FROM docket_items" })
+      expect(r.transactionAgeMs).toBeGreaterThanOrEqual(10)
+      expect(r.transactionStart).toBeLessThanOrEqual((yield* dbNow) - 10)
+      expect(held.find((h) => h.pid === writer.pid)!.query).toBe("SELECT txid_current()")
+      // Open less long than the age: not named.
+      expect(yield* sessions("1 hour")).toEqual([])
+      yield* reader.run("COMMIT")
+      yield* writer.run("ROLLBACK")
+      expect(yield* sessions("1 millis")).toEqual([])
+    }))))
+}
+
 export const insightsSuite = (backend: Backend) => {
   describe("the dashboard's read model", () => {
     oldestAndFinished(backend)
     retried(backend)
     totals(backend)
     searchAndRunNow(backend)
+    horizon(backend)
   })
 }

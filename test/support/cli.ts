@@ -194,6 +194,10 @@ export interface CliBackend {
 }
 
 /** Both backends for `describe.each`, their removals pushed onto the test file's `cleanups`. */
+/** `docket stats --json`'s horizon when nothing holds it back: none on SQLite, the default threshold and no holder on PostgreSQL. */
+export const noHorizon = (backend: "sqlite" | "pg") =>
+  backend === "sqlite" ? null : { ageMs: 300_000, transactions: 100_000, holders: [] }
+
 export const cliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> => [
   {
     name: "sqlite",

@@ -7,7 +7,7 @@
 import { Command, Options } from "@effect/cli"
 import { Effect, Option } from "effect"
 import { DEFAULT_PORT, MIN_TOKEN_LENGTH } from "../../internal/dashboard/constants.js"
-import { databaseOption, integerOption, optionalText } from "../options.js"
+import { databaseOption, horizonOptions, horizonThreshold, integerOption, optionalText } from "../options.js"
 
 const portOption = integerOption("port", `The port to listen on (default ${DEFAULT_PORT}; 0 picks a free one).`, {
   min: 0,
@@ -51,12 +51,13 @@ export const dashboard = Command.make(
     host: hostOption,
     basePath: basePathOption,
     publicOrigin: publicOriginOption,
-    token: tokenOption
+    token: tokenOption,
+    ...horizonOptions
   },
-  ({ basePath, database, host, port, publicOrigin, token }) =>
+  (args) =>
     Effect.flatMap(
       Effect.promise(() => import("./dashboardServe.js")),
-      (m) => m.serve({ basePath, database, host, port, publicOrigin, token: tokenOf(token) })
+      (m) => m.serve({ ...args, token: tokenOf(args.token), horizon: horizonThreshold(args) })
     )
 ).pipe(
   Command.withDescription(

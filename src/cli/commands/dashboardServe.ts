@@ -43,10 +43,12 @@ export interface ServeArgs {
   readonly basePath: Option.Option<string>
   readonly publicOrigin: Option.Option<string>
   readonly token: string | undefined
+  /** When the overview and /metrics name who holds back the xmin horizon (PostgreSQL). */
+  readonly horizon: Dashboard.Options["horizon"]
 }
 
 /** Serves until interrupted (SIGINT/SIGTERM). */
-export const serve = ({ basePath, database, host, port, publicOrigin, token }: ServeArgs) =>
+export const serve = ({ basePath, database, horizon, host, port, publicOrigin, token }: ServeArgs) =>
   Effect.gen(function*() {
     const url = databaseUrl(database)
     yield* refuseMissing(url)
@@ -56,6 +58,7 @@ export const serve = ({ basePath, database, host, port, publicOrigin, token }: S
       publicOrigin: Option.getOrUndefined(publicOrigin),
       token,
       database: url,
+      horizon,
       // Bound to this machine only: answer only to its loopback names (no DNS rebinding).
       allowedHosts: loopbackHosts(listenHost)
     }

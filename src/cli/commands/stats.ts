@@ -1,13 +1,16 @@
 /**
  * `docket stats`: the queue's counts, in total and by kind, as a table or
- * JSON, and the waiting kinds no live worker pool claims (their items wait
- * until one starts).
+ * JSON, the waiting kinds no live worker pool claims (their items wait
+ * until one starts), and on PostgreSQL who holds back the database's xmin
+ * horizon past --horizon-age / --horizon-transactions (vacuum cannot clean
+ * up after the queue meanwhile: docs/operations.md).
  */
 import { Command } from "@effect/cli"
-import { Console, Effect } from "effect"
+import { Console, Effect, Option } from "effect"
+import * as Horizon from "../../internal/horizon.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { compareText, pad, padLeft } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption } from "../options.js"
+import { databaseOption, databaseUrl, horizonOptions, horizonThreshold, jsonOption } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 /** One row of the table: the kind column `width` wide, then due, scheduled, running, done, dead and cancelled. */
@@ -51,12 +54,26 @@ const unhandledLine = (stats: QueueRepo.Stats, kinds: ReadonlyArray<string>): st
     kinds.map((k) => `${k} (${stats.byKind[k].due + stats.byKind[k].scheduled} waiting)`).join(", ")
   }`
 
+/** The lines under the table naming who holds the horizon back, one per holder; none when nothing does. */
+export const horizonLines = (report: Option.Option<QueueRepo.HorizonReport>): ReadonlyArray<string> =>
+  Option.match(Option.filter(report, (r) => r.holders.length > 0), {
+    onNone: () => [],
+    onSome: (r) => [
+      `xmin horizon held back past ${Horizon.describeThreshold(r)} (vacuum cannot clean up after the queue: ` +
+      `docs/operations.md) by:`,
+      ...r.holders.map((h) => `  ${Horizon.describeHolder(h)}`)
+    ]
+  })
+
 /** The `stats` command (a SQLite file that does not exist is refused, not made). */
-export const stats = Command.make("stats", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
-  withExistingRepo(databaseUrl(database), (repo) => Effect.all([repo.stats, repo.listWorkers()])).pipe(
-    Effect.flatMap(([s, workers]) => {
+export const stats = Command.make("stats", { database: databaseOption, json: jsonOption, ...horizonOptions }, (args) =>
+  withExistingRepo(
+    databaseUrl(args.database),
+    (repo) => Effect.all([repo.stats, repo.listWorkers(), repo.horizon(horizonThreshold(args))])
+  ).pipe(
+    Effect.flatMap(([s, workers, horizon]) => {
       const unhandled = unhandledKinds(s, workers)
-      if (json) {
+      if (args.json) {
         return Console.log(JSON.stringify({
           due: s.due,
           scheduled: s.scheduled,
@@ -65,16 +82,18 @@ export const stats = Command.make("stats", { database: databaseOption, json: jso
           dead: s.dead,
           cancelled: s.cancelled,
           byKind: s.byKind,
-          unhandledKinds: unhandled
+          unhandledKinds: unhandled,
+          // null on SQLite (no horizon); on PostgreSQL the threshold and the holders past it (none: []).
+          horizon: Option.getOrNull(horizon)
         }))
       }
       const line = unhandledLine(s, unhandled)
-      return Console.log(line === undefined ? statsTable(s) : `${statsTable(s)}\n${line}`)
+      return Console.log([statsTable(s), ...(line === undefined ? [] : [line]), ...horizonLines(horizon)].join("\n"))
     })
   )).pipe(
     Command.withDescription(
       "Counts items: due (waiting, due now), scheduled (waiting, due later), running (leased), done (kept " +
-        "for the retention), dead and cancelled, in total and by kind; and names the waiting kinds no live " +
-        "worker handles."
+        "for the retention), dead and cancelled, in total and by kind; names the waiting kinds no live " +
+        "worker handles; and, on PostgreSQL, who holds vacuum back past --horizon-age or --horizon-transactions."
     )
   )

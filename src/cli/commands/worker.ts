@@ -12,7 +12,9 @@ import { usage } from "../errors.js"
 import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
 import { parseDuration, readPeriod } from "../input.js"
-import { databaseOption, databaseUrl, durationOption, integerOption, refuse, textOption, withDefault } from "../options.js"
+import {
+  databaseOption, databaseUrl, durationOption, horizonOptions, horizonThreshold, integerOption, refuse, textOption, withDefault
+} from "../options.js"
 import { describeDatabase } from "../queue.js"
 import { LOG_FORMATS, type LogFormat, type LogOptions } from "../logFormat.js"
 import { printRecord, setLogFormat, show } from "../status.js"
@@ -105,7 +107,9 @@ const workerConfig = {
         "the worker claims only the kinds of its task files, and leaves the others waiting for the " +
         "workers that have them (several services can share one queue)."
     )
-  )
+  ),
+  // Once a minute, a warning naming who holds vacuum back past them (PostgreSQL).
+  ...horizonOptions
 }
 
 /** The worker's checked options; durations in milliseconds. */
@@ -119,6 +123,8 @@ export interface RunOptions {
   readonly allKinds: boolean
   readonly retention: Retention
   readonly log: LogOptions
+  /** When the pool warns that the xmin horizon is held back (PostgreSQL). */
+  readonly horizon: { readonly age: number; readonly transactions: number }
 }
 
 /** Checks the worker's options (exit 2 on a bad one). */
@@ -137,7 +143,8 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
       grace: args.grace,
       allKinds: args.allKinds,
       retention: args.retention,
-      log: { format: args.logFormat, items: args.logItems, summaryMs: args.summary }
+      log: { format: args.logFormat, items: args.logItems, summaryMs: args.summary },
+      horizon: horizonThreshold(args)
     } satisfies RunOptions
   })
 
@@ -175,7 +182,8 @@ export const runWorker = (options: RunOptions) =>
         poll: options.poll,
         grace: graceMs,
         claimKinds: options.allKinds ? "all" : "handled",
-        recurring
+        recurring,
+        horizon: options.horizon
       })
       const worker = pool.worker
       service = worker

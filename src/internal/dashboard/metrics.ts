@@ -9,9 +9,13 @@
  * never fall, whoever prunes, and `rate()`/`increase()` work on them. The
  * other series are gauges: what is stored now, how old the oldest due item
  * is, and the last hour's finished and retried counts (easy to read on a
- * page; a sliding hour falls as old minutes leave it).
+ * page; a sliding hour falls as old minutes leave it). On PostgreSQL, who
+ * holds back the xmin horizon past the dashboard's threshold:
+ * docket_horizon_held (how many), and per holder its age in seconds (where
+ * PostgreSQL records a time) and in transactions, labelled with who it is.
  */
-import type { Total } from "../../Domain.js"
+import type { HorizonHolder, HorizonReport, Total } from "../../Domain.js"
+import * as Horizon from "../horizon.js"
 import type { Overview } from "./model.js"
 
 /** The Content-Type of the text format. */
@@ -35,6 +39,52 @@ interface Family {
 const family = (f: Family) =>
   [`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type ?? "gauge"}`, ...f.samples.map(([l, v]) => `${f.name}${labels(l)} ${v}`)]
     .join("\n")
+
+// Who a holder is, as labels: what an operator needs to find and end it.
+const holderLabels = (h: HorizonHolder): Readonly<Record<string, string>> => {
+  switch (h._tag) {
+    case "Session":
+      return { holder: "session", pid: String(h.pid), application: h.applicationName, user: h.user ?? "", state: h.state ?? "" }
+    case "Slot":
+      return { holder: "slot", slot: h.slotName, slot_type: h.slotType, active: String(h.active), holds: Horizon.holdsBack(h) }
+    case "Prepared":
+      return { holder: "prepared", gid: h.gid, owner: h.owner }
+  }
+}
+
+// In seconds to the ms (PostgreSQL's microseconds would print as 23.135424999999998).
+const holderSeconds = (h: HorizonHolder): number | null => {
+  const ms = h._tag === "Prepared" ? h.ageMs : h._tag === "Session" ? h.transactionAgeMs : null
+  return ms === null ? null : Math.round(ms) / 1000
+}
+
+const holderXids = (h: HorizonHolder): number =>
+  h._tag === "Session" ? h.xminAge : h._tag === "Prepared" ? h.xidAge : Math.max(h.xminAge ?? 0, h.catalogXminAge ?? 0)
+
+/** The horizon's families (PostgreSQL only: SQLite has no horizon, and none are written). */
+const horizonFamilies = (r: HorizonReport): ReadonlyArray<Family> => [
+  {
+    name: "docket_horizon_held",
+    help: `Holders of the xmin horizon of the queue's database past the dashboard's threshold (${Horizon.describeThreshold(r)}): ` +
+      "vacuum cannot remove what the queue updates or deletes while it is above 0 (docs/operations.md).",
+    samples: [[{}, r.holders.length]]
+  },
+  {
+    name: "docket_horizon_holder_age_seconds",
+    help: "How long each holder past the threshold has held the horizon: a session's open transaction, a prepared " +
+      "transaction's age (slots record no time: see docket_horizon_holder_xmin_age).",
+    samples: r.holders.flatMap((h) => {
+      const seconds = holderSeconds(h)
+      return seconds === null ? [] : [[holderLabels(h), seconds] as const]
+    })
+  },
+  {
+    name: "docket_horizon_holder_xmin_age",
+    help: "The age in transactions of the oldest transaction id each holder past the threshold holds (for a slot, " +
+      "the older of its xmin and catalog_xmin).",
+    samples: r.holders.map((h) => [holderLabels(h), holderXids(h)] as const)
+  }
+]
 
 const STATES = ["waiting", "scheduled", "running", "expired", "done", "dead", "cancelled"] as const
 
@@ -113,5 +163,6 @@ export const render = (o: Overview, totals: ReadonlyArray<Total>): string => {
       ] as const)
     }
   ]
+  if (o.horizon !== null) families.push(...horizonFamilies(o.horizon))
   return families.map(family).join("\n") + "\n"
 }

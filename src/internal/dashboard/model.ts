@@ -4,8 +4,11 @@
  * are a `Problem` with the HTTP status to answer with.
  */
 import { Data, Effect, Option } from "effect"
-import type { FinishedMinute, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo } from "../../Domain.js"
+import type {
+  FinishedMinute, HorizonReport, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo
+} from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
+import type { Resolved } from "../horizon.js"
 import type { Service } from "../store/service.js"
 
 /** A refused or failed request, and the status it answers with. */
@@ -23,7 +26,10 @@ export const toProblem = (error: InvalidInput | StorageError | Problem): Problem
   }
 }
 
-/** The overview: every kind with its counts and controls, due latency, the last hour's throughput, workers. */
+/**
+ * The overview: every kind with its counts and controls, due latency, the
+ * last hour's throughput, workers, and who holds back the xmin horizon.
+ */
 export interface Overview {
   readonly kinds: ReadonlyArray<KindInfo>
   readonly oldestDue: ReadonlyArray<OldestDue>
@@ -32,6 +38,8 @@ export interface Overview {
   readonly finishedByKind: ReadonlyArray<FinishedMinute>
   readonly retriedByKind: ReadonlyArray<RetriedMinute>
   readonly workers: ReadonlyArray<WorkerInfo>
+  /** PostgreSQL: the holders of the xmin horizon past the dashboard's threshold (none: an empty list); null on SQLite. */
+  readonly horizon: HorizonReport | null
 }
 
 /** One minute's finished items by state and its retried attempts (epoch ms of its start). */
@@ -55,15 +63,22 @@ const byMinute = (finished: ReadonlyArray<FinishedMinute>, retried: ReadonlyArra
   return [...minutes.values()].sort((a, b) => a.minute - b.minute)
 }
 
-/** Reads the overview (five statements, one after another: a dashboard takes one connection at a time). */
-export const overview = (repo: Service): Effect.Effect<Overview, Problem> =>
+/**
+ * Reads the overview (six statements on PostgreSQL, five on SQLite, one
+ * after another: a dashboard takes one connection at a time); `threshold`:
+ * when a holder of the xmin horizon is named.
+ */
+export const overview = (repo: Service, threshold: Resolved): Effect.Effect<Overview, Problem> =>
   Effect.gen(function*() {
     const kinds = yield* repo.listKinds
     const oldestDue = yield* repo.oldestDue
     const finished = yield* repo.finishedPerMinute(60)
     const retried = yield* repo.retriedPerMinute(60)
     const workers = yield* repo.listWorkers()
-    return { kinds, oldestDue, throughput: byMinute(finished, retried), finishedByKind: finished, retriedByKind: retried, workers }
+    const horizon = Option.getOrNull(yield* repo.horizon({ age: threshold.ageMs, transactions: threshold.transactions }))
+    return {
+      kinds, oldestDue, throughput: byMinute(finished, retried), finishedByKind: finished, retriedByKind: retried, workers, horizon
+    }
   }).pipe(Effect.mapError(toProblem))
 
 /** Finished items and retried attempts per minute as aligned columns (what a time-series chart takes): every minute of the window, zeros included. */
@@ -128,10 +143,10 @@ export class TimedCache<A> {
   }
 }
 
-/** The overview, read at most every 2 s (every page's and /metrics'). */
+/** The overview, read at most every 2 s (every page's and /metrics'), its horizon by `threshold`. */
 export class OverviewCache extends TimedCache<Overview> {
-  constructor(clock: () => number = Date.now) {
-    super(overview, clock)
+  constructor(threshold: Resolved, clock: () => number = Date.now) {
+    super((repo) => overview(repo, threshold), clock)
   }
 }
 

@@ -3,7 +3,8 @@
  * stored string goes through the escaping template (html.ts). Each page works
  * without JavaScript: filters are GET forms, actions POST forms.
  */
-import type { Item, KindInfo, ListState, ScheduleInfo, WorkerInfo } from "../../Domain.js"
+import type { HorizonHolder, HorizonReport, Item, KindInfo, ListState, ScheduleInfo, WorkerInfo } from "../../Domain.js"
+import * as Horizon from "../horizon.js"
 import { type Html, html, pretty } from "./html.js"
 import { actionForm, age, canAct, link, page, time, type View } from "./layout.js"
 import type { BulkAction, Matched } from "./bulk.js"
@@ -37,7 +38,7 @@ export const overviewPage = (view: View, o: Overview): Html => {
   const controlled = o.kinds.filter((k) => k.paused || k.concurrency !== null || k.rate !== null)
   return page(view, "Overview", html`<h1>Overview</h1>
 <div id="live-overview" data-live>
-<div class="cards">
+${horizonSection(o.horizon)}<div class="cards">
 <div class="card"><div class="muted">waiting</div><div class="v">${total((k) => k.counts.waiting + k.counts.expired)}</div></div>
 <div class="card"><div class="muted">running</div><div class="v">${total((k) => k.counts.running)}</div></div>
 <div class="card"><div class="muted">scheduled</div><div class="v">${total((k) => k.counts.scheduled)}</div></div>
@@ -81,6 +82,28 @@ ${controlled.length === 0 ? html`<p class="muted">None.</p>` : html`<ul>${contro
 ${live.length === 0 ? html`<p class="muted">No live worker.</p>` : workerTable(view, live)}
 </div>`, chartHead(view))
 }
+
+// How long a holder has held the horizon: a time where PostgreSQL records one, else the xmin's age in transactions.
+const heldFor = (h: HorizonHolder): string => {
+  if (h._tag === "Prepared") return Horizon.span(h.ageMs)
+  if (h._tag === "Session" && h.transactionAgeMs !== null) return Horizon.span(h.transactionAgeMs)
+  const xids = h._tag === "Session" ? h.xminAge : Math.max(h.xminAge ?? 0, h.catalogXminAge ?? 0)
+  return `${xids} transactions`
+}
+
+/** Who holds back the xmin horizon (PostgreSQL), at the top of the overview while anything does. */
+const horizonSection = (report: HorizonReport | null): Html =>
+  report === null || report.holders.length === 0 ? html`` : html`<div id="horizon" class="error">
+<h2>Vacuum held back</h2>
+<p>The xmin horizon of the queue's database is held back past ${Horizon.describeThreshold(report)}: vacuum cannot remove
+the rows the queue updates or deletes meanwhile, and claims slow down as they pile up. End what holds it
+(docs/operations.md, "The xmin horizon held back").</p>
+<table><thead><tr><th>holder</th><th>held for</th><th>what PostgreSQL says of it</th></tr></thead>
+<tbody>${
+    report.holders.map((h) => html`<tr><td>${Horizon.holderName(h)}</td><td>${heldFor(h)}</td><td>${Horizon.holderFacts(h).join(", ")}</td></tr>`)
+  }</tbody></table>
+</div>
+`
 
 // The chart's files: uPlot's style sheet and script, then the dashboard's script that draws it.
 const chartHead = (view: View): Html =>

@@ -1,5 +1,6 @@
 /**
- * The insights area: the read model of a dashboard and of /metrics.
+ * The insights area: the read model of a dashboard and of /metrics, and
+ * who holds back a PostgreSQL database's xmin horizon.
  * Each member is one operation, in internal/sql/<member>.ts: its texts for both
  * dialects, their parameters and the decoding of their rows; its type there
  * says what it does. Adding one: its file, its two lines here (below), the
@@ -12,6 +13,7 @@ import * as InsightFinishedPerMinute from "../sql/insightFinishedPerMinute.js"
 import * as InsightRetriedPerMinute from "../sql/insightRetriedPerMinute.js"
 import * as InsightTotals from "../sql/insightTotals.js"
 import * as InsightSearch from "../sql/insightSearch.js"
+import * as InsightHorizon from "../sql/insightHorizon.js"
 
 /** The insights operations. */
 export interface Insights {
@@ -21,6 +23,7 @@ export interface Insights {
   readonly insightRetriedPerMinute: InsightRetriedPerMinute.InsightRetriedPerMinute
   readonly insightTotals: InsightTotals.InsightTotals
   readonly insightSearch: InsightSearch.InsightSearch
+  readonly insightHorizon: InsightHorizon.InsightHorizon
 }
 
 /** The insights operations of `db`'s dialect. */
@@ -30,5 +33,6 @@ export const make = (db: Db): Insights => ({
   insightFinishedPerMinute: InsightFinishedPerMinute.make(db),
   insightRetriedPerMinute: InsightRetriedPerMinute.make(db),
   insightTotals: InsightTotals.make(db),
-  insightSearch: InsightSearch.make(db)
+  insightSearch: InsightSearch.make(db),
+  insightHorizon: InsightHorizon.make(db)
 })

@@ -1,13 +1,15 @@
 /**
  * What a dashboard and /metrics read beyond `stats` and `list`: the age of
  * each kind's oldest due item, finished and retried items per minute, items found by key
- * or by text (a bounded scan; each sql/insight*.ts says what it costs); and
- * "run now", which makes scheduled items due at once.
+ * or by text (a bounded scan; each sql/insight*.ts says what it costs), who
+ * holds back a PostgreSQL database's xmin horizon; and "run now", which makes
+ * scheduled items due at once.
  */
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { ListState, SearchOptions } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
+import * as Horizon from "../horizon.js"
 import { TOP_KEY } from "../sql/historyList.js"
 import { SEARCH_SCAN_CAP, type SearchFilters } from "../sql/insightSearch.js"
 import type * as Storage from "../storage.js"
@@ -71,7 +73,10 @@ const checkIds = (ids: ReadonlyArray<number>) =>
     return [...new Set(ids)]
   })
 
-type Ops = Pick<Service, "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "totals" | "searchItems" | "runNow">
+type Ops = Pick<
+  Service,
+  "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "totals" | "searchItems" | "horizon" | "runNow"
+>
 
 /** The read model's operations and "run now" over the storage. */
 export const make = (store: Storage.Insights & Pick<Storage.Items, "itemRunNow">, wakeups: Wakeups.Service): Ops => {
@@ -102,6 +107,12 @@ export const make = (store: Storage.Insights & Pick<Storage.Items, "itemRunNow">
         Effect.mapError(store.insightRetriedPerMinute(m * 60_000), storage("retriedPerMinute"))),
     totals: Effect.mapError(store.insightTotals, storage("totals")),
     searchItems: search,
+    horizon: (threshold) =>
+      Effect.flatMap(V.lift(Horizon.resolve(threshold)), (r) =>
+        store.insightHorizon(r.ageMs, r.transactions).pipe(
+          Effect.mapError(storage("horizon")),
+          Effect.map(Option.map((holders) => ({ ...r, holders })))
+        )),
     runNow: (ids) =>
       checkIds(ids).pipe(
         Effect.flatMap((unique) => Effect.mapError(store.itemRunNow(unique), storage("runNow"))),

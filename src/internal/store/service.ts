@@ -8,7 +8,7 @@ import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
   EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage,
-  KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
+  HorizonReport, HorizonThreshold, KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
   SnoozeRequest, Stats, TickPass, Total, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 import type { Declaration } from "../../Recurring.js"
@@ -199,6 +199,17 @@ export interface Service {
    * pages, some empty but with a cursor. A bad filter or cursor is an InvalidInput.
    */
   readonly searchItems: (options?: SearchOptions) => Effect.Effect<SearchPage, EI>
+  /**
+   * Who holds back the xmin horizon of the queue's PostgreSQL database past
+   * `threshold` (`HorizonThreshold`: 5 minutes or 100,000 transactions by
+   * default): sessions of this database with a transaction open longer,
+   * replication slots and standbys' feedback with an older xmin, prepared
+   * transactions prepared longer ago; none on SQLite, which has no horizon.
+   * Vacuum cannot remove what the queue deletes or updates while it is held,
+   * and claims slow down as dead rows pile up (docs/operations.md). One
+   * statement over system views; a bad threshold is an InvalidInput on "horizon".
+   */
+  readonly horizon: (threshold?: HorizonThreshold) => Effect.Effect<Option.Option<HorizonReport>, EI>
   /**
    * Scheduled items (waiting, due later) due now ("run now"); their ids.
    * Others (due already, running, finished, unknown) are left as they are.

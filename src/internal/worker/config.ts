@@ -1,12 +1,19 @@
 /**
  * The pool's options, checked and resolved to numbers once.
  */
-import { Duration } from "effect"
+import { Duration, Either } from "effect"
 import { hostname } from "node:os"
+import type { HorizonThreshold } from "../../Domain.js"
+import * as Horizon from "../horizon.js"
 import { HEARTBEAT_DEFAULT_MS, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS } from "../liveness.js"
 
 /** A worker name: host:pid plus a short random part (two processes never share one). */
 export const defaultName = (): string => `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
+
+/** How a pool watches the xmin horizon: the threshold and the period. */
+export interface WatchConfig extends Horizon.Resolved {
+  readonly everyMs: number
+}
 
 /** The resolved options. */
 export interface Config {
@@ -23,6 +30,8 @@ export interface Config {
   readonly pruneMs: number | null
   /** How often the pool heartbeats in the live-workers table. */
   readonly heartbeatMs: number
+  /** How the pool watches the xmin horizon (PostgreSQL); null: it does not. */
+  readonly horizon: WatchConfig | null
 }
 
 /**
@@ -76,6 +85,16 @@ export interface PoolOptions {
    * process must, or done items pile up).
    */
   readonly pruneEvery?: Duration.DurationInput | false | undefined
+  /**
+   * On PostgreSQL, the pool checks once a period (`every`, default 1 minute)
+   * who holds back the xmin horizon of the queue's database past the
+   * threshold (`QueueRepo.horizon`: a transaction open longer than `age`,
+   * default 5 minutes; a slot's or standby's xmin older than `transactions`,
+   * default 100,000) and logs one warning per period naming them while it is
+   * held, and one line when it ends (docs/operations.md). `false`: never.
+   * Nothing on SQLite.
+   */
+  readonly horizon?: (HorizonThreshold & { readonly every?: Duration.DurationInput | undefined }) | false | undefined
 }
 
 const millis = (input: Duration.DurationInput) => Duration.toMillis(Duration.decode(input))
@@ -93,7 +112,16 @@ const checkMillisIn = (name: string, ms: number, min: number, max: number) => {
   return ms
 }
 
-/** The options with their defaults; a bad concurrency, prefetch or heartbeat throws. */
+const DAY_MS = 24 * 3600 * 1000
+
+const horizonOf = (option: PoolOptions["horizon"]): WatchConfig | null => {
+  if (option === false) return null
+  const threshold = Horizon.resolve(option)
+  if (Either.isLeft(threshold)) throw new Error(`Docket worker: horizon ${threshold.left.reason}`)
+  return { ...threshold.right, everyMs: checkMillisIn("horizon.every", millis(option?.every ?? "1 minute"), 1, DAY_MS) }
+}
+
+/** The options with their defaults; a bad concurrency, prefetch, heartbeat or horizon throws. */
 export const resolve = (options: PoolOptions): Config => {
   const leaseMs = millis(options.lease ?? "30 seconds")
   return {
@@ -107,12 +135,13 @@ export const resolve = (options: PoolOptions): Config => {
     handledOnly: options.claimKinds !== "all",
     pruneMs: options.pruneEvery === false
       ? null
-      : checkMillisIn("pruneEvery", millis(options.pruneEvery ?? "1 minute"), 1, 24 * 3600 * 1000),
+      : checkMillisIn("pruneEvery", millis(options.pruneEvery ?? "1 minute"), 1, DAY_MS),
     heartbeatMs: checkMillisIn(
       "heartbeat",
       millis(options.heartbeat ?? HEARTBEAT_DEFAULT_MS),
       HEARTBEAT_MIN_MS,
       HEARTBEAT_MAX_MS
-    )
+    ),
+    horizon: horizonOf(options.horizon)
   }
 }

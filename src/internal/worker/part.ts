@@ -1,9 +1,9 @@
 /**
  * One lifecycle for the pool's parts (after River's startstop.Service and
  * Oban's Plugin). A part is a piece of the pool with work of its own to start
- * and stop: the events, the global limits, the pruner, the cancels, the
- * renewer, the registry, the recorder, the slots, the wake-up, the claimer
- * and the ticker. Each module builds its part the same way: `make(deps)`
+ * and stop: the events, the global limits, the pruner, the horizon watch,
+ * the cancels, the renewer, the registry, the recorder, the slots, the
+ * wake-up, the claimer and the ticker. Each module builds its part the same way: `make(deps)`
  * returns an Effect of an object implementing `Part` plus its own narrow
  * methods. The values the parts share (the state, the prefetch sizing, the
  * idle waiters, the handler table) and the executor (it runs in the slots'
