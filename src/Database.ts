@@ -13,6 +13,7 @@ import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
+import * as SessionLimits from "./internal/sessionLimits.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
 import * as Migrations from "./Migrations.js"
 
@@ -59,6 +60,8 @@ export interface Options {
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+/** How long the pg pool keeps an idle connection (pg's default), unless the server ends idle sessions sooner. */
+const POOL_IDLE_MS = 10_000
 /** TCP keepalive on PostgreSQL connections: the first probe after this long idle (docs/operations.md). */
 export const KEEPALIVE_IDLE_MS = 10_000
 
@@ -87,7 +90,12 @@ const pgLayer = (url: string, options: Options) =>
             keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
           }
           const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
-          const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
+          const pool = new Pg.Pool({
+            ...connection,
+            max: options.maxConnections ?? 10,
+            application_name: applicationName,
+            idleTimeoutMillis: POOL_IDLE_MS
+          })
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
           pool.on("error", () => {})
@@ -105,13 +113,10 @@ const pgLayer = (url: string, options: Options) =>
           yield* Effect.addFinalizer(() =>
             Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
           )
-          yield* Effect.tryPromise({
-            try: () => pool.query("SELECT 1"),
-            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
-          }).pipe(Effect.timeoutFail({
-            duration: "10 seconds",
-            onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
-          }))
+          const limits = yield* firstStatement(pool)
+          pool.options.idleTimeoutMillis = SessionLimits.poolIdleMs(limits, POOL_IDLE_MS)
+          const warning = SessionLimits.warning(limits)
+          if (warning !== undefined) yield* Effect.logWarning(warning)
           const client = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName })
           const direct: DirectPool.Service = {
             client,
@@ -149,6 +154,22 @@ const pgLayer = (url: string, options: Options) =>
           )
         })).pipe(Layer.provide(Reactivity.layer))
     )
+  )
+
+// The first statement proves the connection and reads the server's limits
+// on the role's sessions (internal/sessionLimits.ts).
+const firstStatement = (pool: {
+  query: <R extends object>(text: string) => Promise<{ rows: Array<R> }>
+}): Effect.Effect<SessionLimits.Limits, SqlError> =>
+  Effect.tryPromise({
+    try: () => pool.query<{ name: string; setting: string }>(SessionLimits.QUERY),
+    catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+  }).pipe(
+    Effect.timeoutFail({
+      duration: "10 seconds",
+      onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
+    }),
+    Effect.map((result) => SessionLimits.fromRows(result.rows))
   )
 
 // The statement timeout in ms (Infinity for none); a value that is not a

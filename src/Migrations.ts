@@ -20,14 +20,19 @@ import * as Transaction from "./internal/transaction.js"
 /** The bookkeeping table (migration id, name, time applied). */
 export const TABLE = "docket_migrations"
 
-const loader = (migrations: ReadonlyArray<MigrationFile>): Migrator.Loader =>
+// PostgreSQL: a migration, and a migrator's wait for another's lock, may
+// rightly take longer than the role's statement_timeout (a provider may set it
+// low: internal/sessionLimits.ts); lifted for their own transaction only.
+const UNBOUNDED = "SET LOCAL statement_timeout = 0"
+
+const loader = (migrations: ReadonlyArray<MigrationFile>, prelude: ReadonlyArray<string>): Migrator.Loader =>
   Effect.succeed(
     migrations.map((m): Migrator.ResolvedMigration => [
       m.id,
       m.name,
       Effect.succeed(
         Effect.flatMap(SqlClient.SqlClient, (sql) =>
-          Effect.forEach(m.statements, (statement) => sql.unsafe(statement), { discard: true }))
+          Effect.forEach([...prelude, ...m.statements], (statement) => sql.unsafe(statement), { discard: true }))
       )
     ])
   )
@@ -55,7 +60,7 @@ export const run: Effect.Effect<ReadonlyArray<number>, MigrationFailed, SqlClien
     // starting together could both try to create it. Create it first, under a lock.
     yield* Transaction.typed(sql)(
       Effect.zipRight(
-        sql.unsafe(`SELECT pg_advisory_xact_lock(hashtext('${TABLE}'))`),
+        Effect.zipRight(sql.unsafe(UNBOUNDED), sql.unsafe(`SELECT pg_advisory_xact_lock(hashtext('${TABLE}'))`)),
         sql.unsafe(`CREATE TABLE IF NOT EXISTS ${TABLE} (
           migration_id integer PRIMARY KEY,
           created_at timestamptz NOT NULL DEFAULT now(),
@@ -63,7 +68,7 @@ export const run: Effect.Effect<ReadonlyArray<number>, MigrationFailed, SqlClien
       )
     ).pipe(Effect.mapError((cause) => new MigrationFailed({ reason: "cannot create the migrations table", cause })))
   }
-  const done = yield* runMigrator({ loader: loader(migrations), table: TABLE }).pipe(
+  const done = yield* runMigrator({ loader: loader(migrations, dialect === "pg" ? [UNBOUNDED] : []), table: TABLE }).pipe(
     Effect.catchTag("MigrationError", (error) =>
       error.reason === "locked" ? Effect.succeed([]) : Effect.fail(error)),
     // SQLite: a migrator whose snapshot went stale while another wrote is refused; it then waits below.

@@ -7,6 +7,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import type pg from "pg"
+import * as SessionLimits from "./sessionLimits.js"
 
 const clientConfig = (config: PgClient.PgClientConfig): pg.ClientConfig => ({
   ...(config.url !== undefined
@@ -23,6 +24,27 @@ const clientConfig = (config: PgClient.PgClientConfig): pg.ClientConfig => ({
   connectionTimeoutMillis: 10_000,
   keepAlive: true
 })
+
+// A server that ends idle sessions (idle_session_timeout, set by a provider
+// on the role) would end the listening one between notifications, and the
+// ones sent until it is open again would be lost: it runs a statement at half
+// the limit instead (internal/sessionLimits.ts). A failed one is reported by
+// the connection's "error" or "end".
+const keepAlive = (client: pg.Client) =>
+  Effect.flatMap(
+    Effect.tryPromise({
+      try: () => client.query<{ setting: string }>(`SELECT setting FROM pg_settings WHERE name = 'idle_session_timeout'`),
+      catch: (cause) => new Error(`cannot read idle_session_timeout: ${String(cause)}`)
+    }),
+    (result) => {
+      const every = SessionLimits.keepAliveMs(Number(result.rows[0]?.setting ?? 0))
+      if (every === undefined) return Effect.void
+      return Effect.acquireRelease(
+        Effect.sync(() => setInterval(() => client.query("SELECT 1").catch(() => undefined), every).unref()),
+        (timer) => Effect.sync(() => clearInterval(timer))
+      )
+    }
+  )
 
 /**
  * Listens on `channels`, calling `onNotification` with the channel and the
@@ -59,6 +81,7 @@ export const listen = (
         try: () => client.query(channels.map((channel) => `LISTEN ${client.escapeIdentifier(channel)};`).join(" ")),
         catch: (cause) => new Error(`cannot LISTEN: ${String(cause)}`)
       })
+      yield* keepAlive(client)
       onListening()
       return yield* Effect.async<never, Error>((resume) => {
         const lost = (error?: Error) => resume(Effect.fail(new Error(`listen connection lost${error ? `: ${error.message}` : ""}`)))
