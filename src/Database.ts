@@ -14,6 +14,7 @@ import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
+import * as Tls from "./internal/tls.js"
 import * as Migrations from "./Migrations.js"
 
 /** Where the queue lives. */
@@ -34,9 +35,16 @@ export const parse = (url: string): Target => {
   return { _tag: "Sqlite", filename }
 }
 
-/** A URL for logs: the password hidden. */
+/** A URL for logs: the password (and a client key's, `sslpassword`) hidden. */
 export const describe = (target: Target): string =>
-  target._tag === "Pg" ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@") : target.filename
+  target._tag === "Pg"
+    ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@").replace(/([?&]sslpassword=)[^&#]*/gi, "$1***")
+    : target.filename
+
+/** libpq's `sslmode` values (docs/operations.md, "TLS"). */
+export type SslMode = Tls.SslMode
+/** TLS settings given in code, each the URL parameter of the same meaning (docs/operations.md, "TLS"). */
+export type TlsOptions = Tls.TlsOptions
 
 /** How `layer` connects: migrating, pool size, SQLite durability, PostgreSQL application name. */
 export interface Options {
@@ -55,6 +63,14 @@ export interface Options {
    * docs/operations.md. Raise it for a migration or query that takes longer.
    */
   readonly statementTimeout?: Duration.DurationInput | "infinity" | undefined
+  /**
+   * PostgreSQL: TLS, as libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`
+   * and `sslpassword` (in the URL, or here; a setting in both must agree).
+   * Every connection Docket opens uses them: the pool, the LISTEN connection,
+   * the cancel's. See docs/operations.md, "TLS", for where Docket differs
+   * from libpq and from node-postgres.
+   */
+  readonly tls?: TlsOptions | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -77,15 +93,24 @@ const pgLayer = (url: string, options: Options) =>
       ([{ PgClient }, { default: Pg }, Reactivity]) =>
         Layer.scopedContext(Effect.gen(function*() {
           const applicationName = options.applicationName ?? "docket"
-          // The pool's connections and the cancel's own connection (see below).
-          // Keepalive: an idle connection (the LISTEN one) whose server vanished
-          // is found dead instead of waiting for ever (docs/operations.md).
-          const connection = {
-            connectionString: url,
+          // TLS read with libpq's meanings, taken out of the URL pg reads (internal/tls.ts).
+          const tls = yield* tlsSettings(url, options.tls)
+          const base = {
+            connectionString: tls.url,
             connectionTimeoutMillis: 10_000,
             keepAlive: true,
             keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
           }
+          // allow and prefer: the first way that connects is kept for every connection.
+          const ssl = yield* Effect.tryPromise({
+            try: () => Tls.choose(tls, (ssl) => tryConnect(Pg, { ...base, ssl, application_name: applicationName })),
+            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+          })
+          // The pool's connections and the cancel's own connection (see below).
+          // Keepalive: an idle connection (the LISTEN one) whose server vanished
+          // is found dead instead of waiting for ever (docs/operations.md).
+          // The LISTEN connection copies the pool's settings (internal/listen.ts).
+          const connection = { ...base, ssl }
           const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
           const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
           // A broken idle connection is dropped by the pool; the next query
@@ -107,7 +132,7 @@ const pgLayer = (url: string, options: Options) =>
           )
           yield* Effect.tryPromise({
             try: () => pool.query("SELECT 1"),
-            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${Tls.explain(cause, tls)}` })
           }).pipe(Effect.timeoutFail({
             duration: "10 seconds",
             onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
@@ -169,6 +194,26 @@ const statementTimeoutMs = (input: Options["statementTimeout"]): Effect.Effect<n
 }
 
 const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+// The TLS settings, or the layer's failure naming the setting that is wrong (nothing connected).
+const tlsSettings = (url: string, options: Tls.TlsOptions | undefined): Effect.Effect<Tls.Resolved, SqlError> =>
+  Effect.suspend(() => {
+    const resolved = Tls.resolve(url, options)
+    return "ok" in resolved
+      ? Effect.succeed(resolved.ok)
+      : Effect.fail(new SqlError({ cause: new Error(resolved.error), message: resolved.error }))
+  })
+
+// One connection, closed at once: does this way of connecting work?
+const tryConnect = async (Pg: typeof import("pg").default, config: import("pg").ClientConfig): Promise<void> => {
+  const client = new Pg.Client(config)
+  client.on("error", () => {})
+  try {
+    await client.connect()
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
 
 const sqliteLayer = (filename: string, options: Options) =>
   Layer.effectDiscard(
