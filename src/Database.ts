@@ -201,7 +201,7 @@ const tlsSettings = (url: string, options: Tls.TlsOptions | undefined): Effect.E
     const resolved = Tls.resolve(url, options)
     return "ok" in resolved
       ? Effect.succeed(resolved.ok)
-      : Effect.fail(new SqlError({ cause: new Error(resolved.error), message: resolved.error }))
+      : Effect.fail(new SqlError({ cause: resolved.error, message: resolved.error.message }))
   })
 
 // One connection, closed at once: does this way of connecting work?
@@ -257,7 +257,15 @@ export const layer = (
   const name = describe(t)
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
-      Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause }))
+      Layer.mapError((cause) =>
+        new DatabaseUnavailable({
+          target: name,
+          reason: String(cause.message),
+          // A TLS setting refused before connecting is named (the command's exit code 2: bad input).
+          ...(cause.cause instanceof Tls.Refused ? { setting: cause.cause.setting } : {}),
+          cause
+        })
+      )
     )
     : Layer.unwrapEffect(Effect.as(checkSqlitePath(t.filename), sqliteLayer(t.filename, options))).pipe(
       Layer.catchAllCause((cause) =>

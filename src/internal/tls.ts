@@ -88,9 +88,12 @@ interface Found {
   readonly source: string
   /** `the URL`, `Database.Options`, `the environment` */
   readonly origin: string
+  /** Its URL name, for the error (`sslrootcert`, ...). */
+  readonly setting: string
 }
 
-const found = (value: string, label: string, origin: string): Found => ({
+const found = (setting: string, value: string, label: string, origin: string): Found => ({
+  setting,
   value,
   origin,
   source: /password/i.test(label) ? label : isPem(value) ? `${label} (PEM text)` : `${label}=${value}`
@@ -112,35 +115,40 @@ export const resolve = (
   url: string,
   options: TlsOptions = {},
   defaults: Defaults = systemDefaults()
-): { readonly ok: Resolved } | { readonly error: string } => {
+): { readonly ok: Resolved } | { readonly error: Refused } => {
   try {
     return { ok: resolveOrThrow(url, options, defaults) }
   } catch (error) {
-    if (error instanceof Refused) return { error: error.message }
+    if (error instanceof Refused) return { error }
     throw error
   }
 }
 
-class Refused extends Error {}
+/** A TLS setting that cannot be used: `setting` is its URL name (sslmode, sslrootcert, ...). Nothing was connected. */
+export class Refused extends Error {
+  constructor(readonly setting: string, message: string) {
+    super(message)
+  }
+}
 
 const resolveOrThrow = (url: string, options: TlsOptions, defaults: Defaults): Resolved => {
   const { rest, params } = splitQuery(url)
   for (const name of UNSUPPORTED) {
     if (params.has(name)) {
-      throw new Refused(`${name} is not supported by Docket (node-postgres has no such setting): remove it from the URL`)
+      throw new Refused(name, `${name} is not supported by Docket (node-postgres has no such setting): remove it from the URL`)
     }
   }
   const find = (name: Setting): Found | undefined => {
     const inUrl = params.get(name)
     const option = options[SETTINGS[name].option]
     if (inUrl !== undefined && option !== undefined && inUrl !== option) {
-      throw new Refused(`${name} is given twice, differently: in the URL and as Database.Options tls.${SETTINGS[name].option}: give it once`)
+      throw new Refused(name, `${name} is given twice, differently: in the URL and as Database.Options tls.${SETTINGS[name].option}: give it once`)
     }
     const env = SETTINGS[name].env
     const fromEnv = env === undefined ? undefined : defaults.env[env]
-    if (inUrl !== undefined) return found(inUrl, name, "the URL")
-    if (option !== undefined) return found(option, `tls.${SETTINGS[name].option}`, "Database.Options")
-    if (env !== undefined && fromEnv !== undefined && fromEnv !== "") return found(fromEnv, env, "the environment")
+    if (inUrl !== undefined) return found(name, inUrl, name, "the URL")
+    if (option !== undefined) return found(name, option, `tls.${SETTINGS[name].option}`, "Database.Options")
+    if (env !== undefined && fromEnv !== undefined && fromEnv !== "") return found(name, fromEnv, env, "the environment")
     return undefined
   }
   const host = hostOf(rest, params)
@@ -152,7 +160,7 @@ const resolveOrThrow = (url: string, options: TlsOptions, defaults: Defaults): R
   const mode = modeOf(modeFound, ssl, rootFound)
   // node-postgres's ssl=true verifies against Node's roots: sslrootcert=system.
   const legacy = modeFound === undefined && rootFound === undefined && mode === "verify-full"
-  const root = legacy ? found("system", "ssl=true, as sslrootcert", "the URL") : rootFound
+  const root = legacy ? found("ssl", "system", "ssl=true, as sslrootcert", "the URL") : rootFound
   const modeSource = modeFound?.source ??
     (ssl !== undefined ? `ssl=${ssl}` : root !== undefined ? `${root.source}, as sslmode=verify-full` : "no sslmode (no TLS)")
   // libpq never uses TLS over a Unix socket, whatever sslmode says.
@@ -207,10 +215,10 @@ const modeOf = (given: Found | undefined, ssl: string | undefined, root: Found |
     const mode = MODES.find((m) => m === given.value)
     if (mode === undefined) {
       const hint = given.value === "no-verify" ? " (node-postgres's no-verify is libpq's require)" : ""
-      throw new Refused(`sslmode: ${JSON.stringify(given.value)} (in ${given.origin}) is not one of ${MODES.join(", ")}${hint}`)
+      throw new Refused("sslmode", `sslmode: ${JSON.stringify(given.value)} (in ${given.origin}) is not one of ${MODES.join(", ")}${hint}`)
     }
     if (root?.value === "system" && mode !== "verify-full") {
-      throw new Refused(`sslrootcert=system needs sslmode=verify-full, not ${mode} (any CA's customer can get a certificate the public roots sign)`)
+      throw new Refused("sslrootcert", `sslrootcert=system needs sslmode=verify-full, not ${mode} (any CA's customer can get a certificate the public roots sign)`)
     }
     return mode
   }
@@ -218,7 +226,7 @@ const modeOf = (given: Found | undefined, ssl: string | undefined, root: Found |
     if (ssl === "true" || ssl === "1") return "verify-full"
     if (ssl === "no-verify") return "require"
     if (ssl === "false" || ssl === "0") return "disable"
-    throw new Refused(`ssl: ${JSON.stringify(ssl)} is not true, false, 1, 0 or no-verify (node-postgres's parameter; libpq's is sslmode)`)
+    throw new Refused("ssl", `ssl: ${JSON.stringify(ssl)} is not true, false, 1, 0 or no-verify (node-postgres's parameter; libpq's is sslmode)`)
   }
   return root?.value === "system" ? "verify-full" : "disable"
 }
@@ -229,14 +237,14 @@ const pem = (given: Found, what: string): string => {
   try {
     return readFileSync(given.value, "utf8")
   } catch (error) {
-    throw new Refused(`${given.source}: cannot read the ${what}: ${(error as Error).message}`)
+    throw new Refused(given.setting, `${given.source}: cannot read the ${what}: ${(error as Error).message}`)
   }
 }
 
 // libpq's default file in ~/.postgresql, when it exists.
-const byDefault = (dir: string, file: string): Found | undefined => {
+const byDefault = (dir: string, file: string, setting: string): Found | undefined => {
   const path = join(dir, file)
-  return existsSync(path) ? { value: path, source: `${path} (libpq's default)`, origin: "libpq's default" } : undefined
+  return existsSync(path) ? { setting, value: path, source: `${path} (libpq's default ${setting})`, origin: "libpq's default" } : undefined
 }
 
 // Node's options for one mode: what is verified, and the client certificate.
@@ -248,9 +256,10 @@ const tlsOptions = (
   password: Found | undefined,
   dir: string
 ): { options: ConnectionOptions; rootSource: string | undefined } => {
-  const root = rootGiven ?? byDefault(dir, "root.crt")
+  const root = rootGiven ?? byDefault(dir, "root.crt", "sslrootcert")
   if (root === undefined && (mode === "verify-ca" || mode === "verify-full")) {
     throw new Refused(
+      "sslrootcert",
       `sslmode=${mode} needs the CA certificate that signed the server's: give sslrootcert=<file> ` +
         `(or sslrootcert=system for the public roots Node trusts); ${join(dir, "root.crt")} does not exist`
     )
@@ -266,8 +275,8 @@ const tlsOptions = (
     // every other mode verifies the chain alone.
     if (mode !== "verify-full") options.checkServerIdentity = () => undefined
   }
-  const cert = certGiven ?? byDefault(dir, "postgresql.crt")
-  const key = keyGiven ?? (cert === undefined ? undefined : byDefault(dir, "postgresql.key"))
+  const cert = certGiven ?? byDefault(dir, "postgresql.crt", "sslcert")
+  const key = keyGiven ?? (cert === undefined ? undefined : byDefault(dir, "postgresql.key", "sslkey"))
   if (cert !== undefined || key !== undefined) Object.assign(options, clientCertificate(cert, key, password))
   return { options, rootSource: root?.source }
 }
@@ -277,7 +286,7 @@ const checkedCertificate = (given: Found, what: string): string => {
   try {
     new X509Certificate(text)
   } catch (error) {
-    throw new Refused(`${given.source}: not a PEM certificate (${(error as Error).message})`)
+    throw new Refused(given.setting, `${given.source}: not a PEM certificate (${(error as Error).message})`)
   }
   return text
 }
@@ -286,8 +295,8 @@ const checkedCertificate = (given: Found, what: string): string => {
 // connects): a bad passphrase or a key of another certificate is said here,
 // not as an OpenSSL error at every connection.
 const clientCertificate = (cert: Found | undefined, key: Found | undefined, password: Found | undefined) => {
-  if (cert === undefined) throw new Refused(`${key!.source} is given without sslcert (the certificate it is the key of)`)
-  if (key === undefined) throw new Refused(`${cert.source} is given without sslkey (its private key)`)
+  if (cert === undefined) throw new Refused("sslcert", `${key!.source} is given without sslcert (the certificate it is the key of)`)
+  if (key === undefined) throw new Refused("sslkey", `${cert.source} is given without sslkey (its private key)`)
   const certText = checkedCertificate(cert, "client certificate")
   const keyText = pem(key, "client key")
   let privateKey
@@ -295,10 +304,10 @@ const clientCertificate = (cert: Found | undefined, key: Found | undefined, pass
     privateKey = createPrivateKey({ key: keyText, ...(password === undefined ? {} : { passphrase: password.value }) })
   } catch (error) {
     const why = password === undefined ? "it is encrypted and no sslpassword is given, or it is not a PEM key" : "wrong sslpassword, or not a PEM key"
-    throw new Refused(`${key.source}: cannot read the client key: ${why} (${(error as Error).message})`)
+    throw new Refused(password === undefined ? "sslkey" : "sslpassword", `${key.source}: cannot read the client key: ${why} (${(error as Error).message})`)
   }
   if (!new X509Certificate(certText).checkPrivateKey(privateKey)) {
-    throw new Refused(`${key.source} is not the private key of the certificate in ${cert.source}`)
+    throw new Refused("sslkey", `${key.source} is not the private key of the certificate in ${cert.source}`)
   }
   return { cert: certText, key: keyText, ...(password === undefined ? {} : { passphrase: password.value }) }
 }
