@@ -24,7 +24,6 @@ import { createPrivateKey, X509Certificate } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import type { ConnectionOptions } from "node:tls"
 
 /** libpq's `sslmode` values, weakest first. */
 export type SslMode = "disable" | "allow" | "prefer" | "require" | "verify-ca" | "verify-full"
@@ -48,8 +47,21 @@ export interface TlsOptions {
   readonly password?: string | undefined
 }
 
-/** What a connection is made with: no TLS, or these options for Node's `tls.connect`. */
-export type Ssl = false | ConnectionOptions
+/**
+ * The options of Node's `tls.connect` Docket sets (its own type: Docket's
+ * declarations name no Node module, so an application's tsc needs no @types/node).
+ */
+export interface TlsConnect {
+  ca?: string
+  cert?: string
+  key?: string
+  passphrase?: string
+  rejectUnauthorized: boolean
+  checkServerIdentity?: () => undefined
+}
+
+/** What a connection is made with: no TLS, or these options for `tls.connect`. */
+export type Ssl = false | TlsConnect
 
 /** The TLS settings resolved for one database URL. */
 export interface Resolved {
@@ -255,7 +267,7 @@ const tlsOptions = (
   keyGiven: Found | undefined,
   password: Found | undefined,
   dir: string
-): { options: ConnectionOptions; rootSource: string | undefined } => {
+): { options: TlsConnect; rootSource: string | undefined } => {
   const root = rootGiven ?? byDefault(dir, "root.crt", "sslrootcert")
   if (root === undefined && (mode === "verify-ca" || mode === "verify-full")) {
     throw new Refused(
@@ -264,13 +276,10 @@ const tlsOptions = (
         `(or sslrootcert=system for the public roots Node trusts); ${join(dir, "root.crt")} does not exist`
     )
   }
-  const options: { -readonly [K in keyof ConnectionOptions]: ConnectionOptions[K] } = {}
-  if (root === undefined) {
-    // Encrypted, nothing verified (libpq's require, prefer and allow without a root certificate).
-    options.rejectUnauthorized = false
-  } else {
+  // Without a root certificate: encrypted, nothing verified (libpq's require, prefer and allow).
+  const options: TlsConnect = { rejectUnauthorized: root !== undefined }
+  if (root !== undefined) {
     if (root.value !== "system") options.ca = checkedCertificate(root, "CA certificate")
-    options.rejectUnauthorized = true
     // libpq checks the host name only in verify-full; with a root certificate
     // every other mode verifies the chain alone.
     if (mode !== "verify-full") options.checkServerIdentity = () => undefined
