@@ -231,6 +231,12 @@ describe.skipIf(!opensslAvailable || !clusterAvailable)("TLS to PostgreSQL clust
       expect(yield* sessionSsl(tls.url("localhost", "certdb"), {
         tls: { mode: "verify-full", rootCert: ca, cert: clientCert, key: clientKey, password: CLIENT_KEY_PASSWORD }
       })).toBe(true)
+      // A client certificate the server's CA did not sign: refused by the server, said so.
+      const stranger = { sslmode: "verify-full", sslrootcert: ca, sslcert: tls.certs.strangerCert, sslkey: tls.certs.strangerKey }
+      expect((yield* refusal(tls.url("localhost", "certdb", stranger))).reason).toBe(
+        `Failed to connect: the server refused the client certificate in sslcert=${tls.certs.strangerCert} (its TLS alert: unknown ca): ` +
+          "give sslcert a certificate signed by a CA in the server's ssl_ca_file"
+      )
       const wrongPassword = yield* refusal(tls.url("localhost", "certdb", { ...withCert, sslpassword: "not it" }))
       expect(wrongPassword).toMatchObject({ setting: "sslpassword", reason: expect.stringMatching(/cannot read the client key: wrong sslpassword/) })
       expect(wrongPassword.target).not.toContain("not it")

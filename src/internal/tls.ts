@@ -74,6 +74,8 @@ export interface Resolved {
   readonly attempts: ReadonlyArray<Ssl>
   /** Where the CA certificates come from, as a person wrote it (for messages); none when not verifying. */
   readonly rootSource: string | undefined
+  /** Where the client certificate comes from (for messages); none when there is none. */
+  readonly certSource?: string | undefined
   /** The host connected to (for messages). */
   readonly host: string
 }
@@ -181,7 +183,7 @@ const resolveOrThrow = (url: string, options: TlsOptions, defaults: Defaults): R
   }
   const tls = tlsOptions(mode, root, find("sslcert"), find("sslkey"), find("sslpassword"), defaults.dir)
   const attempts: ReadonlyArray<Ssl> = mode === "allow" ? [false, tls.options] : mode === "prefer" ? [tls.options, false] : [tls.options]
-  return { url: rest, mode, modeSource, attempts, rootSource: tls.rootSource, host }
+  return { url: rest, mode, modeSource, attempts, rootSource: tls.rootSource, certSource: tls.certSource, host }
 }
 
 // The URL's query parameters, and the URL without the TLS ones (the other
@@ -267,7 +269,7 @@ const tlsOptions = (
   keyGiven: Found | undefined,
   password: Found | undefined,
   dir: string
-): { options: TlsConnect; rootSource: string | undefined } => {
+): { options: TlsConnect; rootSource: string | undefined; certSource: string | undefined } => {
   const root = rootGiven ?? byDefault(dir, "root.crt", "sslrootcert")
   if (root === undefined && (mode === "verify-ca" || mode === "verify-full")) {
     throw new Refused(
@@ -287,7 +289,7 @@ const tlsOptions = (
   const cert = certGiven ?? byDefault(dir, "postgresql.crt", "sslcert")
   const key = keyGiven ?? (cert === undefined ? undefined : byDefault(dir, "postgresql.key", "sslkey"))
   if (cert !== undefined || key !== undefined) Object.assign(options, clientCertificate(cert, key, password))
-  return { options, rootSource: root?.source }
+  return { options, rootSource: root?.source, certSource: cert?.source }
 }
 
 const checkedCertificate = (given: Found, what: string): string => {
@@ -357,8 +359,10 @@ export const explain = (error: unknown, tls: Resolved): string => {
   if (/requires a valid client certificate/i.test(message)) {
     return `${message}: give sslcert and sslkey (a client certificate signed by a CA in the server's ssl_ca_file)`
   }
-  if (/alert (unknown ca|bad certificate|certificate required)/i.test(message) || /ALERT_(UNKNOWN_CA|BAD_CERTIFICATE|CERTIFICATE_REQUIRED)/.test(code)) {
-    return `the server refused the client certificate (${message}): give sslcert a certificate signed by a CA in the server's ssl_ca_file`
+  const alert = /alert (unknown ca|bad certificate|certificate required|certificate unknown)/i.exec(message)
+  if (alert !== null) {
+    return `the server refused the client certificate in ${tls.certSource ?? "sslcert"} (its TLS alert: ${alert[1]}): ` +
+      `give sslcert a certificate signed by a CA in the server's ssl_ca_file`
   }
   if (/no encryption/i.test(message) && tls.mode !== "require" && !tls.mode.startsWith("verify")) {
     return `${message} (${tls.modeSource}): the server accepts only TLS here, use sslmode=require or stronger`

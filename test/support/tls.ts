@@ -7,7 +7,8 @@
  *   `verify-full` to `localhost` passes and to `127.0.0.1` does not;
  * - `other-ca.crt`: a CA that signed nothing here (the wrong CA);
  * - `client.crt`, `client.key`: a client certificate for the user `root`,
- *   its key encrypted with `CLIENT_KEY_PASSWORD`.
+ *   its key encrypted with `CLIENT_KEY_PASSWORD`;
+ * - `stranger.crt`: a client certificate for `root` from the other CA.
  *
  * The cluster's pg_hba.conf refuses every connection without TLS except the
  * harness's own (`root` to the database `postgres`), so a test that reaches
@@ -55,6 +56,9 @@ export interface Certificates {
   readonly clientCert: string
   /** Encrypted with CLIENT_KEY_PASSWORD. */
   readonly clientKey: string
+  /** A client certificate for `root` from the other CA (which the server does not trust), and its key. */
+  readonly strangerCert: string
+  readonly strangerKey: string
 }
 
 /** Makes the certificates in a new folder the `postgres` user can read (the server's key its own, 0600). */
@@ -66,6 +70,7 @@ export const makeCertificates = (): Certificates => {
   const leaf = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
   issue(dir, "server", "/CN=localhost", `${leaf}extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost\n`, "ca")
   issue(dir, "client", "/CN=root", `${leaf}extendedKeyUsage=clientAuth\n`, "ca")
+  issue(dir, "stranger", "/CN=root", `${leaf}extendedKeyUsage=clientAuth\n`, "other-ca")
   openssl(dir, "pkcs8", "-topk8", "-in", "client.key", "-v2", "aes-256-cbc", "-passout", `pass:${CLIENT_KEY_PASSWORD}`, "-out", "client-encrypted.key")
   if (process.getuid?.() === 0) {
     const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim())
@@ -83,7 +88,9 @@ export const makeCertificates = (): Certificates => {
     serverCert: file("server.crt"),
     serverKey: file("server.key"),
     clientCert: file("client.crt"),
-    clientKey: file("client-encrypted.key")
+    clientKey: file("client-encrypted.key"),
+    strangerCert: file("stranger.crt"),
+    strangerKey: file("stranger.key")
   }
 }
 
