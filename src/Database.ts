@@ -15,6 +15,7 @@ import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as SessionLimits from "./internal/sessionLimits.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
+import * as Tls from "./internal/tls.js"
 import * as Migrations from "./Migrations.js"
 
 /** Where the queue lives. */
@@ -35,9 +36,16 @@ export const parse = (url: string): Target => {
   return { _tag: "Sqlite", filename }
 }
 
-/** A URL for logs: the password hidden. */
+/** A URL for logs: the password (and a client key's, `sslpassword`) hidden. */
 export const describe = (target: Target): string =>
-  target._tag === "Pg" ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@") : target.filename
+  target._tag === "Pg"
+    ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@").replace(/([?&]sslpassword=)[^&#]*/gi, "$1***")
+    : target.filename
+
+/** libpq's `sslmode` values (docs/operations.md, "TLS"). */
+export type SslMode = Tls.SslMode
+/** TLS settings given in code, each the URL parameter of the same meaning (docs/operations.md, "TLS"). */
+export type TlsOptions = Tls.TlsOptions
 
 /** How `layer` connects: migrating, pool size, SQLite durability, PostgreSQL application name. */
 export interface Options {
@@ -56,6 +64,14 @@ export interface Options {
    * docs/operations.md. Raise it for a migration or query that takes longer.
    */
   readonly statementTimeout?: Duration.DurationInput | "infinity" | undefined
+  /**
+   * PostgreSQL: TLS, as libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`
+   * and `sslpassword` (in the URL, or here; a setting in both must agree).
+   * Every connection Docket opens uses them: the pool, the LISTEN connection,
+   * the cancel's. See docs/operations.md, "TLS", for where Docket differs
+   * from libpq and from node-postgres.
+   */
+  readonly tls?: TlsOptions | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -80,15 +96,24 @@ const pgLayer = (url: string, options: Options) =>
       ([{ PgClient }, { default: Pg }, Reactivity]) =>
         Layer.scopedContext(Effect.gen(function*() {
           const applicationName = options.applicationName ?? "docket"
-          // The pool's connections and the cancel's own connection (see below).
-          // Keepalive: an idle connection (the LISTEN one) whose server vanished
-          // is found dead instead of waiting for ever (docs/operations.md).
-          const connection = {
-            connectionString: url,
+          // TLS read with libpq's meanings, taken out of the URL pg reads (internal/tls.ts).
+          const tls = yield* tlsSettings(url, options.tls)
+          const base = {
+            connectionString: tls.url,
             connectionTimeoutMillis: 10_000,
             keepAlive: true,
             keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
           }
+          // allow and prefer: the first way that connects is kept for every connection.
+          const ssl = yield* Effect.tryPromise({
+            try: () => Tls.choose(tls, (ssl) => tryConnect(Pg, { ...base, ssl, application_name: applicationName })),
+            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+          })
+          // The pool's connections and the cancel's own connection (see below).
+          // Keepalive: an idle connection (the LISTEN one) whose server vanished
+          // is found dead instead of waiting for ever (docs/operations.md).
+          // The LISTEN connection copies the pool's settings (internal/listen.ts).
+          const connection = { ...base, ssl }
           const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
           const pool = new Pg.Pool({
             ...connection,
@@ -113,7 +138,7 @@ const pgLayer = (url: string, options: Options) =>
           yield* Effect.addFinalizer(() =>
             Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
           )
-          const limits = yield* firstStatement(pool)
+          const limits = yield* firstStatement(pool, tls)
           pool.options.idleTimeoutMillis = SessionLimits.poolIdleMs(limits, POOL_IDLE_MS)
           const warning = SessionLimits.warning(limits)
           if (warning !== undefined) yield* Effect.logWarning(warning)
@@ -158,12 +183,13 @@ const pgLayer = (url: string, options: Options) =>
 
 // The first statement proves the connection and reads the server's limits
 // on the role's sessions (internal/sessionLimits.ts).
-const firstStatement = (pool: {
-  query: <R extends object>(text: string) => Promise<{ rows: Array<R> }>
-}): Effect.Effect<SessionLimits.Limits, SqlError> =>
+const firstStatement = (
+  pool: { query: <R extends object>(text: string) => Promise<{ rows: Array<R> }> },
+  tls: Tls.Resolved
+): Effect.Effect<SessionLimits.Limits, SqlError> =>
   Effect.tryPromise({
     try: () => pool.query<{ name: string; setting: string }>(SessionLimits.QUERY),
-    catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+    catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${Tls.explain(cause, tls)}` })
   }).pipe(
     Effect.timeoutFail({
       duration: "10 seconds",
@@ -190,6 +216,26 @@ const statementTimeoutMs = (input: Options["statementTimeout"]): Effect.Effect<n
 }
 
 const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+// The TLS settings, or the layer's failure naming the setting that is wrong (nothing connected).
+const tlsSettings = (url: string, options: Tls.TlsOptions | undefined): Effect.Effect<Tls.Resolved, SqlError> =>
+  Effect.suspend(() => {
+    const resolved = Tls.resolve(url, options)
+    return "ok" in resolved
+      ? Effect.succeed(resolved.ok)
+      : Effect.fail(new SqlError({ cause: resolved.error, message: resolved.error.message }))
+  })
+
+// One connection, closed at once: does this way of connecting work?
+const tryConnect = async (Pg: typeof import("pg").default, config: import("pg").ClientConfig): Promise<void> => {
+  const client = new Pg.Client(config)
+  client.on("error", () => {})
+  try {
+    await client.connect()
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
 
 const sqliteLayer = (filename: string, options: Options) =>
   Layer.effectDiscard(
@@ -233,7 +279,15 @@ export const layer = (
   const name = describe(t)
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
-      Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause }))
+      Layer.mapError((cause) =>
+        new DatabaseUnavailable({
+          target: name,
+          reason: String(cause.message),
+          // A TLS setting refused before connecting is named (the command's exit code 2: bad input).
+          ...(cause.cause instanceof Tls.Refused ? { setting: cause.cause.setting } : {}),
+          cause
+        })
+      )
     )
     : Layer.unwrapEffect(Effect.as(checkSqlitePath(t.filename), sqliteLayer(t.filename, options))).pipe(
       Layer.catchAllCause((cause) =>

@@ -19,6 +19,8 @@ const clientConfig = (config: PgClient.PgClientConfig): pg.ClientConfig => ({
       user: config.username,
       password: config.password === undefined ? undefined : Redacted.value(config.password)
     }),
+  // The pool's TLS options: under Database.layer, libpq's sslmode as resolved
+  // once (internal/tls.ts; with allow/prefer, whichever connected first).
   ssl: config.ssl,
   application_name: `${config.applicationName ?? "docket"} listen`,
   connectionTimeoutMillis: 10_000,
