@@ -77,7 +77,7 @@ const pgLayer = (url: string, options: Options) =>
       ([{ PgClient }, { default: Pg }, Reactivity]) =>
         Layer.scopedContext(Effect.gen(function*() {
           const applicationName = options.applicationName ?? "docket"
-          // The pool's connections and the cancel's own connection (see below).
+          // The pool's connections (and where a cancel request goes, below).
           // Keepalive: an idle connection (the LISTEN one) whose server vanished
           // is found dead instead of waiting for ever (docs/operations.md).
           const connection = {
@@ -87,6 +87,9 @@ const pgLayer = (url: string, options: Options) =>
             keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
           }
           const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
+          // Where a cancel request goes: the host and port pg resolves from the URL (no connection made).
+          const { host, port } = new Pg.Client(connection)
+          const address = { host, port }
           const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
@@ -116,21 +119,8 @@ const pgLayer = (url: string, options: Options) =>
           const direct: DirectPool.Service = {
             client,
             pool,
-            cancel: async (processId) => {
-              const canceller = new Pg.Client({
-                ...connection,
-                application_name: `${applicationName} cancel`,
-                connectionTimeoutMillis: 5000,
-                // A cancel on a silent database gets no answer either.
-                query_timeout: 5000
-              })
-              try {
-                await canceller.connect()
-                await canceller.query("SELECT pg_cancel_backend($1)", [processId])
-              } finally {
-                await canceller.end().catch(() => {})
-              }
-            },
+            // A cancel on a silent database gets no answer either: 5 s.
+            cancel: (session) => DirectPool.cancelRequest(address, session, 5000),
             unbounded: (effect) =>
               Effect.acquireUseRelease(
                 Effect.sync(() => {
