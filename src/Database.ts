@@ -13,6 +13,7 @@ import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
+import { ListenDatabase } from "./internal/listen.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
 import * as Migrations from "./Migrations.js"
 
@@ -55,6 +56,15 @@ export interface Options {
    * docs/operations.md. Raise it for a migration or query that takes longer.
    */
   readonly statementTimeout?: Duration.DurationInput | "infinity" | undefined
+  /**
+   * PostgreSQL: a URL for the worker pools' LISTEN connections only (default:
+   * the database's own). For a database URL that goes through a
+   * transaction-pooling PgBouncer, where LISTEN hears nothing: a direct (or
+   * session-pooled) URL of the same database, one connection per pool.
+   * Without it a pool behind such a pooler finds out, warns once and polls
+   * (docs/scaling.md, "PgBouncer").
+   */
+  readonly listenDatabase?: string | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -133,10 +143,13 @@ const pgLayer = (url: string, options: Options) =>
                   })
               )
           }
-          return Context.make(PgClient.PgClient, client).pipe(
+          const context = Context.make(PgClient.PgClient, client).pipe(
             Context.add(SqlClient.SqlClient, client),
             Context.add(DirectPool.DirectPool, direct)
           )
+          return options.listenDatabase === undefined
+            ? context
+            : Context.add(context, ListenDatabase, { url: options.listenDatabase })
         })).pipe(Layer.provide(Reactivity.layer))
     )
   )
@@ -200,6 +213,8 @@ export const layer = (
 ): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed> => {
   const t = typeof target === "string" ? parse(target) : target
   const name = describe(t)
+  const refused = refuseListenDatabase(t, options.listenDatabase)
+  if (refused !== undefined) return Layer.fail(new DatabaseUnavailable({ target: name, reason: refused }))
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
       Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause }))
@@ -225,12 +240,32 @@ export const layer = (
   return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
 }
 
-/** The layer from `DOCKET_DATABASE_URL` (default `./docket.db`). */
+// Why `listenDatabase` cannot be used with `target`, if it cannot.
+const refuseListenDatabase = (target: Target, listenDatabase: string | undefined): string | undefined => {
+  if (listenDatabase === undefined) return undefined
+  if (target._tag !== "Pg") return "listenDatabase is for PostgreSQL: this database is a SQLite file"
+  if (parse(listenDatabase)._tag !== "Pg") {
+    return "listenDatabase must be a postgres:// or postgresql:// URL"
+  }
+  return undefined
+}
+
+/**
+ * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`), and
+ * `DOCKET_LISTEN_DATABASE_URL` as `listenDatabase` when `options` give none.
+ */
 export const layerConfig = (options: Options = {}) =>
   Layer.unwrapEffect(
     Effect.map(
-      Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
-      (url) => layer(url, options)
+      Config.all([
+        Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
+        Config.option(Config.string("DOCKET_LISTEN_DATABASE_URL"))
+      ]),
+      ([url, listen]) =>
+        layer(url, {
+          ...options,
+          listenDatabase: options.listenDatabase ?? Option.getOrUndefined(Option.filter(listen, (u) => u.trim() !== ""))
+        })
     )
   )
 
