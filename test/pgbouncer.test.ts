@@ -83,6 +83,20 @@ const listening = (direct: string, n: number) =>
 
 const Ok = Handler.make("ok", { payload: Schema.Unknown, run: () => Effect.void })
 
+/**
+ * Waits (bounded) until a warning about the LISTEN connection was logged and
+ * no LISTEN connection is left on the transaction pooler: every pool's probe
+ * is over (a pool whose probe failed closes its connection after warning, or
+ * after the warning of another pool of its queue).
+ */
+const deafAndWarned = (lines: ReadonlyArray<string>) =>
+  Effect.promise(() => transaction.clients()).pipe(
+    Effect.map((clients) => clients.filter((c) => c.application === "docket listen").length),
+    Effect.filterOrFail((n) => n === 0 && lines.some((l) => l.includes("LISTEN connection")), () => "still probing"),
+    Effect.retry(Schedule.spaced("100 millis")),
+    Effect.timeout("20 seconds")
+  )
+
 describe("listenDatabase is checked when the layer is built", () => {
   it.effect("beside a SQLite file, or not a PostgreSQL URL: DatabaseUnavailable saying so, nothing opened", () =>
     Effect.gen(function*() {
@@ -210,16 +224,7 @@ describe.skipIf(!pgAvailable || !pgbouncerAvailable)("Docket behind PgBouncer", 
           const inEither = (predicate: (e: Event) => boolean) =>
             Effect.raceAll(queues.map((q) => waitForEvent(q, predicate, "10 seconds")))
           // Both have given up listening: no LISTEN connection is left on the pooler, and the warning is out.
-          const listeners = Effect.promise(() => transaction.clients()).pipe(
-            Effect.map((clients) => clients.filter((c) => c.application === "docket listen").length)
-          )
-          yield* listeners.pipe(
-            Effect.repeat({
-              until: (n) => n === 0 && lines.some((l) => l.includes("LISTEN connection")),
-              schedule: Schedule.spaced("100 millis")
-            }),
-            Effect.timeout("20 seconds")
-          )
+          yield* deafAndWarned(lines)
           const warnings = lines.filter((l) => l.includes("LISTEN"))
           expect(warnings).toHaveLength(1)
           expect(warnings[0]).toMatch(
@@ -235,6 +240,19 @@ describe.skipIf(!pgAvailable || !pgbouncerAvailable)("Docket behind PgBouncer", 
           yield* Deferred.await(started)
           yield* Effect.provide(Effect.flatMap(QueueRepo.QueueRepo, (r) => r.cancel([long.id])), repo)
           yield* inEither((e) => e._tag === "Cancelled" && e.claim.id === long.id)
+        }).pipe(Effect.scoped, Effect.timeout("60 seconds"))))
+
+    it.live("listen: false opens no LISTEN connection: no probe, no warning (beside a pool that warns)", () =>
+      withLogLines((lines) =>
+        Effect.gen(function*() {
+          const quiet = yield* fresh(() => transaction)
+          const probing = yield* fresh(() => transaction)
+          // The quiet pool first, then one that probes, on two queues: a warning each, were both to probe.
+          yield* Layer.build(poolOn(quiet.pooled, { handlers: [Ok], listen: false }))
+          yield* Layer.build(poolOn(probing.pooled, { handlers: [Ok] }))
+          // Every probe over: the warning out, and no LISTEN connection left on the pooler.
+          yield* deafAndWarned(lines)
+          expect(lines.filter((l) => l.includes("LISTEN"))).toHaveLength(1)
         }).pipe(Effect.scoped, Effect.timeout("60 seconds"))))
 
     it.live("a listenDatabase on another database than the pool's is found deaf too, and named in the warning", () =>
