@@ -9,7 +9,8 @@
  * recurring ticks and the dashboard's API all work through it; LISTEN does
  * not, so a pool given `listenDatabase` (a direct URL) is woken by
  * notifications sent through the pooler, and a pool without it warns once
- * and polls. Session pooling: LISTEN works as on a direct connection. The
+ * and polls. Session pooling: LISTEN works as on a direct connection, and
+ * as a transaction pool's `listenDatabase`. The
  * crash suite's kill scenario through the pooler is in
  * test/reliability/pooled.ts.
  */
@@ -328,6 +329,22 @@ describe.skipIf(!pgAvailable || !pgbouncerAvailable)("Docket behind PgBouncer", 
             const added = yield* elsewhere(pooled, Docket.client(Ok).enqueue(null))
             yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id, "10 seconds")
           }).pipe(Effect.provide(poolOn(pooled, { handlers: [Ok], poll: "1 minute" })), Effect.scoped)
+          expect(lines.filter((l) => l.includes("LISTEN"))).toEqual([])
+        }).pipe(Effect.timeout("60 seconds"))))
+
+    it.live("as a listenDatabase beside a transaction pool: the pool is woken through it", () =>
+      withLogLines((lines) =>
+        Effect.gen(function*() {
+          const { direct, pooled } = yield* fresh(() => transaction)
+          const listenDatabase = session.through(direct)
+          yield* Effect.gen(function*() {
+            const worker = yield* Worker.Worker
+            const events = yield* worker.subscribe
+            yield* worker.whenIdle
+            yield* listening(direct, 1)
+            const added = yield* elsewhere(pooled, Docket.client(Ok).enqueue(null))
+            yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id, "10 seconds")
+          }).pipe(Effect.provide(poolOn(pooled, { handlers: [Ok], poll: "1 minute" }, { listenDatabase })), Effect.scoped)
           expect(lines.filter((l) => l.includes("LISTEN"))).toEqual([])
         }).pipe(Effect.timeout("60 seconds"))))
   })

@@ -175,6 +175,9 @@ export const startPgBouncer = async (
     await stop()
     throw error
   }
+  // It must not keep its parent alive (the benchmark stops it at its exit).
+  child.unref()
+  ;(child.stderr as { unref?: () => void } | null)?.unref?.()
   const clients = async () => {
     const adminUrl = new URL(through(serverUrl))
     adminUrl.pathname = "/pgbouncer"
