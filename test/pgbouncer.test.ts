@@ -16,7 +16,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import { ConfigProvider, Context, Deferred, Effect, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import pg from "pg"
 import * as Database from "../src/Database.js"
 import * as Docket from "../src/Docket.js"
@@ -105,6 +105,14 @@ describe("listenDatabase is checked when the layer is built", () => {
       expect(sqlite.reason).toBe("listenDatabase is for PostgreSQL: this database is a SQLite file")
       const notPg = yield* Effect.flip(Layer.build(Database.layer("postgres://root@127.0.0.1:1/x", { listenDatabase: "./x.db" })))
       expect(notPg.reason).toBe("listenDatabase must be a postgres:// or postgresql:// URL")
+      // layerConfig reads it from DOCKET_LISTEN_DATABASE_URL.
+      const fromEnv = yield* Effect.flip(Layer.build(Database.layerConfig()).pipe(
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([
+          ["DOCKET_DATABASE_URL", ":memory:"],
+          ["DOCKET_LISTEN_DATABASE_URL", "postgres://root@127.0.0.1:1/x"]
+        ])))
+      ))
+      expect(fromEnv).toMatchObject({ reason: "listenDatabase is for PostgreSQL: this database is a SQLite file" })
     }).pipe(Effect.scoped))
 })
 

@@ -159,10 +159,10 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
     const listenDatabase = listenDatabaseUrl(args.listenDatabase)
     if (listenDatabase !== undefined) {
       if (Database.parse(listenDatabase)._tag !== "Pg") {
-        return yield* usage("--listen-database must be a postgres:// or postgresql:// URL")
+        return yield* usage("--listen-database (or DOCKET_LISTEN_DATABASE_URL) must be a postgres:// or postgresql:// URL")
       }
       if (Database.parse(url)._tag !== "Pg") {
-        return yield* usage("--listen-database is for PostgreSQL: the database is a SQLite file")
+        return yield* usage("--listen-database (or DOCKET_LISTEN_DATABASE_URL) is for PostgreSQL: the database is a SQLite file")
       }
     }
     return {
