@@ -14,6 +14,7 @@ import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as SessionLimits from "./internal/sessionLimits.js"
+import { ListenDatabase } from "./internal/listen.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
 import * as Tls from "./internal/tls.js"
 import * as Migrations from "./Migrations.js"
@@ -67,11 +68,21 @@ export interface Options {
   /**
    * PostgreSQL: TLS, as libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`
    * and `sslpassword` (in the URL, or here; a setting in both must agree).
-   * Every connection Docket opens uses them: the pool, the LISTEN connection,
-   * the cancel's. See docs/operations.md, "TLS", for where Docket differs
+   * Every connection Docket opens uses them: the pool and the LISTEN
+   * connection (a statement's cancel is PostgreSQL's cancel request, which
+   * carries no data but the session's key, as libpq's PQcancel). See docs/operations.md, "TLS", for where Docket differs
    * from libpq and from node-postgres.
    */
   readonly tls?: TlsOptions | undefined
+  /**
+   * PostgreSQL: a URL for the worker pools' LISTEN connections only (default:
+   * the database's own). For a database URL that goes through a
+   * transaction-pooling PgBouncer, where LISTEN hears nothing: a direct (or
+   * session-pooled) URL of the same database, one connection per pool.
+   * Without it a pool behind such a pooler finds out, warns once and polls
+   * (docs/scaling.md, "PgBouncer").
+   */
+  readonly listenDatabase?: string | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -115,6 +126,9 @@ const pgLayer = (url: string, options: Options) =>
           // The LISTEN connection copies the pool's settings (internal/listen.ts).
           const connection = { ...base, ssl }
           const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
+          // Where a cancel request goes: the host and port pg resolves from the URL (no connection made).
+          const { host, port } = new Pg.Client(connection)
+          const address = { host, port }
           const pool = new Pg.Pool({
             ...connection,
             max: options.maxConnections ?? 10,
@@ -146,21 +160,8 @@ const pgLayer = (url: string, options: Options) =>
           const direct: DirectPool.Service = {
             client,
             pool,
-            cancel: async (processId) => {
-              const canceller = new Pg.Client({
-                ...connection,
-                application_name: `${applicationName} cancel`,
-                connectionTimeoutMillis: 5000,
-                // A cancel on a silent database gets no answer either.
-                query_timeout: 5000
-              })
-              try {
-                await canceller.connect()
-                await canceller.query("SELECT pg_cancel_backend($1)", [processId])
-              } finally {
-                await canceller.end().catch(() => {})
-              }
-            },
+            // A cancel on a silent database gets no answer either: 5 s.
+            cancel: (session) => DirectPool.cancelRequest(address, session, 5000),
             unbounded: (effect) =>
               Effect.acquireUseRelease(
                 Effect.sync(() => {
@@ -173,10 +174,13 @@ const pgLayer = (url: string, options: Options) =>
                   })
               )
           }
-          return Context.make(PgClient.PgClient, client).pipe(
+          const context = Context.make(PgClient.PgClient, client).pipe(
             Context.add(SqlClient.SqlClient, client),
             Context.add(DirectPool.DirectPool, direct)
           )
+          return options.listenDatabase === undefined
+            ? context
+            : Context.add(context, ListenDatabase, { url: options.listenDatabase })
         })).pipe(Layer.provide(Reactivity.layer))
     )
   )
@@ -277,6 +281,8 @@ export const layer = (
 ): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed> => {
   const t = typeof target === "string" ? parse(target) : target
   const name = describe(t)
+  const refused = refuseListenDatabase(t, options.listenDatabase)
+  if (refused !== undefined) return Layer.fail(new DatabaseUnavailable({ target: name, reason: refused }))
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
       Layer.mapError((cause) =>
@@ -310,12 +316,38 @@ export const layer = (
   return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
 }
 
-/** The layer from `DOCKET_DATABASE_URL` (default `./docket.db`). */
+// Why `listenDatabase` cannot be used with `target`, if it cannot.
+const refuseListenDatabase = (target: Target, listenDatabase: string | undefined): string | undefined => {
+  if (listenDatabase === undefined) return undefined
+  if (target._tag !== "Pg") return "listenDatabase is for PostgreSQL: this database is a SQLite file"
+  if (parse(listenDatabase)._tag !== "Pg") {
+    return "listenDatabase must be a postgres:// or postgresql:// URL"
+  }
+  // The LISTEN connection takes the pool's TLS settings: pg would read the
+  // URL's own with node-postgres's meanings (internal/tls.ts), so none may be given there.
+  if (/[?&](ssl[a-z]*|uselibpqcompat)=/i.test(listenDatabase)) {
+    return "listenDatabase: give TLS settings (sslmode, sslrootcert, ...) in the database URL or Database.Options.tls, " +
+      "not in listenDatabase: the LISTEN connection uses the pool's"
+  }
+  return undefined
+}
+
+/**
+ * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`), and
+ * `DOCKET_LISTEN_DATABASE_URL` as `listenDatabase` when `options` give none.
+ */
 export const layerConfig = (options: Options = {}) =>
   Layer.unwrapEffect(
     Effect.map(
-      Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
-      (url) => layer(url, options)
+      Config.all([
+        Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
+        Config.option(Config.string("DOCKET_LISTEN_DATABASE_URL"))
+      ]),
+      ([url, listen]) =>
+        layer(url, {
+          ...options,
+          listenDatabase: options.listenDatabase ?? Option.getOrUndefined(Option.filter(listen, (u) => u.trim() !== ""))
+        })
     )
   )
 

@@ -266,7 +266,8 @@ describe.skipIf(!opensslAvailable || !clusterAvailable)("TLS to PostgreSQL clust
       )
       expect(sessions.rows.map((r) => r.application_name)).toContain("docket listen")
       expect(sessions.rows.filter((r) => !r.ssl)).toEqual([])
-      // The cancel's connection (to the database docket: TLS or refused) cancels another session's statement.
+      // A cancel request (PostgreSQL's, as libpq's PQcancel: the session's key, no login, so pg_hba.conf's
+      // TLS-only rule does not apply to it) cancels another session's statement on the TLS cluster.
       const direct = Context.unsafeGet(context, DirectPool.DirectPool)
       const cancelled = yield* Effect.promise(() =>
         tls.cluster.query(async (c) => {
@@ -280,7 +281,7 @@ describe.skipIf(!opensslAvailable || !clusterAvailable)("TLS to PostgreSQL clust
             if (active.rowCount === 1) break
             await new Promise((r) => setTimeout(r, 20))
           }
-          await direct.cancel(pid)
+          await direct.cancel({ processID: pid, secretKey: (c as unknown as { secretKey: number }).secretKey })
           return sleeping
         })
       )

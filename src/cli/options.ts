@@ -34,6 +34,11 @@ export const databaseUrl = (option: Option.Option<string>): string =>
     return env !== undefined && env.trim() !== "" ? env.trim() : Database.DEFAULT_URL
   })
 
+/** The LISTEN connection's own URL: the option, else DOCKET_LISTEN_DATABASE_URL, else none. */
+export const listenDatabaseUrl = (option: Option.Option<string>): string | undefined =>
+  Option.getOrElse(Option.map(option, (url) => url.trim()), () => process.env.DOCKET_LISTEN_DATABASE_URL?.trim()) ||
+  undefined
+
 /** `--json`: JSON output instead of text. */
 export const jsonOption = Options.boolean("json").pipe(Options.withDescription("Print JSON instead of text."))
 

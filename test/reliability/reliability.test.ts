@@ -17,6 +17,7 @@ import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
 import { partitionScenario } from "./partition.js"
 import { poisonScenario } from "./poison.js"
+import { pooledKillScenario } from "./pooled.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
 import { slowDatabaseScenario } from "./slowDatabase.js"
@@ -28,6 +29,7 @@ import { printSummary } from "./support.js"
 afterAll(() => printSummary())
 
 killScenario()
+pooledKillScenario()
 rollingScenario()
 restartScenario()
 sqliteKillScenario()
