@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, TestClock } from "effect"
 import type { Claim } from "../../src/Domain.js"
+import { StorageError } from "../../src/Errors.js"
 import * as Renewer from "../../src/internal/worker/renewer.js"
 import type { Running } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
@@ -141,6 +142,47 @@ describe("the renewer", () => {
       expect(tookMs).toBeGreaterThanOrEqual(leaseMs / 6 - 5)
       expect(tookMs).toBeLessThan(1000)
     })))
+
+  // A server restarting or failing over: every renewal is refused at once. The
+  // time is the TestClock's (the renewer's sleeps and its `now`).
+  it.effect("after a refused renewal the next round comes at the earliest deadline: each run stops at its own, not a round later", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      const refusing: QueueRepo.Service = {
+        ...repo,
+        extendMany: () => Effect.fail(new StorageError({ operation: "extend lease", cause: new Error("connection refused") }))
+      }
+      const clock = yield* Effect.clock
+      const now = () => clock.unsafeCurrentTimeMillis()
+      const soon = runOf(a, 400)
+      const later = runOf(b, 2_500)
+      const lost: Array<readonly [Running, number]> = []
+      yield* Effect.forkScoped(Renewer.run({
+        repo: refusing,
+        leaseMs: 3_000, // a round every second while renewals work
+        running: new Set([soon, later]),
+        unrecorded: () => [],
+        publisher: yield* makePublisher(),
+        onLost: (entry) => Effect.sync(() => lost.push([entry, now()])),
+        now
+      }))
+      yield* TestClock.adjust("400 millis")
+      expect(lost).toEqual([]) // the first round (at 0) failed before any deadline
+      yield* TestClock.adjust("1 millis")
+      expect(lost).toEqual([[soon, 401]])
+      yield* TestClock.adjust("2099 millis")
+      expect(lost).toEqual([[soon, 401]])
+      yield* TestClock.adjust("1 millis")
+      expect(lost).toEqual([[soon, 401], [later, 2_501]])
+    })))
+
+  it("the next round: a third of the lease, or just past the earliest deadline when that comes first, at least 10 ms", () => {
+    expect(Renewer.nextRoundIn([], 3_000, 1_000)).toBe(1_000)
+    expect(Renewer.nextRoundIn([100_000], 3_000, 1_000)).toBe(1_000)
+    expect(Renewer.nextRoundIn([1_400.2, 5_000], 3_000, 1_000)).toBe(402)
+    expect(Renewer.nextRoundIn([999], 3_000, 1_000)).toBe(10)
+  })
 
   it("a renewal's bound: until the earliest deadline, at least a sixth of the lease, at most the lease", () => {
     expect(Renewer.renewalBound([5_000, 2_000], 3_000, 1_000)).toBe(1_000)
