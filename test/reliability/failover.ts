@@ -7,16 +7,19 @@
  * Synchronous replication, two failovers in a row, the same three `docket
  * worker` processes throughout, while an enqueuer keeps adding items. Each
  * comes in the middle of a backlog's drain, with runs in progress (one of
- * them longer than the lease):
+ * them longer than the lease), and is a crash: the primary is stopped at once
+ * (`pg_ctl stop -m immediate`: its connections are closed, the workers hear
+ * of it at once), then
  *
- * 1. a crash: the primary is stopped at once (`pg_ctl stop -m immediate`: its
- *    connections are closed, the workers hear of it at once), the standby
- *    promoted at once and the proxy switched to it;
- * 2. the host vanishes: every connection through the proxy goes silent (no
- *    RST, no FIN), the primary stops, and the standby that was made of the
- *    new primary is promoted two leases later (every lease in flight runs
- *    out meanwhile): the workers find out through their bounds (the lease
- *    renewal's, the client-side statement timeout).
+ * 1. the standby is promoted at once and the proxy switched to it;
+ * 2. the standby made of the new primary is promoted two leases later (an HA
+ *    tool's detection: every lease in flight runs out meanwhile).
+ *
+ * With RELIABILITY_FAILOVER_VANISH=1 the second failover is a host that
+ * vanishes instead: every connection through the proxy goes silent (no RST,
+ * no FIN) before the primary stops, and the workers find out through their
+ * bounds (the lease renewal's, the client-side statement timeout of 30 s).
+ * Not in CI: it takes 30-60 s more (docs/reliability.md has its figures).
  *
  * Checked: the same worker processes go on by themselves and each runs items
  * again after each switch; every item whose enqueue returned (acknowledged) is
@@ -38,7 +41,7 @@ import * as Docket from "../../src/Docket.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Cluster, makeSynchronous, privateStandby } from "../support/cluster.js"
 import { asyncLossCase } from "./failoverAsync.js"
-import { KIND, makePair, overlaps, phases, type Repo, readRuns, runsOpen, SLOT, withRepo } from "./failoverSupport.js"
+import { echo, KIND, makePair, overlapping, phases, type Repo, readRuns, runsOpen, SLOT, withRepo } from "./failoverSupport.js"
 import { startProxy } from "./proxy.js"
 import { delay, fixture, pgCount, pgPool, report, startWorker, stopWorker, waitFor, withDatabase, type WorkerProcess } from "./support.js"
 
@@ -89,6 +92,7 @@ export const failoverScenario = () =>
             keep: /lease lost/
           }))
         }
+        if (process.env.RELIABILITY_DEBUG) for (const w of workers) echo(w)
         await Promise.all(workers.map((w) => w.ready(60_000)))
         const pids = workers.map((w) => w.pid).sort()
         phase("workers started")
@@ -117,7 +121,10 @@ export const failoverScenario = () =>
         // and a long run started in the last LONG_MS - LEASE_MS - 1 s: it would
         // outlive the lease), the primary crashes; `holdMs` later (an HA tool's
         // detection) the standby is promoted and the proxy switched to it.
-        const failOver = async (from: Cluster, to: Cluster, doneBefore: number, holdMs: number, vanish = false) => {
+        const failOver = async (from: Cluster, to: Cluster, doneBefore: number, holdMs: number, vanish: boolean) => {
+          // A silent connection holds what waits on it for the statement timeout
+          // (30 s), and one part of a worker may meet two in turn.
+          const backWithinMs = vanish ? 120_000 : 60_000
           const db = pgPool(from.url("docket_rel"))
           pools.push(db)
           await waitFor("a third of the backlog done, a long run just started", async () => {
@@ -127,6 +134,7 @@ export const failoverScenario = () =>
           }, 60_000, 20)
           const running = runsOpen(logs)
           const stopAt = Date.now()
+          phase(`stopping the primary${vanish ? ", its host vanished" : ""}`)
           if (vanish) proxy.vanish()
           await from.stop("immediate")
           await delay(holdMs)
@@ -134,16 +142,17 @@ export const failoverScenario = () =>
           await to.promote()
           proxy.switchTo({ host: "127.0.0.1", port: to.port })
           const switchedAt = Date.now()
+          phase("switched")
           acceptedSince = 0
           const fresh = pgPool(to.url("docket_rel"))
           pools.push(fresh)
           await waitFor("an item completed on the new primary", async () =>
-            (await pgCount(fresh, "SELECT count(*) AS n FROM docket_done WHERE finished_at > $1", [switchedAt])) > 0, 60_000, 20)
+            (await pgCount(fresh, "SELECT count(*) AS n FROM docket_done WHERE finished_at > $1", [switchedAt])) > 0, backWithinMs, 20)
           const firstDone = await pgCount(fresh, "SELECT min(finished_at) AS n FROM docket_done WHERE finished_at > $1", [switchedAt])
           await waitFor("every worker runs items again", () => {
             const since = new Set(readRuns(logs).filter((r) => r.startedAt > switchedAt).map((r) => r.pid))
             return pids.every((pid) => since.has(pid))
-          }, 60_000, 50)
+          }, backWithinMs, 50)
           await waitFor("the new primary acknowledges enqueues", () => acceptedSince >= 10, 60_000, 20)
           phase(`failed over (hold ${holdMs} ms)`)
           return {
@@ -161,17 +170,17 @@ export const failoverScenario = () =>
 
         // 1: the primary's process crashes (its connections are closed: the
         // workers hear of it at once), the standby is promoted at once.
-        const first = await failOver(clusters[0], clusters[1], 0, 0)
+        const first = await failOver(clusters[0], clusters[1], 0, 0, false)
         // The new primary gets a synchronous standby of its own, and a second backlog.
         clusters.push(await privateStandby(clusters[1], `${SLOT}_2`, { wal_receiver_status_interval: "1s" }))
         await makeSynchronous(clusters[1], `${SLOT}_2`)
         const doneBefore = await pgCount(first.pool, "SELECT count(*) AS n FROM docket_done")
         await backlog(200_001)
         phase("second standby made, second backlog enqueued")
-        // 2: the primary's host vanishes (its connections go silent: the workers
-        // hear nothing), the standby is promoted two leases later (every lease in
-        // flight runs out meanwhile).
-        const second = await failOver(clusters[1], clusters[2], doneBefore, 2 * LEASE_MS, true)
+        // 2: the standby is promoted two leases later (every lease in flight runs
+        // out meanwhile); or the host vanishes (RELIABILITY_FAILOVER_VANISH=1).
+        const vanish = process.env.RELIABILITY_FAILOVER_VANISH === "1"
+        const second = await failOver(clusters[1], clusters[2], doneBefore, 2 * LEASE_MS, vanish)
         producing = false
         await producing$
         const fresh = second.pool
@@ -205,8 +214,8 @@ export const failoverScenario = () =>
         report("failover (synchronous standby promoted twice, workers through a TCP proxy)", {
           leaseMs: LEASE_MS,
           workers: WORKERS,
-          ...prefixed("crash", figures(first, second.stopAt)),
-          ...prefixed("vanish", figures(second, Infinity)),
+          ...prefixed("atOnce", figures(first, second.stopAt)),
+          ...prefixed(vanish ? "vanishAfter2Leases" : "after2Leases", figures(second, Infinity)),
           acknowledged: acknowledged.length,
           refusedEnqueues: refused.length,
           refusedButStored: refused.filter((r) => stored.has(r.job)).length,
@@ -214,7 +223,7 @@ export const failoverScenario = () =>
           storedTwice,
           runs: runs.length,
           jobsRunTwice: [...runsByJob.values()].filter((n) => n > 1).length,
-          overlappingRuns: overlaps(runs),
+          overlappingRuns: overlapping(runs).length,
           workerStorageErrors: workers.map((w) => w.counted()).join("/"),
           leaseLostLines: workers.flatMap((w) => w.kept.filter((l) => /lease lost/.test(l))).length,
           workersRestarted: workers.filter((w) => !w.alive()).length
@@ -231,7 +240,7 @@ export const failoverScenario = () =>
         expect(abortedIn(second.stopAt, Infinity)).toBeGreaterThan(0)
         // No two runs of an item at once, and every run ended.
         expect(runs.filter((r) => r.endedAt === null)).toEqual([])
-        expect(overlaps(runs)).toBe(0)
+        expect(overlapping(runs)).toEqual([])
         const exits = await Promise.all(workers.map((w) => stopWorker(w)))
         for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null })
       } finally {
@@ -243,7 +252,7 @@ export const failoverScenario = () =>
         await Promise.all(clusters.map((c) => c.destroy()))
         rmSync(logs, { recursive: true, force: true })
       }
-    }, 240_000)
+    }, 300_000)
 
     asyncLossCase()
   })

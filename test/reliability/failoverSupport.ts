@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Cluster, clusterAvailable, privateStandby } from "../support/cluster.js"
-import { IN_CI, privateCluster } from "./support.js"
+import { IN_CI, privateCluster, type WorkerProcess } from "./support.js"
 
 /** The standby's replication slot, and its receiver's application_name. */
 export const SLOT = "failover_standby"
@@ -48,18 +48,18 @@ export const readRuns = (dir: string): Array<Run> => {
 /** Runs started and not ended, now. */
 export const runsOpen = (dir: string): number => readRuns(dir).filter((r) => r.endedAt === null).length
 
-/** Runs of one item that overlap in time (a run without an end overlaps whatever follows it). */
-export const overlaps = (runs: ReadonlyArray<Run>): number => {
+/** Pairs of runs of one item that overlap in time (a run without an end overlaps whatever follows it). */
+export const overlapping = (runs: ReadonlyArray<Run>): Array<readonly [Run, Run]> => {
   const byItem = new Map<number, Array<Run>>()
   for (const r of runs) byItem.set(r.itemId, [...(byItem.get(r.itemId) ?? []), r])
-  let n = 0
+  const pairs: Array<readonly [Run, Run]> = []
   for (const list of byItem.values()) {
     for (let i = 1; i < list.length; i++) {
       const end = list[i - 1].endedAt
-      if (end === null || end > list[i].startedAt) n++
+      if (end === null || end > list[i].startedAt) pairs.push([list[i - 1], list[i]])
     }
   }
-  return n
+  return pairs
 }
 
 /** A primary with a streaming standby, its database `docket_rel` made; both destroyed on failure. */
@@ -80,12 +80,28 @@ export const makePair = async (): Promise<{ primary: Cluster; standby: Cluster }
 }
 
 export type Repo = ManagedRuntime.ManagedRuntime<QueueRepo.QueueRepo, unknown>
-// RELIABILITY_DEBUG: when each phase of a case ended, from the case's start.
+// RELIABILITY_DEBUG: when each phase of a case ended, and what the workers
+// logged (but each started and done item), in ms from the case's start.
+let debugStart = Date.now()
+const debug = (line: string) => console.log(`failover: ${Date.now() - debugStart} ms: ${line}`)
+
+/** A case's phase logger (RELIABILITY_DEBUG): its start is the case's start. */
 export const phases = () => {
-  const start = Date.now()
+  debugStart = Date.now()
   return (name: string) => {
-    if (process.env.RELIABILITY_DEBUG) console.log(`failover: ${name} at ${Date.now() - start} ms`)
+    if (process.env.RELIABILITY_DEBUG) debug(name)
   }
+}
+
+/** Echoes what a worker logs (RELIABILITY_DEBUG), but its started and done lines. */
+export const echo = (worker: WorkerProcess) => {
+  const lines = (stream: string) => (data: string) => {
+    for (const line of String(data).split("\n")) {
+      if (line.trim() !== "" && !/ (started|done) /.test(line)) debug(`${worker.pid} ${stream}${line}`)
+    }
+  }
+  worker.child.stdout?.on("data", lines(""))
+  worker.child.stderr?.on("data", lines("stderr: "))
 }
 
 export const withRepo = <A, E>(runtime: Repo, f: (repo: QueueRepo.Service) => Effect.Effect<A, E>) =>
