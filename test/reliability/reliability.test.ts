@@ -11,6 +11,7 @@ import { clockSkewScenario } from "./clockSkew.js"
 import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
+import { failoverScenario } from "./failover.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -44,5 +45,6 @@ recurringScenario()
 poisonScenario()
 connectionsScenario()
 partitionScenario()
+failoverScenario()
 slowDatabaseScenario()
 soakScenario()
