@@ -8,11 +8,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Config, Context, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Config, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
-import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
+import { DatabaseUnavailable, InvalidInput, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
+import * as PgSchema from "./internal/pgSchema.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
 import * as Migrations from "./Migrations.js"
 
@@ -55,6 +56,16 @@ export interface Options {
    * docs/operations.md. Raise it for a migration or query that takes longer.
    */
   readonly statementTimeout?: Duration.DurationInput | "infinity" | undefined
+  /**
+   * PostgreSQL: the schema Docket's tables, functions and channels live in
+   * (default "public", where every database made before this option has
+   * them). A plain lower-case identifier of at most 49 characters; made by
+   * the migrations if missing (when the role may). Another schema keeps two
+   * applications in one database apart and lets workers run as a role with
+   * only `docket grants`' privileges: docs/operations.md, "A schema of its
+   * own". Not for SQLite (an `InvalidInput` on `schema`: a file is its own).
+   */
+  readonly schema?: string | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -207,12 +218,18 @@ const checkSqlitePath = (filename: string) =>
 export const layer = (
   target: Target | string,
   options: Options = {}
-): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed> => {
+): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed | InvalidInput> => {
   const t = typeof target === "string" ? parse(target) : target
   const name = describe(t)
+  // The schema is checked before anything is opened.
+  const schema = checkSchema(t, options.schema)
+  if (Either.isLeft(schema)) return Layer.fail(schema.left)
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
-      Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause }))
+      Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause })),
+      // Beside the client, as DirectPool: the storage, the wake-ups and the
+      // migrations read it (internal/pgSchema.ts).
+      Layer.provideMerge(Layer.succeed(PgSchema.Current, PgSchema.make(schema.right)))
     )
     : Layer.unwrapEffect(Effect.as(checkSqlitePath(t.filename), sqliteLayer(t.filename, options))).pipe(
       Layer.catchAllCause((cause) =>
@@ -235,12 +252,48 @@ export const layer = (
   return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
 }
 
-/** The layer from `DOCKET_DATABASE_URL` (default `./docket.db`). */
+// The schema option, checked: PostgreSQL's a plain identifier, SQLite's none
+// but public (a file is its own; silently ignored, two applications sharing a
+// file would think themselves apart).
+const checkSchema = (target: Target, schema: string | undefined): Either.Either<string, InvalidInput> => {
+  if (schema === undefined) return Either.right(PgSchema.PUBLIC)
+  if (target._tag === "Sqlite" && schema !== PgSchema.PUBLIC) {
+    return Either.left(
+      new InvalidInput({
+        field: "schema",
+        reason: `SQLite has no schemas (${JSON.stringify(schema)} given): a file holds one queue; use a file of its own`
+      })
+    )
+  }
+  return PgSchema.check(schema)
+}
+
+/**
+ * For a PostgreSQL `SqlClient` made elsewhere (an application's own
+ * `PgClient.layer`, given to `QueueRepo.layer`): the schema Docket's objects
+ * live in, provided beside it (`Layer.merge(client, Database.schemaLayer("docket"))`).
+ * `layer` provides it itself from `Options.schema`. A bad name fails it with
+ * an `InvalidInput` on `schema`.
+ */
+export const schemaLayer = (schema: string): Layer.Layer<never, InvalidInput> =>
+  Either.match(PgSchema.check(schema), {
+    onLeft: (error) => Layer.fail(error),
+    onRight: (name) => Layer.succeedContext(Context.make(PgSchema.Current, PgSchema.make(name)) as Context.Context<never>)
+  })
+
+/**
+ * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`) and, unless
+ * `options` give one, the schema in `DOCKET_SCHEMA` (default public).
+ */
 export const layerConfig = (options: Options = {}) =>
   Layer.unwrapEffect(
     Effect.map(
-      Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
-      (url) => layer(url, options)
+      Config.all([
+        Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
+        Config.option(Config.string("DOCKET_SCHEMA"))
+      ]),
+      ([url, schema]) =>
+        layer(url, { ...options, schema: options.schema ?? Option.getOrUndefined(schema) })
     )
   )
 

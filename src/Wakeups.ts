@@ -33,9 +33,10 @@ import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import { listen } from "./internal/listen.js"
+import * as PgSchema from "./internal/pgSchema.js"
 import { Signal as WakeSignal } from "./internal/signal.js"
 import * as SqliteWatch from "./internal/sqliteWatch.js"
-import { CANCEL_CHANNEL, NOTIFY_CHANNEL, parseCancelIds } from "./internal/sql/notify.js"
+import { parseCancelIds } from "./internal/sql/notify.js"
 
 /** One pool's wake-up: `notify` from anywhere, `wait` by the pool's claimer (one waiter at a time). */
 export interface Signal {
@@ -139,15 +140,17 @@ const make = (remote?: Remote): Service => {
 const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
 // LISTEN until the connection is lost, then again after a second, for ever.
-// A pool with a cancel callback listens on the cancel channel too.
-const listening = (config: PgClient.PgClientConfig): Remote => ({
+// A pool with a cancel callback listens on the cancel channel too. The
+// channels are the schema's own (pgSchema.ts): pools of two schemas in one
+// database do not wake each other.
+const listening = (config: PgClient.PgClientConfig, schema: PgSchema.PgSchema): Remote => ({
   cancels: true,
   run: (notify, onCancel) =>
     listen(
       config,
-      onCancel === undefined ? [NOTIFY_CHANNEL] : [NOTIFY_CHANNEL, CANCEL_CHANNEL],
+      onCancel === undefined ? [schema.itemsChannel] : [schema.itemsChannel, schema.cancelChannel],
       notify,
-      (channel, payload) => (channel === CANCEL_CHANNEL ? onCancel?.(parseCancelIds(payload)) : notify())
+      (channel, payload) => (channel === schema.cancelChannel ? onCancel?.(parseCancelIds(payload)) : notify())
     ).pipe(
       Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
       Effect.zipRight(Effect.sleep("1 second")),
@@ -185,7 +188,7 @@ export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> => Lay
     const pg = yield* Effect.serviceOption(PgClientTag)
     const sqlite = yield* Effect.serviceOption(SqliteClientTag)
     const dialect = sql.onDialectOrElse({ pg: () => "pg", sqlite: () => "sqlite", orElse: () => "other" })
-    if (dialect === "pg" && Option.isSome(pg)) return make(listening(pg.value.config))
+    if (dialect === "pg" && Option.isSome(pg)) return make(listening(pg.value.config, yield* PgSchema.current))
     if (dialect === "sqlite" && Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
       return make(watching(SqliteWatch.make(sqlite.value.config.filename)))
     }
