@@ -13,7 +13,8 @@ import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
 import { parseDuration, readPeriod } from "../input.js"
 import {
-  databaseOption, databaseUrl, durationOption, horizonOptions, horizonThreshold, integerOption, refuse, textOption, withDefault
+  databaseOption, databaseUrl, durationOption, horizonOptions, horizonThreshold, integerOption, refuse, schemaName, textOption,
+  withDefault
 } from "../options.js"
 import { describeDatabase } from "../queue.js"
 import { LOG_FORMATS, type LogFormat, type LogOptions } from "../logFormat.js"
@@ -115,6 +116,8 @@ const workerConfig = {
 /** The worker's checked options; durations in milliseconds. */
 export interface RunOptions {
   readonly url: string
+  /** PostgreSQL's schema for Docket's objects (undefined: public). */
+  readonly schema: string | undefined
   readonly tasks: string
   readonly concurrency: number
   readonly lease: number
@@ -136,6 +139,7 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
     if (args.poll < 1) return yield* usage("--poll must be at least 1ms")
     return {
       url: databaseUrl(args.database),
+      schema: schemaName(args.database),
       tasks: args.tasks,
       concurrency: args.concurrency,
       lease: args.lease,
@@ -195,12 +199,12 @@ export const runWorker = (options: RunOptions) =>
       yield* printRecord({
         level: "info",
         event: "worker started",
-        message: `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
+        message: `docket worker ${worker.id} started on ${describeDatabase(options.url, options.schema)}: ` +
           `${plural(handlers.length, "kind")} (${kinds.join(", ")}), ` +
           `concurrency ${options.concurrency}` +
           (recurring.length === 0 ? "" : `, recurring ${recurring.map((r) => `${r.name} (${r.cron})`).join(", ")}`) +
           `; keeps finished items: ${describeRetention(options.retention, readPeriod)}`,
-        fields: { worker: worker.id, database: describeDatabase(options.url), kinds, concurrency: options.concurrency }
+        fields: { worker: worker.id, database: describeDatabase(options.url, options.schema), kinds, concurrency: options.concurrency }
       })
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
@@ -219,7 +223,10 @@ export const runWorker = (options: RunOptions) =>
       )
     }).pipe(
       Effect.scoped,
-      Effect.provide(Docket.layerClient(options.url, { repo: { retention: options.retention } })),
+      Effect.provide(Docket.layerClient(options.url, {
+        databaseOptions: { schema: options.schema },
+        repo: { retention: options.retention }
+      })),
       Effect.onInterrupt(() =>
         service === undefined
           ? Effect.void
