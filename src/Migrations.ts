@@ -31,20 +31,53 @@ import * as Transaction from "./internal/transaction.js"
 /** The bookkeeping table (migration id, name, time applied). */
 export const TABLE = "docket_migrations"
 
-// Every function of Docket's in the schema without a search_path of its own
-// gets the schema's (a migration's CREATE OR REPLACE drops it: so after each).
+const PERMISSION_DENIED = "42501"
+/** The server's error under a SqlError. */
+const serverError = (cause: unknown) => (cause as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause
+const denied = (cause: unknown): boolean => serverError(cause)?.code === PERMISSION_DENIED
+/** What the server said, else the SqlError's own message. */
+const said = (cause: { readonly message: string }): string => {
+  const message = serverError(cause)?.message
+  return typeof message === "string" ? message : cause.message
+}
+
+// Docket's functions in the schema without a search_path of their own (a
+// migration's CREATE OR REPLACE drops it; ALTER ... SET SCHEMA keeps none).
+const unpinned = (schema: PgSchema.PgSchema) => `SELECT p.oid FROM pg_proc p
+    WHERE p.pronamespace = '${schema.quoted}'::regnamespace AND p.proname LIKE 'docket\\_%'
+      AND p.proname <> ALL ('{${PgSchema.UNPINNED_FUNCTIONS.join(",")}}'::text[])
+      AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\\_path=%')`
+
+// Each of them gets the schema's (after each migration).
 const pinFunctions = (schema: PgSchema.PgSchema) => `DO $pin$
 DECLARE f regprocedure;
 BEGIN
-  FOR f IN SELECT p.oid FROM pg_proc p
-    WHERE p.pronamespace = '${schema.quoted}'::regnamespace AND p.proname LIKE 'docket\\_%'
-      AND p.proname <> ALL ('{${PgSchema.UNPINNED_FUNCTIONS.join(",")}}'::text[])
-      AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\\_path=%')
+  FOR f IN ${unpinned(schema)}
   LOOP
     EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_catalog', f, '${schema.name}');
   END LOOP;
 END
 $pin$`
+
+/**
+ * PostgreSQL, a schema other than public that is up to date: its functions
+ * pinned if one is not (objects moved from public with ALTER ... SET SCHEMA:
+ * docs/operations.md), which needs its owner; otherwise only read.
+ */
+const pinIfNeeded = (schema: PgSchema.PgSchema) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [{ n }] = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM (${unpinned(schema)}) f`)
+    if (n > 0) yield* Transaction.typed(sql)(sql.unsafe(pinFunctions(schema)))
+  }).pipe(Effect.mapError((cause) =>
+    new MigrationFailed({
+      reason: denied(cause)
+        ? `functions of schema ${schema.name} have no search_path of their own (moved from public?) and this role ` +
+          `may not set it (${said(cause)}): run docket migrate --schema ${schema.name} as the schema's owner`
+        : `cannot read schema ${schema.name}'s functions: ${said(cause)}`,
+      cause
+    })
+  ))
 
 const loader = (migrations: ReadonlyArray<MigrationFile>, schema: PgSchema.PgSchema | null): Migrator.Loader =>
   Effect.succeed(
@@ -77,11 +110,6 @@ const applied = (table: string) =>
       Effect.map((rows) => Number(rows[0]?.id ?? 0))
     ))
 
-const PERMISSION_DENIED = "42501"
-const denied = (cause: unknown): boolean => {
-  const pg = (cause as { cause?: { code?: unknown } } | undefined)?.cause
-  return pg?.code === PERMISSION_DENIED
-}
 
 /**
  * PostgreSQL: the version applied in the schema, read only (0 when it has no
@@ -96,9 +124,9 @@ const pgVersion = (schema: PgSchema.PgSchema) =>
   }).pipe(Effect.mapError((cause) =>
     new MigrationFailed({
       reason: denied(cause)
-        ? `this role may not use schema ${schema.name} (${cause.message}): ` +
+        ? `this role may not use schema ${schema.name} (${said(cause)}): ` +
           `grant it the privileges \`docket grants --schema ${schema.name}\` prints`
-        : `cannot read the schema version: ${cause.message}`,
+        : `cannot read the schema version: ${said(cause)}`,
       cause
     })
   ))
@@ -118,10 +146,10 @@ const pgPrepare = (schema: PgSchema.PgSchema) =>
         yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema.quoted}`).pipe(Effect.mapError((cause) =>
           new MigrationFailed({
             reason: denied(cause)
-              ? `schema ${schema.name} does not exist and this role may not create it (${cause.message}): ` +
+              ? `schema ${schema.name} does not exist and this role may not create it (${said(cause)}): ` +
                 `create it for the role that migrates, e.g. CREATE SCHEMA ${schema.name} AUTHORIZATION <role> ` +
                 `(docs/operations.md, "A schema of its own")`
-              : `cannot create schema ${schema.name}: ${cause.message}`,
+              : `cannot create schema ${schema.name}: ${said(cause)}`,
             cause
           })
         ))
@@ -143,14 +171,14 @@ const pgPrepare = (schema: PgSchema.PgSchema) =>
     ).pipe(Effect.mapError((cause) =>
       new MigrationFailed({
         reason: denied(cause)
-          ? `this role may not create tables in schema ${schema.name} (${cause.message}): ` +
+          ? `this role may not create tables in schema ${schema.name} (${said(cause)}): ` +
             `run the migrations as the role that owns it`
           : "cannot create the migrations table",
         cause
       })
     ))
   }).pipe(Effect.catchTag("SqlError", (cause) =>
-    Effect.fail(new MigrationFailed({ reason: `cannot read schema ${schema.name}: ${cause.message}`, cause }))))
+    Effect.fail(new MigrationFailed({ reason: `cannot read schema ${schema.name}: ${said(cause)}`, cause }))))
 
 /**
  * Brings the database in context to the latest schema. Returns the ids this
@@ -166,7 +194,10 @@ export const run: Effect.Effect<ReadonlyArray<number>, MigrationFailed, SqlClien
   if (schema !== null) {
     // Up to date: nothing is locked or created, so a role without CREATE (a
     // worker's least-privileged role) starts with migrate on.
-    if ((yield* pgVersion(schema)) >= latest) return []
+    if ((yield* pgVersion(schema)) >= latest) {
+      if (!schema.isPublic) yield* pinIfNeeded(schema)
+      return []
+    }
     yield* pgPrepare(schema)
   }
   const table = schema === null ? TABLE : schema.object(TABLE).replaceAll("\"", "")
