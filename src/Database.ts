@@ -8,13 +8,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Config, Context, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Config, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
-import { DatabaseUnavailable, type MigrationFailed } from "./Errors.js"
+import { DatabaseUnavailable, InvalidInput, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as SessionLimits from "./internal/sessionLimits.js"
 import { ListenDatabase } from "./internal/listen.js"
+import * as PgSchema from "./internal/pgSchema.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
 import * as Tls from "./internal/tls.js"
 import * as Migrations from "./Migrations.js"
@@ -83,6 +84,16 @@ export interface Options {
    * (docs/scaling.md, "PgBouncer").
    */
   readonly listenDatabase?: string | undefined
+  /**
+   * PostgreSQL: the schema Docket's tables, functions and channels live in
+   * (default "public", where every database made before this option has
+   * them). A plain lower-case identifier of at most 49 characters; made by
+   * the migrations if missing (when the role may). Another schema keeps two
+   * applications in one database apart and lets workers run as a role with
+   * only `docket grants`' privileges: docs/operations.md, "A schema of its
+   * own". Not for SQLite (an `InvalidInput` on `schema`: a file is its own).
+   */
+  readonly schema?: string | undefined
 }
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
@@ -278,11 +289,14 @@ const checkSqlitePath = (filename: string) =>
 export const layer = (
   target: Target | string,
   options: Options = {}
-): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed> => {
+): Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable | MigrationFailed | InvalidInput> => {
   const t = typeof target === "string" ? parse(target) : target
   const name = describe(t)
   const refused = refuseListenDatabase(t, options.listenDatabase)
   if (refused !== undefined) return Layer.fail(new DatabaseUnavailable({ target: name, reason: refused }))
+  // The schema is checked before anything is opened.
+  const schema = checkSchema(t, options.schema)
+  if (Either.isLeft(schema)) return Layer.fail(schema.left)
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
       Layer.mapError((cause) =>
@@ -293,7 +307,10 @@ export const layer = (
           ...(cause.cause instanceof Tls.Refused ? { setting: cause.cause.setting } : {}),
           cause
         })
-      )
+      ),
+      // Beside the client, as DirectPool: the storage, the wake-ups and the
+      // migrations read it (internal/pgSchema.ts).
+      Layer.provideMerge(Layer.succeed(PgSchema.Current, PgSchema.make(schema.right)))
     )
     : Layer.unwrapEffect(Effect.as(checkSqlitePath(t.filename), sqliteLayer(t.filename, options))).pipe(
       Layer.catchAllCause((cause) =>
@@ -332,21 +349,53 @@ const refuseListenDatabase = (target: Target, listenDatabase: string | undefined
   return undefined
 }
 
+// The schema option, checked: PostgreSQL's a plain identifier, SQLite's none
+// but public (a file is its own; silently ignored, two applications sharing a
+// file would think themselves apart).
+const checkSchema = (target: Target, schema: string | undefined): Either.Either<string, InvalidInput> => {
+  if (schema === undefined) return Either.right(PgSchema.PUBLIC)
+  if (target._tag === "Sqlite" && schema !== PgSchema.PUBLIC) {
+    return Either.left(
+      new InvalidInput({
+        field: "schema",
+        reason: `SQLite has no schemas (${JSON.stringify(schema)} given): a file holds one queue; use a file of its own`
+      })
+    )
+  }
+  return PgSchema.check(schema)
+}
+
 /**
- * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`), and
- * `DOCKET_LISTEN_DATABASE_URL` as `listenDatabase` when `options` give none.
+ * For a PostgreSQL `SqlClient` made elsewhere (an application's own
+ * `PgClient.layer`, given to `QueueRepo.layer`): the schema Docket's objects
+ * live in, provided beside it (`Layer.merge(client, Database.schemaLayer("docket"))`).
+ * `layer` provides it itself from `Options.schema`. A bad name fails it with
+ * an `InvalidInput` on `schema`.
+ */
+export const schemaLayer = (schema: string): Layer.Layer<never, InvalidInput> =>
+  Either.match(PgSchema.check(schema), {
+    onLeft: (error) => Layer.fail(error),
+    onRight: (name) => Layer.succeedContext(Context.make(PgSchema.Current, PgSchema.make(name)) as Context.Context<never>)
+  })
+
+/**
+ * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`) and, unless
+ * `options` give them, the schema in `DOCKET_SCHEMA` (default public) and
+ * `DOCKET_LISTEN_DATABASE_URL` as `listenDatabase`.
  */
 export const layerConfig = (options: Options = {}) =>
   Layer.unwrapEffect(
     Effect.map(
       Config.all([
         Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
-        Config.option(Config.string("DOCKET_LISTEN_DATABASE_URL"))
+        Config.option(Config.string("DOCKET_LISTEN_DATABASE_URL")),
+        Config.option(Config.string("DOCKET_SCHEMA"))
       ]),
-      ([url, listen]) =>
+      ([url, listen, schema]) =>
         layer(url, {
           ...options,
-          listenDatabase: options.listenDatabase ?? Option.getOrUndefined(Option.filter(listen, (u) => u.trim() !== ""))
+          listenDatabase: options.listenDatabase ?? Option.getOrUndefined(Option.filter(listen, (u) => u.trim() !== "")),
+          schema: options.schema ?? Option.getOrUndefined(schema)
         })
     )
   )

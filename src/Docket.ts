@@ -41,19 +41,20 @@ export interface LayerOptions<H extends Handler.Any> extends Worker.Options<H> {
 /**
  * The database (migrated), the `QueueRepo` and a running worker pool (with its
  * recurring schedules, `recurring`), in one layer. Releasing the layer shuts
- * the pool down gracefully. A bad schedule fails it with `InvalidSchedule`.
+ * the pool down gracefully. A bad schedule fails it with `InvalidSchedule`, a
+ * bad `databaseOptions.schema` with `InvalidInput`.
  */
 export const layer = <H extends Handler.Any>(
   options: LayerOptions<H>
 ): Layer.Layer<
   Worker.Worker | QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
-  Database.DatabaseUnavailable | MigrationFailed | InvalidSchedule,
+  Database.DatabaseUnavailable | MigrationFailed | InvalidInput | InvalidSchedule,
   Handler.Requirements<H>
 > => {
   const database = options.database === undefined
     ? Database.layerConfig(options.databaseOptions).pipe(
       Layer.catchAll((error) =>
-        error._tag === "DatabaseUnavailable" || error._tag === "MigrationFailed"
+        error._tag === "DatabaseUnavailable" || error._tag === "MigrationFailed" || error._tag === "InvalidInput"
           ? Layer.fail(error)
           : Layer.fail(new Database.DatabaseUnavailable({ target: "DOCKET_DATABASE_URL", reason: String(error) }))
       )
@@ -70,7 +71,7 @@ export const layerClient = (
   options: { readonly databaseOptions?: Database.Options; readonly repo?: QueueRepo.Options } = {}
 ): Layer.Layer<
   QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
-  Database.DatabaseUnavailable | MigrationFailed
+  Database.DatabaseUnavailable | MigrationFailed | InvalidInput
 > =>
   QueueRepo.layer(options.repo).pipe(Layer.provideMerge(Database.layer(database, options.databaseOptions)))
 

@@ -49,6 +49,8 @@ export type InvalidField =
   | "dashboard"
   /** A `horizon` threshold: an age that is not a duration from 0 to a year, or a count of transactions out of range. */
   | "horizon"
+  /** `Database.Options.schema`: not a plain identifier, too long, or given for SQLite. */
+  | "schema"
 
 /** Bad input: nothing was written. `field` names what was wrong, `reason` says how. */
 export class InvalidInput extends Data.TaggedError("InvalidInput")<{

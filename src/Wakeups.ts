@@ -41,9 +41,10 @@ import type { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { describe as describeTarget } from "./Database.js"
 import { listen, ListenDatabase, NotHeard, type Probe } from "./internal/listen.js"
+import * as PgSchema from "./internal/pgSchema.js"
 import { Signal as WakeSignal } from "./internal/signal.js"
 import * as SqliteWatch from "./internal/sqliteWatch.js"
-import { CANCEL_CHANNEL, NOTIFY_CHANNEL, parseCancelIds } from "./internal/sql/notify.js"
+import { parseCancelIds } from "./internal/sql/notify.js"
 
 /** One pool's wake-up: `notify` from anywhere, `wait` by the pool's claimer (one waiter at a time). */
 export interface Signal {
@@ -163,8 +164,14 @@ const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClie
 // LISTEN until the connection is lost, then again after a second, for ever;
 // or, when the connection does not hear the pool's notifications, never
 // again (one warning per queue). A pool with a cancel callback listens on the
-// cancel channel too.
-const listening = (config: PgClient.PgClientConfig, probe: Probe, listenDatabase: string | undefined): Remote => {
+// cancel channel too. The channels are the schema's own (pgSchema.ts):
+// pools of two schemas in one database do not wake each other.
+const listening = (
+  config: PgClient.PgClientConfig,
+  schema: PgSchema.PgSchema,
+  probe: Probe,
+  listenDatabase: string | undefined
+): Remote => {
   let warned = false
   const deaf = (error: NotHeard) =>
     Effect.suspend(() => {
@@ -177,13 +184,13 @@ const listening = (config: PgClient.PgClientConfig, probe: Probe, listenDatabase
     run: (notify, onCancel, hearsCancels) =>
       listen(
         config,
-        onCancel === undefined ? [NOTIFY_CHANNEL] : [NOTIFY_CHANNEL, CANCEL_CHANNEL],
+        onCancel === undefined ? [schema.itemsChannel] : [schema.itemsChannel, schema.cancelChannel],
         probe,
         () => {
           hearsCancels(true)
           notify()
         },
-        (channel, payload) => (channel === CANCEL_CHANNEL ? onCancel?.(parseCancelIds(payload)) : notify())
+        (channel, payload) => (channel === schema.cancelChannel ? onCancel?.(parseCancelIds(payload)) : notify())
       ).pipe(
         Effect.tapError(() => Effect.sync(() => hearsCancels(false))),
         Effect.catchAll((error) =>
@@ -251,7 +258,7 @@ export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> => Lay
         onSome: (url) => ({ ...pg.value.config, url: Redacted.make(url) })
       })
       const probe: Probe = (channel, payload) => sql.unsafe("SELECT pg_notify($1, $2)", [channel, payload])
-      return make(listening(config, probe, Option.getOrUndefined(given)))
+      return make(listening(config, yield* PgSchema.current, probe, Option.getOrUndefined(given)))
     }
     if (dialect === "sqlite" && Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
       return make(watching(SqliteWatch.make(sqlite.value.config.filename)))

@@ -426,6 +426,36 @@ END
 $_$;
 
 --
+-- Name: docket_enqueue_one(text, text, text, integer, bigint, bigint, integer, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.docket_enqueue_one(text, text, text, integer, bigint, bigint, integer, text, text) RETURNS TABLE(new_id bigint, new_kind text, new_key text)
+    LANGUAGE plpgsql
+    AS $_$
+BEGIN
+  IF $3 IS NULL THEN
+    RETURN QUERY
+    INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
+                              trace_context, created_at, updated_at)
+    VALUES ($1, $2, NULL, $4, coalesce($5, docket_now_ms() + $6), coalesce($7, 8), $7 IS NOT NULL,
+            $8, docket_now_ms(), docket_now_ms())
+    RETURNING docket_items.id, docket_items.kind, docket_items.dedupe_key;
+  ELSE
+    RETURN QUERY
+    INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
+                              trace_context, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, coalesce($5, docket_now_ms() + $6), coalesce($7, 8), $7 IS NOT NULL,
+            $8, docket_now_ms(), docket_now_ms())
+    ON CONFLICT DO NOTHING
+    RETURNING docket_items.id, docket_items.kind, docket_items.dedupe_key;
+  END IF;
+  IF FOUND THEN
+    PERFORM pg_notify($9, 'enqueued');
+  END IF;
+END
+$_$;
+
+--
 -- Name: docket_now_ms(); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -13,6 +13,7 @@ import { dashboard } from "./commands/dashboard.js"
 import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
+import { grants } from "./commands/grants.js"
 import { kind, kindCommands, kindGroup } from "./commands/kind.js"
 import { list } from "./commands/list.js"
 import { migrate } from "./commands/migrate.js"
@@ -46,6 +47,7 @@ const docketGroup = Command.make("docket").pipe(
 /** The commands as a tree, in the order their help lists them. */
 export const tree: CommandNode = node(docketGroup, [
   node(migrate),
+  node(grants),
   node(enqueue),
   node(worker),
   node(stats),
@@ -62,5 +64,5 @@ export const tree: CommandNode = node(docketGroup, [
 
 /** The root command: `docket <subcommand>`. */
 export const root = docketGroup.pipe(Command.withSubcommands([
-  migrate, enqueue, worker, stats, workers, list, show, dead, kind, recurring, cancel, dashboard, demoCommand
+  migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, recurring, cancel, dashboard, demoCommand
 ]))

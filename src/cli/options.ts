@@ -13,26 +13,65 @@ import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Effect, Either, Option } from "effect"
 import * as Database from "../Database.js"
 import * as Horizon from "../internal/horizon.js"
+import * as PgSchema from "../internal/pgSchema.js"
 import type { UsageError } from "./errors.js"
 import { parseDuration, parseTime, readPeriod } from "./input.js"
 
-/** `--database` / `-d`: the queue's database (see `databaseUrl` for the default). */
-export const databaseOption = Options.text("database").pipe(
-  Options.withAlias("d"),
-  Options.withPseudoName("<url>"),
+/** `--schema`: PostgreSQL's schema for Docket's objects, checked while the command line is parsed. */
+export const schemaOption = Options.text("schema").pipe(
+  Options.withPseudoName("<name>"),
   Options.withDescription(
-    "The queue's database: a postgres:// or postgresql:// URL, or a SQLite file path. " +
-      "Default: $DOCKET_DATABASE_URL, else ./docket.db."
+    "PostgreSQL: the schema Docket's tables, functions and channels live in (a plain lower-case identifier). " +
+      "Default: $DOCKET_SCHEMA, else public."
+  ),
+  Options.mapEffect((text) =>
+    Either.match(PgSchema.check(text), {
+      onLeft: (error) => Effect.fail(refuse(`--schema: ${error.reason}`)),
+      onRight: Effect.succeed
+    })
   ),
   Options.optional
 )
 
+/** What `databaseOption` reads: the queue's database and, on PostgreSQL, its schema. */
+export interface DatabaseArgs {
+  readonly url: Option.Option<string>
+  readonly schema: Option.Option<string>
+}
+
+/**
+ * `--database` / `-d` and `--schema`: the queue's database (see `databaseUrl`
+ * for the default) and its schema (`databaseOptions`), on every command that
+ * opens it.
+ */
+export const databaseOption: Options.Options<DatabaseArgs> = Options.all({
+  url: Options.text("database").pipe(
+    Options.withAlias("d"),
+    Options.withPseudoName("<url>"),
+    Options.withDescription(
+      "The queue's database: a postgres:// or postgresql:// URL, or a SQLite file path. " +
+        "Default: $DOCKET_DATABASE_URL, else ./docket.db."
+    ),
+    Options.optional
+  ),
+  schema: schemaOption
+})
+
+const fromEnv = (name: string): string | undefined => {
+  const env = process.env[name]
+  return env !== undefined && env.trim() !== "" ? env.trim() : undefined
+}
+
 /** The database URL: the option, else DOCKET_DATABASE_URL, else ./docket.db. */
-export const databaseUrl = (option: Option.Option<string>): string =>
-  Option.getOrElse(option, () => {
-    const env = process.env.DOCKET_DATABASE_URL
-    return env !== undefined && env.trim() !== "" ? env.trim() : Database.DEFAULT_URL
-  })
+export const databaseUrl = (args: DatabaseArgs): string =>
+  Option.getOrElse(args.url, () => fromEnv("DOCKET_DATABASE_URL") ?? Database.DEFAULT_URL)
+
+/** The schema: the option, else DOCKET_SCHEMA (checked when the database is opened), else none given (public). */
+export const schemaName = (args: { readonly schema: Option.Option<string> }): string | undefined =>
+  Option.getOrElse(args.schema, () => fromEnv("DOCKET_SCHEMA"))
+
+/** The database options the arguments give (the schema). */
+export const databaseOptions = (args: DatabaseArgs): Database.Options => ({ schema: schemaName(args) })
 
 /** The LISTEN connection's own URL: the option, else DOCKET_LISTEN_DATABASE_URL, else none. */
 export const listenDatabaseUrl = (option: Option.Option<string>): string | undefined =>

@@ -10,15 +10,16 @@ import * as Database from "../Database.js"
 import * as Docket from "../Docket.js"
 import * as QueueRepo from "../QueueRepo.js"
 import { usage } from "./errors.js"
+import { type DatabaseArgs, databaseOptions, databaseUrl } from "./options.js"
 
-/** The queue (database migrated) for one command. */
-const client = (url: string) => Docket.layerClient(url)
-
-/** Runs `f` on the queue at `url` (made and migrated if need be). */
+/** Runs `f` on the queue the arguments name (made and migrated if need be). */
 export const withRepo = <A, E>(
-  url: string,
+  database: DatabaseArgs,
   f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
-) => Effect.flatMap(QueueRepo.QueueRepo, f).pipe(Effect.provide(client(url)))
+) =>
+  Effect.flatMap(QueueRepo.QueueRepo, f).pipe(
+    Effect.provide(Docket.layerClient(databaseUrl(database), { databaseOptions: databaseOptions(database) }))
+  )
 
 /**
  * For the commands that only look at a queue (stats, dead): a SQLite file
@@ -26,9 +27,9 @@ export const withRepo = <A, E>(
  * otherwise show an empty queue).
  */
 export const withExistingRepo = <A, E>(
-  url: string,
+  database: DatabaseArgs,
   f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
-) => refuseMissing(url).pipe(Effect.zipRight(withRepo(url, f)))
+) => refuseMissing(databaseUrl(database)).pipe(Effect.zipRight(withRepo(database, f)))
 
 /** Fails with a usage error when `url` is a SQLite file that does not exist (in a folder that does). */
 export const refuseMissing = (url: string) =>
@@ -41,5 +42,6 @@ export const refuseMissing = (url: string) =>
       : Effect.void
   })
 
-/** The database of a URL as the command names it in its output. */
-export const describeDatabase = (url: string): string => Database.describe(Database.parse(url))
+/** The database of a URL (and the schema, when one is given) as the command names it in its output. */
+export const describeDatabase = (url: string, schema?: string): string =>
+  Database.describe(Database.parse(url)) + (schema === undefined ? "" : ` (schema ${schema})`)

@@ -9,7 +9,7 @@ import { Cause, Effect, Exit, Option } from "effect"
 import { InvalidInput } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import type { Backend } from "../support/db.js"
-import { setRow } from "../support/db.js"
+import { setRow, unsafe } from "../support/db.js"
 import { recordingTracer } from "../support/tracing.js"
 import { withRepo } from "../support/harness.js"
 
@@ -21,10 +21,9 @@ const getItem = (id: number) =>
 
 /** The stored columns behind an item's budget (what workers before migration 0005 read). */
 const storedBudget = (id: number) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe<{ max_attempts: number | string; max_attempts_given: boolean | number }>(
-      `SELECT max_attempts, max_attempts_given FROM docket_items WHERE id = ${Number(id)}`
-    )).pipe(Effect.map((rows) => ({ maxAttempts: Number(rows[0].max_attempts), given: Boolean(rows[0].max_attempts_given) })))
+  unsafe<{ max_attempts: number | string; max_attempts_given: boolean | number }>(
+    `SELECT max_attempts, max_attempts_given FROM docket_items WHERE id = ${Number(id)}`
+  ).pipe(Effect.map((rows) => ({ maxAttempts: Number(rows[0].max_attempts), given: Boolean(rows[0].max_attempts_given) })))
 
 /** What the tests below share: a fresh migrated database for each (`run`). */
 const context = (backend: Backend) => {

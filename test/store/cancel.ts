@@ -8,7 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Option } from "effect"
 import { InvalidInput, type InvalidField } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, countState, expireLease, makeDue } from "../support/db.js"
+import { type Backend, countState, expireLease, makeDue, unsafe } from "../support/db.js"
 import { withRepo } from "../support/harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -19,8 +19,7 @@ const getItem = (id: number) =>
 
 /** The stored claim token (lease_seq) of an item. */
 const token = (id: number) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe<{ lease_seq: number | string }>(`SELECT lease_seq FROM docket_items WHERE id = ${Number(id)}`)).pipe(
+  unsafe<{ lease_seq: number | string }>(`SELECT lease_seq FROM docket_items WHERE id = ${Number(id)}`).pipe(
       Effect.map((rows) => Number(rows[0].lease_seq))
     )
 

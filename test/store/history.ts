@@ -13,7 +13,7 @@ import { Cause, Effect, Exit, Layer, Option } from "effect"
 import * as Database from "../../src/Database.js"
 import { InvalidInput, type InvalidField } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, countAll, countState, itemTables, setRow } from "../support/db.js"
+import { type Backend, countAll, countState, databaseLayer, itemTables, setRow, unsafe } from "../support/db.js"
 import { dbNow, expectAround, withRepo } from "../support/harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -271,7 +271,7 @@ const retentionAndPruning = (backend: Backend) => {
         const sql = yield* SqlClient.SqlClient
         const base = (yield* dbNow) - DAY - HOUR
         for (const table of yield* itemTables) {
-          yield* sql.unsafe(`UPDATE ${table} SET finished_at = ${base} - (id - ${claims[0].id}) * 1000`)
+          yield* unsafe(`UPDATE ${table} SET finished_at = ${base} - (id - ${claims[0].id}) * 1000`)
         }
         expect(yield* repo.prune).toEqual({ done: 1000, cancelled: 0, dead: 0 })
         const left = (yield* repo.list({ state: "done", limit: 1000 })).items.map((i) => i.id)
@@ -285,7 +285,7 @@ const retentionAndPruning = (backend: Backend) => {
         const url = yield* Effect.promise(() => backend.fresh())
         for (const retention of [{ done: -1 }, { cancelled: "soon" }, { dead: "for ever" }, { done: Number.NaN }, { dead: 1e30 }]) {
           const exit = yield* Effect.exit(
-            Layer.build(QueueRepo.layer({ retention: retention as QueueRepo.Retention }).pipe(Layer.provide(Database.layer(url))))
+            Layer.build(QueueRepo.layer({ retention: retention as QueueRepo.Retention }).pipe(Layer.provide(databaseLayer(url))))
           ).pipe(Effect.scoped)
           expect(Exit.isFailure(exit)).toBe(true)
           const defect = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined

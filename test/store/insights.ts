@@ -8,7 +8,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { type Duration, Effect, Option } from "effect"
 import { QueueRepo } from "../../src/index.js"
-import { ageFinished, type Backend, countAll, expireLease, makeDue, setRow } from "../support/db.js"
+import * as PgSchema from "../../src/internal/pgSchema.js"
+import { ageFinished, type Backend, countAll, expireLease, makeDue, setRow, unsafe } from "../support/db.js"
 import { dbNow, withRepo } from "../support/harness.js"
 import { expectInvalid } from "../support/store.js"
 
@@ -141,12 +142,12 @@ const retried = (backend: Backend) => {
       const now = Math.floor((yield* dbNow) / 60_000)
       for (const [ago, n] of [[10, 2], [2 * 60, 3], [25 * 60, 4], [3 * 24 * 60, 5]] as const) {
         const marks = backend.name === "pg" ? "$1, $2, $3" : "?, ?, ?"
-        yield* sql.unsafe(`INSERT INTO docket_minute_counts (minute, kind, retried) VALUES (${marks})`, [now - ago, "mail", n])
+        yield* unsafe(`INSERT INTO docket_minute_counts (minute, kind, retried) VALUES (${marks})`, [now - ago, "mail", n])
       }
       expect(yield* repo.retriedPerMinute(60)).toEqual([{ minute: (now - 10) * 60_000, kind: "mail", count: 2 }])
       expect((yield* repo.retriedPerMinute(24 * 60)).map((r) => r.count)).toEqual([3, 2])
       yield* repo.prune
-      const left = yield* sql.unsafe<{ minute: number | string }>("SELECT minute FROM docket_minute_counts ORDER BY minute")
+      const left = yield* unsafe<{ minute: number | string }>("SELECT minute FROM docket_minute_counts ORDER BY minute")
       expect(left.map((r) => Number(r.minute))).toEqual([now - 2 * 60, now - 10])
     })))
 }
@@ -178,10 +179,10 @@ const totals = (backend: Backend) => {
       yield* check({ "mail/done": 2, "mail/dead": 1, "mail/cancelled": 1, "mail/retried": 1 })
       // Everything finished two days ago and the retry three days ago: pruned, still counted.
       yield* ageFinished(2 * 86_400_000)
-      yield* sql.unsafe("UPDATE docket_minute_counts SET minute = minute - 4320")
+      yield* unsafe("UPDATE docket_minute_counts SET minute = minute - 4320")
       expect(yield* repo.prune).toEqual({ done: 2, cancelled: 1, dead: 0 })
       expect(yield* countAll).toBe(2)
-      expect(yield* sql.unsafe("SELECT kind FROM docket_minute_counts")).toEqual([])
+      expect(yield* unsafe("SELECT kind FROM docket_minute_counts")).toEqual([])
       yield* check({ "mail/done": 2, "mail/dead": 1, "mail/cancelled": 1, "mail/retried": 1 })
       // The dead one retried (it left dead: still one death), dies again (two), then is deleted.
       expect(yield* repo.retryDead({ ids: [dead] })).toEqual([dead])
@@ -279,8 +280,9 @@ const searchAndRunNow = (backend: Backend) => {
 /** A raw connection of the repository's own pool, held for the scope; its statements run one by one. */
 const heldConnection = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const schema = yield* PgSchema.current
   const connection = yield* sql.reserve
-  const run = (text: string) => connection.executeUnprepared(text, [], undefined)
+  const run = (text: string) => connection.executeUnprepared(schema.qualify(text), [], undefined)
   const [{ pid }] = yield* run("SELECT pg_backend_pid() AS pid")
   return { pid: Number(pid), run }
 })
@@ -322,7 +324,9 @@ const horizon = (backend: Backend) => {
       const held = report.holders.filter((h) => h._tag === "Session")
       expect(held.map((h) => h.pid).sort()).toEqual([reader.pid, writer.pid].sort())
       const r = held.find((h) => h.pid === reader.pid)!
-      expect(r).toMatchObject({ state: "idle in transaction", backendType: "client backend", query: "SELECT count(*) AS n FROM docket_items" })
+      // (Its first line, as Docket named the table in its schema.)
+      const query = (yield* PgSchema.current).qualify("SELECT count(*) AS n FROM docket_items")
+      expect(r).toMatchObject({ state: "idle in transaction", backendType: "client backend", query })
       expect(r.transactionAgeMs).toBeGreaterThanOrEqual(10)
       expect(r.transactionStart).toBeLessThanOrEqual((yield* dbNow) - 10)
       expect(held.find((h) => h.pid === writer.pid)!.query).toBe("SELECT txid_current()")

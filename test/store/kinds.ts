@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Option } from "effect"
 import { InvalidInput } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, expireLease } from "../support/db.js"
+import { type Backend, expireLease, unsafe } from "../support/db.js"
 import { withRepo } from "../support/harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -34,14 +34,14 @@ const kindInfo = (kind: string) =>
 const ageSlots = (kind: string, ms: number) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.onDialectOrElse({
-      pg: () => sql.unsafe("UPDATE docket_kind_slots SET started_at = started_at - $1 WHERE kind = $2", [ms, kind]),
+      pg: () => unsafe("UPDATE docket_kind_slots SET started_at = started_at - $1 WHERE kind = $2", [ms, kind]),
       orElse: () => sql.unsafe("UPDATE docket_kind_slots SET started_at = started_at - ? WHERE kind = ?", [ms, kind])
     }))
 
 const slotCount = (kind: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql.onDialectOrElse({
-      pg: () => sql.unsafe<{ n: string | number }>("SELECT count(*) AS n FROM docket_kind_slots WHERE kind = $1", [kind]),
+      pg: () => unsafe<{ n: string | number }>("SELECT count(*) AS n FROM docket_kind_slots WHERE kind = $1", [kind]),
       orElse: () => sql.unsafe<{ n: string | number }>("SELECT count(*) AS n FROM docket_kind_slots WHERE kind = ?", [kind])
     })).pipe(Effect.map((rows) => Number(rows[0].n)))
 

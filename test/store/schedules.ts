@@ -19,7 +19,7 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 import * as Recurring from "../../src/Recurring.js"
 import * as Worker from "../../src/Worker.js"
 import type { Backend } from "../support/db.js"
-import { repoLayer } from "../support/db.js"
+import { asAdmin, ddl, repoLayer, unsafe } from "../support/db.js"
 import { waitForEvent } from "../support/events.js"
 import { dbNow } from "../support/harness.js"
 
@@ -31,7 +31,7 @@ const exec = (text: string, params: ReadonlyArray<unknown> = []) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
     let n = 0
     const numbered = sql.onDialectOrElse({ pg: () => text.replace(/\?/g, () => `$${++n}`), orElse: () => text })
-    return sql.unsafe<Record<string, unknown>>(numbered, params)
+    return unsafe(numbered, params)
   })
 
 const checked = (schedule: Recurring.Recurring): Recurring.Declaration => {
@@ -137,9 +137,9 @@ const declareAndRace = (backend: Backend) => {
       yield* sql.onDialectOrElse({
         pg: () =>
           Effect.zipRight(
-            sql.unsafe(`CREATE FUNCTION refuse_item() RETURNS trigger LANGUAGE plpgsql AS $$
+            asAdmin(`CREATE FUNCTION refuse_item() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN RAISE EXCEPTION 'refused for the test'; END $$`),
-            sql.unsafe(`CREATE TRIGGER refuse_item BEFORE UPDATE OF last_item_id ON docket_schedules
+            asAdmin(`CREATE TRIGGER refuse_item BEFORE UPDATE OF last_item_id ON docket_schedules
                 FOR EACH ROW EXECUTE FUNCTION refuse_item()`)
           ),
         orElse: () =>
@@ -153,7 +153,10 @@ const declareAndRace = (backend: Backend) => {
       // A pass fails the same way and leaves the ticks due for the next one.
       expect(Exit.isFailure(yield* Effect.exit(repo.tickSchedules(["report.hourly"])))).toBe(true)
       expect(yield* items).toEqual([])
-      yield* sql.unsafe("DROP TRIGGER refuse_item" + (sql.onDialectOrElse({ pg: () => " ON docket_schedules", orElse: () => "" })))
+      yield* sql.onDialectOrElse({
+        pg: () => asAdmin("DROP TRIGGER refuse_item ON docket_schedules"),
+        orElse: () => Effect.asVoid(sql.unsafe("DROP TRIGGER refuse_item"))
+      })
       expect((yield* repo.tickSchedules(["report.hourly"])).enqueued).toBe(3)
       expect((yield* items).map((i) => i.runAt)).toEqual([from, from + HOUR, from + 2 * HOUR])
     })))
@@ -302,13 +305,13 @@ const inAPool = (backend: Backend) => {
         })
         const events = yield* pool.subscribe
         yield* waitUntil("a first tick", () => ticks.size >= 1)
-        yield* exec("ALTER TABLE docket_schedules RENAME TO docket_schedules_away")
+        yield* ddl("ALTER TABLE docket_schedules RENAME TO docket_schedules_away")
         const failed = yield* waitForEvent(events, (e) => e._tag === "StorageFailed" && e.operation === "tick schedules")
         expect(failed.event).toMatchObject({ _tag: "StorageFailed", operation: "tick schedules" })
         // Two more ticks fall due while the table is away.
         const away = yield* dbNow
         yield* Effect.sleep("2200 millis")
-        yield* exec("ALTER TABLE docket_schedules_away RENAME TO docket_schedules")
+        yield* ddl("ALTER TABLE docket_schedules_away RENAME TO docket_schedules")
         yield* waitUntil("the ticks due while the table was away, and one after", () => {
           const last = Math.max(...ticks)
           return last > away + 3000

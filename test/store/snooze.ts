@@ -12,6 +12,7 @@ import { InvalidInput, StorageError } from "../../src/Errors.js"
 import { MAX_DELAY_MS } from "../../src/internal/validate.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, expireLease, makeDue } from "../support/db.js"
+import { dropTable } from "../support/store.js"
 import { dbNow, expectAround } from "../support/harness.js"
 import { storeContext } from "../support/store.js"
 
@@ -163,13 +164,9 @@ const snoozeAfterRetryAndErrors = (backend: Backend) => {
   it.live("a snooze on a dropped table fails with a typed StorageError", () =>
     run(Effect.gen(function*() {
       const repo = yield* Repo
-      const sql = yield* SqlClient.SqlClient
       yield* repo.enqueue("job", {})
       const claim = yield* claimOne
-      yield* sql.onDialectOrElse({
-        pg: () => sql.unsafe("DROP TABLE docket_items CASCADE"),
-        orElse: () => sql.unsafe("DROP TABLE docket_items")
-      })
+      yield* dropTable
       const error = yield* Effect.flip(repo.snooze(claim, 0))
       expect(error).toBeInstanceOf(StorageError)
       expect((error as StorageError).operation).toBe("snooze")

@@ -16,7 +16,7 @@ import { hostname } from "node:os"
 import { Handler, QueueRepo, type Wakeups, Worker } from "../../src/index.js"
 import { InvalidInput } from "../../src/Errors.js"
 import type { Backend } from "../support/db.js"
-import { repoLayer } from "../support/db.js"
+import { ddl, repoLayer, unsafe } from "../support/db.js"
 import { waitForEvent } from "../support/events.js"
 
 const VERSION = String(JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version)
@@ -40,7 +40,7 @@ const exec = (text: string, params: ReadonlyArray<unknown> = []) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => {
     let n = 0
     const numbered = sql.onDialectOrElse({ pg: () => text.replace(/\?/g, () => `$${++n}`), orElse: () => text })
-    return sql.unsafe<Record<string, unknown>>(numbered, params)
+    return unsafe(numbered, params)
   })
 
 /** Moves a pool's last heartbeat `ms` into the past. */
@@ -260,13 +260,13 @@ const poolRow = (backend: Backend) => {
         const repo = yield* Repo
         const { pool, stop } = yield* startPool({ handlers: [Job], heartbeat: "50 millis" })
         const events = yield* pool.subscribe
-        yield* exec("ALTER TABLE docket_workers RENAME TO docket_workers_away")
+        yield* ddl("ALTER TABLE docket_workers RENAME TO docket_workers_away")
         const { event } = yield* waitForEvent(events, (e) => e._tag === "StorageFailed" && e.operation === "heartbeat")
         expect(event._tag === "StorageFailed" && event.error).toMatch(/heartbeatWorker/)
         // Items still run meanwhile.
         const added = yield* repo.enqueue("job", 1)
         yield* waitForEvent(events, (e) => e._tag === "Completed" && e.claim.id === added.id)
-        yield* exec("ALTER TABLE docket_workers_away RENAME TO docket_workers")
+        yield* ddl("ALTER TABLE docket_workers_away RENAME TO docket_workers")
         yield* exec("DELETE FROM docket_workers")
         expect(yield* until(rowOf(pool.poolId), (w) => w !== undefined)).toMatchObject({ status: "live" })
         yield* stop

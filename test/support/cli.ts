@@ -47,7 +47,12 @@ export interface RunOptions {
 }
 
 const childEnv = (env: Record<string, string | undefined> | undefined) => {
-  const merged: Record<string, string | undefined> = { ...process.env, DOCKET_DATABASE_URL: undefined, ...env }
+  const merged: Record<string, string | undefined> = {
+    ...process.env,
+    DOCKET_DATABASE_URL: undefined,
+    DOCKET_SCHEMA: undefined,
+    ...env
+  }
   for (const key of Object.keys(merged)) if (merged[key] === undefined) delete merged[key]
   return merged as NodeJS.ProcessEnv
 }

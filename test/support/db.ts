@@ -13,6 +13,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import * as Database from "../../src/Database.js"
+import * as Grants from "../../src/internal/grants.js"
+import * as PgSchema from "../../src/internal/pgSchema.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 
 export const PG_ADMIN_URL = process.env.DOCKET_TEST_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
@@ -41,10 +43,10 @@ const urlFor = (database: string) => {
   return url.toString()
 }
 
-/** Makes a fresh database; returns its URL and a function that drops it. */
-export const freshPgDatabase = async (): Promise<{ url: string; drop: () => Promise<void> }> => {
+/** Makes a fresh database (a copy of `template`, if given); returns its URL and a function that drops it. */
+export const freshPgDatabase = async (template?: string): Promise<{ url: string; drop: () => Promise<void> }> => {
   const name = `docket_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`
-  await withAdmin((c) => c.query(`CREATE DATABASE ${name}`))
+  await withAdmin((c) => c.query(`CREATE DATABASE ${name}${template === undefined ? "" : ` TEMPLATE ${template}`}`))
   return {
     url: urlFor(name),
     drop: () => withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined)
@@ -80,14 +82,59 @@ export const sqliteBackend = (): Backend => {
   }
 }
 
-export const pgBackend = (): Backend => {
+/**
+ * A PostgreSQL backend. Without `schema`: fresh, empty databases, reached as
+ * the administrator (the tests migrate them), Docket's objects in public.
+ *
+ * With `schema`, least privilege: each fresh database has the schema, made
+ * by the administrator for an owner role that owns nothing else (no
+ * superuser, no CREATE on the database, and PostgreSQL 15 gives none on
+ * public), which runs the migrations and applies `docket grants`' statements
+ * for an application role; the URL returned is that role's, so everything a
+ * test runs through Docket runs with exactly those privileges. Neither role
+ * has the schema (nor public's objects, none) on its search_path: a name
+ * Docket sends unqualified fails loudly. `repoLayer` gives Docket the schema;
+ * DDL a test needs goes through `asAdmin`. The first database is made so
+ * (migrated as the owner, granted), and each one after is a copy of it
+ * (CREATE DATABASE ... TEMPLATE: schema, privileges and default privileges
+ * alike), which takes less than migrating each.
+ */
+export const pgBackend = (options: { readonly schema?: string } = {}): Backend => {
   const made: Array<() => Promise<void>> = []
+  const suffix = `${process.pid}_${Math.random().toString(36).slice(2, 8)}`
+  const roles = { owner: `docket_t_owner_${suffix}`, app: `docket_t_app_${suffix}` }
+  let rolesMade: Promise<void> | undefined
+  const makeRoles = () =>
+    withAdmin(async (c) => {
+      for (const role of [roles.owner, roles.app]) {
+        await c.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`)
+        await c.query(`ALTER ROLE ${role} SET search_path = docket_nowhere`)
+      }
+    })
+  let template: Promise<string> | undefined
+  const makeTemplate = async (schema: string) => {
+    await (rolesMade ??= makeRoles())
+    const db = await freshPgDatabase()
+    made.push(db.drop)
+    await leastPrivileged(db.url, schema, roles)
+    const name = new URL(db.url).pathname.slice(1)
+    // No session may be left on a template (a pool's connection closing late).
+    await withAdmin((c) => c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name]))
+    return name
+  }
   return {
     name: "pg",
     fresh: async () => {
-      const db = await freshPgDatabase()
+      if (options.schema === undefined) {
+        const db = await freshPgDatabase()
+        made.push(db.drop)
+        return db.url
+      }
+      const db = await freshPgDatabase(await (template ??= makeTemplate(options.schema)))
       made.push(db.drop)
-      return db.url
+      const appUrl = urlAs(db.url, roles.app)
+      schemas.set(appUrl, PgSchema.make(options.schema))
+      return appUrl
     },
     // DROP DATABASE forces a checkpoint; dropped together, the drops share
     // checkpoints instead of waiting for one each.
@@ -98,9 +145,56 @@ export const pgBackend = (): Backend => {
         for (let drop = drops.pop(); drop !== undefined; drop = drops.pop()) await drop()
       })
       await Promise.all(runners)
+      if (rolesMade !== undefined) {
+        await withAdmin(async (c) => {
+          for (const role of [roles.app, roles.owner]) await c.query(`DROP ROLE IF EXISTS ${role}`)
+        })
+      }
     }
   }
 }
+
+/** The URL of `url`'s database for another user. */
+export const urlAs = (url: string, user: string) => {
+  const next = new URL(url)
+  next.username = user
+  return next.toString()
+}
+
+// The schema of each least-privileged database, by its application URL.
+const schemas = new Map<string, PgSchema.PgSchema>()
+
+/** The schema of a backend's database (public unless a least-privileged backend made it). */
+export const schemaOf = (url: string): PgSchema.PgSchema => schemas.get(url) ?? PgSchema.publicSchema
+
+/** Makes `url`'s database (made by the administrator) one with `schema` owned, migrated and granted as `pgBackend` says. */
+const leastPrivileged = async (
+  url: string,
+  name: string,
+  roles: { readonly owner: string; readonly app: string }
+): Promise<void> => {
+  const schema = PgSchema.make(name)
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE SCHEMA ${schema.quoted} AUTHORIZATION ${roles.owner}`)
+  } finally {
+    await admin.end()
+  }
+  const ownerUrl = urlAs(url, roles.owner)
+  await Effect.runPromise(Effect.scoped(Layer.build(Database.layer(ownerUrl, { schema: name }))))
+  const owner = new pg.Client({ connectionString: ownerUrl })
+  await owner.connect()
+  try {
+    for (const statement of Grants.statements(schema, `"${roles.app}"`)) await owner.query(statement)
+  } finally {
+    await owner.end()
+  }
+}
+
+/** A Database layer for a backend's database: its schema given (Docket migrates unless told not to). */
+export const databaseLayer = (url: string, options: Database.Options = {}) =>
+  Database.layer(url, { schema: schemaOf(url).name, ...options })
 
 /** The SqlClient (migrated) and QueueRepo over a database URL. */
 /** A raw `pg` session of a test's own on `url` (named `applicationName` in pg_stat_activity), ended with the scope. */
@@ -118,7 +212,49 @@ export const pgSession = (url: string, applicationName?: string) =>
   )
 
 export const repoLayer = (url: string, options: QueueRepo.Options = {}) =>
-  QueueRepo.layer(options).pipe(Layer.provideMerge(Database.layer(url)))
+  QueueRepo.layer(options).pipe(Layer.provideMerge(databaseLayer(url)))
+
+/**
+ * `sql.unsafe` of the SqlClient in context with Docket's objects and channels
+ * named as Docket names them there: qualified by the schema of the Database
+ * layer in context (none on SQLite and in public).
+ */
+export const unsafe = <A extends object = Record<string, unknown>>(text: string, params?: ReadonlyArray<unknown>) =>
+  Effect.flatMap(
+    Effect.zip(SqlClient.SqlClient, PgSchema.current),
+    ([sql, schema]) => sql.unsafe<A>(schema.qualify(text), params)
+  )
+
+/**
+ * Runs a statement as the administrator on the PostgreSQL database in
+ * context, on a session of its own whose search_path is the schema of the
+ * Database layer in context (so names need no qualifying, and a RENAME TO
+ * stays bare): DDL a test needs (dropping a table, a trigger, a clock
+ * function) that a least-privileged role may not run.
+ */
+export const asAdmin = (text: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.gen(function*() {
+    const [{ db }] = yield* unsafe<{ db: string }>("SELECT current_database() AS db")
+    const schema = yield* PgSchema.current
+    yield* Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: urlFor(db) })
+      await client.connect()
+      try {
+        await client.query(`SET search_path TO ${schema.quoted}`)
+        await client.query(text, [...params])
+      } finally {
+        await client.end()
+      }
+    })
+  })
+
+/** DDL a test needs, on either dialect: as the administrator on PostgreSQL (`asAdmin`), on SQLite as it is. */
+export const ddl = (text: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.onDialectOrElse({
+      pg: () => asAdmin(text),
+      orElse: () => Effect.asVoid(sql.unsafe(text))
+    }))
 
 /**
  * The tables items are stored in: on PostgreSQL done items are in docket_done
@@ -128,10 +264,11 @@ export const itemTables = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql.onDialectOrElse({
     // Before migration 0011 (the upgrade tests) there is no docket_done yet.
     pg: () =>
-      Effect.map(
-        sql.unsafe<{ done: string | null }>("SELECT to_regclass('docket_done')::text AS done"),
-        (rows) => rows[0].done === null ? ["docket_items"] : ["docket_items", "docket_done"]
-      ),
+      Effect.flatMap(PgSchema.current, (schema) =>
+        Effect.map(
+          sql.unsafe<{ done: string | null }>("SELECT to_regclass($1)::text AS done", [schema.object("docket_done")]),
+          (rows) => rows[0].done === null ? ["docket_items"] : ["docket_items", "docket_done"]
+        )),
     orElse: () => Effect.succeed(["docket_items"])
   }))
 
@@ -145,16 +282,15 @@ export const setRow = (id: number, set: Record<string, number | string | null>) 
       const text = `UPDATE ${table} SET ${columns.map((c, i) => `${c} = ${marks(i)}`).join(", ")} WHERE id = ${
         marks(columns.length)
       }`
-      yield* sql.unsafe(text, [...columns.map((c) => set[c]), id])
+      yield* unsafe(text, [...columns.map((c) => set[c]), id])
     }
   })
 
 /** Moves every finished item's finish time `ms` into the past (in both tables on PostgreSQL). */
 export const ageFinished = (ms: number) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     for (const table of yield* itemTables) {
-      yield* sql.unsafe(`UPDATE ${table} SET finished_at = finished_at - ${Math.trunc(ms)} WHERE finished_at IS NOT NULL`)
+      yield* unsafe(`UPDATE ${table} SET finished_at = finished_at - ${Math.trunc(ms)} WHERE finished_at IS NOT NULL`)
     }
   })
 
@@ -180,7 +316,7 @@ export const makeDue = (id: number) => setRow(id, { run_at: 0 })
 /** Counts rows of the queue table in a state. */
 export const countState = (state: "waiting" | "running" | "done" | "dead" | "cancelled") =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe<{ n: number | string }>(
+    unsafe<{ n: number | string }>(
       sql.onDialectOrElse({
         pg: () => `SELECT count(*) AS n FROM docket_items_all WHERE state = $1`,
         orElse: () => `SELECT count(*) AS n FROM docket_items_all WHERE state = ?`
@@ -189,7 +325,6 @@ export const countState = (state: "waiting" | "running" | "done" | "dead" | "can
     )).pipe(Effect.map((rows) => Number(rows[0].n)))
 
 /** Counts every row of the queue table. */
-export const countAll = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql.unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_items_all`)).pipe(
-    Effect.map((rows) => Number(rows[0].n))
-  )
+export const countAll = unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_items_all`).pipe(
+  Effect.map((rows) => Number(rows[0].n))
+)

@@ -9,7 +9,7 @@ import { expect } from "@effect/vitest"
 import { Effect, Layer, type Scope } from "effect"
 import type * as QueueRepo from "../../src/QueueRepo.js"
 import * as Worker from "../../src/Worker.js"
-import { type Backend, repoLayer } from "./db.js"
+import { type Backend, repoLayer, unsafe } from "./db.js"
 
 export const withRepo = <A, E>(
   backend: Backend,
@@ -22,7 +22,7 @@ export const withRepo = <A, E>(
 /** The database's clock, in epoch ms. */
 export const dbNow = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql.onDialectOrElse({
-    pg: () => sql.unsafe<{ ms: string | number }>("SELECT docket_now_ms() AS ms"),
+    pg: () => unsafe<{ ms: string | number }>("SELECT docket_now_ms() AS ms"),
     orElse: () => sql.unsafe<{ ms: string | number }>("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS ms")
   })).pipe(Effect.map((rows) => Number(rows[0].ms)))
 

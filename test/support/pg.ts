@@ -4,7 +4,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, pgSession, repoLayer } from "./db.js"
+import { type Backend, pgSession, repoLayer, schemaOf } from "./db.js"
 
 /** Separate connection pools (each a Database layer with its own QueueRepo) on one fresh database. */
 export const pools = (backend: Backend, count: number) =>
@@ -23,7 +23,8 @@ export const racing = (backend: Backend) => Effect.gen(function*() {
   const session = yield* pgSession(url)
   // Its own connection: inside the session's open transaction pg_stat_activity would stay the snapshot of its first read.
   const observer = yield* pgSession(url)
-  const query = (text: string, params: Array<unknown> = []) => Effect.promise(() => session.query(text, params))
+  const qualify = schemaOf(url).qualify
+  const query = (text: string, params: Array<unknown> = []) => Effect.promise(() => session.query(qualify(text), params))
   const untilLockWait = Effect.promise(async () => {
     const deadline = Date.now() + 10_000
     for (;;) {

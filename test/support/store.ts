@@ -4,11 +4,12 @@
  * database with a migrated QueueRepo.
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { expect } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { InvalidInput, type InvalidField, StorageError } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import type { Backend } from "./db.js"
+import { asAdmin, type Backend } from "./db.js"
 import { withRepo } from "./harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -41,11 +42,11 @@ export const expectStorageError = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return error as StorageError
   })
 
-/** Drops the queue table (on PostgreSQL with the claim function that returns its rows). */
-export const dropTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+/** Drops the queue table (on PostgreSQL with the claim function that returns its rows, as the administrator). */
+export const dropTable: Effect.Effect<void, SqlError, SqlClient.SqlClient> = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql.onDialectOrElse({
-    pg: () => sql.unsafe("DROP TABLE docket_items CASCADE"),
-    orElse: () => sql.unsafe("DROP TABLE docket_items")
+    pg: () => asAdmin("DROP TABLE docket_items CASCADE"),
+    orElse: () => Effect.asVoid(sql.unsafe("DROP TABLE docket_items"))
   }))
 
 export const TOP = 2_000_000_000

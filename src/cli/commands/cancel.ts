@@ -13,7 +13,7 @@ import * as V from "../../internal/validate.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed, usage } from "../errors.js"
 import { listIds, plural } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption, optionalText, readInteger } from "../options.js"
+import { databaseOption, jsonOption, optionalText, readInteger } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 const config = {
@@ -67,7 +67,7 @@ export const cancel = Command.make("cancel", config, ({ database, ids, json, rea
     const checked = V.checkReason(why)
     if (Either.isLeft(checked)) return yield* usage(`--reason ${checked.left.reason}`)
     const distinct = [...new Set(ids)]
-    const results = yield* withExistingRepo(databaseUrl(database), (repo) => cancelIds(repo, distinct, why))
+    const results = yield* withExistingRepo(database, (repo) => cancelIds(repo, distinct, why))
     yield* json
       ? Console.log(JSON.stringify(results.map(({ id, outcome }) => ({ id, outcome }))))
       : Effect.forEach(results, ({ id, item, outcome }) => Console.log(describe(id, outcome, item)), { discard: true })

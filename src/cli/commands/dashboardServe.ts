@@ -13,7 +13,7 @@ import * as Dashboard from "../../Dashboard.js"
 import * as Docket from "../../Docket.js"
 import { InvalidInput } from "../../Errors.js"
 import { usage } from "../errors.js"
-import { databaseUrl } from "../options.js"
+import { type DatabaseArgs, databaseOptions, databaseUrl } from "../options.js"
 import { refuseMissing } from "../queue.js"
 
 /**
@@ -37,7 +37,7 @@ export const loopbackHosts = (listenHost: string): ReadonlyArray<string> | undef
 
 /** What the command was given. */
 export interface ServeArgs {
-  readonly database: Option.Option<string>
+  readonly database: DatabaseArgs
   readonly port: Option.Option<number>
   readonly host: Option.Option<string>
   readonly basePath: Option.Option<string>
@@ -79,6 +79,8 @@ export const serve = ({ basePath, database, horizon, host, port, publicOrigin, t
       Layer.provide(NodeHttpServer.layer(createServer, listen)),
       // A few connections: the dashboard reads one statement at a time, and
       // must not take the connections a database's workers need.
-      Layer.provide(Docket.layerClient(url, { databaseOptions: { maxConnections: 3, applicationName: "docket dashboard" } }))
+      Layer.provide(Docket.layerClient(url, {
+        databaseOptions: { ...databaseOptions(database), maxConnections: 3, applicationName: "docket dashboard" }
+      }))
     ))
   })

@@ -8,7 +8,7 @@ import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed, usage, type UsageError } from "../errors.js"
 import { clip, foldLines, listIds, plural } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption, kindOption, readInteger } from "../options.js"
+import { databaseOption, jsonOption, kindOption, readInteger } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 const PAGE = 500
@@ -60,7 +60,7 @@ const deadList = Command.make(
   "list",
   { database: databaseOption, kind: kindOption("Only dead items of this kind."), json: jsonOption },
   ({ database, json, kind }) =>
-    withExistingRepo(databaseUrl(database), (repo) =>
+    withExistingRepo(database, (repo) =>
       Effect.gen(function*() {
         const k = Option.getOrUndefined(kind)
         if (json) return yield* printJson(deadItems(repo, k))
@@ -106,7 +106,7 @@ const deadAction = (
   Command.make(verb, selectionConfig(verb), ({ all, database, ids, kind }) =>
     Effect.gen(function*() {
       const s = yield* selection(ids, all, kind)
-      const changed = yield* withExistingRepo(databaseUrl(database), (repo) => act(repo, s))
+      const changed = yield* withExistingRepo(database, (repo) => act(repo, s))
       yield* Console.log(
         changed.length === 0 ? "no dead items matched" : `${done} ${plural(changed.length, "dead item")}: ${listIds(changed)}`
       )

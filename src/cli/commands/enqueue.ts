@@ -6,7 +6,7 @@ import { Command } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { usage } from "../errors.js"
 import { checkRequest, looksLikeOption, parsePayload, unknownOption } from "../input.js"
-import { databaseUrl, fromEither } from "../options.js"
+import { fromEither } from "../options.js"
 import { withRepo } from "../queue.js"
 import { enqueueBulk } from "./enqueueBulk.js"
 import { type EnqueueArgs, enqueueConfig } from "./enqueueOptions.js"
@@ -28,7 +28,7 @@ const enqueueOne = (args: EnqueueArgs, kind: string) =>
       priority: Option.getOrUndefined(args.priority),
       maxAttempts: Option.getOrUndefined(args.maxAttempts)
     }))
-    const result = yield* withRepo(databaseUrl(args.database), (repo) => repo.enqueue(kind, request.payload, request))
+    const result = yield* withRepo(args.database, (repo) => repo.enqueue(kind, request.payload, request))
     yield* Console.log(
       result._tag === "Enqueued"
         ? String(result.id)

@@ -17,7 +17,6 @@ import { CHUNK_BYTES, type LineBatch, lineBatches } from "../bulkFile.js"
 import { usage, type UsageError } from "../errors.js"
 import { plural } from "../format.js"
 import { looksLikeOption, parseBulkLine, unknownOption } from "../input.js"
-import { databaseUrl } from "../options.js"
 import { withRepo } from "../queue.js"
 import type { EnqueueArgs } from "./enqueueOptions.js"
 
@@ -68,7 +67,7 @@ export const enqueueBulk = (args: EnqueueArgs, from: string) =>
     )
     const first = yield* nextRequests(batches, name)
     if (Option.isNone(first)) return yield* Console.log(`no items in ${name}`)
-    const totals = yield* withRepo(databaseUrl(args.database), (repo) =>
+    const totals = yield* withRepo(args.database, (repo) =>
       Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(insertAll(repo, first.value, batches, name))))
     yield* Console.log(
       `enqueued ${plural(totals.enqueued, "item")}` +

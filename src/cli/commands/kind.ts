@@ -10,7 +10,7 @@ import * as V from "../../internal/validate.js"
 import { usage } from "../errors.js"
 import { table } from "../format.js"
 import { parseRate, readPeriod } from "../input.js"
-import { databaseOption, databaseUrl, jsonOption, readInteger, refuse } from "../options.js"
+import { databaseOption, jsonOption, readInteger, refuse } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 /** The kind argument, checked while the command line is parsed (exit 2, one line). */
@@ -52,7 +52,7 @@ export const kindTable = (kinds: ReadonlyArray<QueueRepo.KindInfo>): string =>
   table([HEAD, ...kinds.map(cell)], COUNTS)
 
 const list = Command.make("list", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.listKinds).pipe(
+  withExistingRepo(database, (repo) => repo.listKinds).pipe(
     Effect.flatMap((kinds) =>
       Console.log(json ? JSON.stringify(kinds) : kinds.length === 0 ? "no kinds yet" : kindTable(kinds))
     )
@@ -64,12 +64,12 @@ const list = Command.make("list", { database: databaseOption, json: jsonOption }
   )
 
 const pause = Command.make("pause", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.pauseKind(kind)).pipe(
+  withExistingRepo(database, (repo) => repo.pauseKind(kind)).pipe(
     Effect.zipRight(Console.log(`paused ${kind}: no worker starts its items (running ones finish; enqueues are kept)`))
   )).pipe(Command.withDescription("Pauses a kind: no worker process starts its items until it is resumed."))
 
 const resume = Command.make("resume", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.resumeKind(kind)).pipe(
+  withExistingRepo(database, (repo) => repo.resumeKind(kind)).pipe(
     Effect.zipRight(Console.log(`resumed ${kind}`))
   )).pipe(Command.withDescription("Resumes a paused kind; idle workers start its items at once."))
 
@@ -116,7 +116,7 @@ const set = Command.make(
     Effect.gen(function*() {
       if (Option.isNone(concurrency) && Option.isNone(rate)) return yield* usage("give --concurrency or --rate (or both)")
       const limits = { concurrency: Option.getOrUndefined(concurrency), rate: Option.getOrUndefined(rate) }
-      const after = yield* withExistingRepo(databaseUrl(database), (repo) =>
+      const after = yield* withExistingRepo(database, (repo) =>
         Effect.zipRight(repo.setKindLimits(kind, limits), repo.listKinds))
       yield* Console.log(
         `${kind}: ${describeLimits(after.find((k) => k.kind === kind))} (set by a person: worker starts keep it; ` +
@@ -126,7 +126,7 @@ const set = Command.make(
 ).pipe(Command.withDescription("Sets a kind's global limits; they win over a handler's declared ones until reset."))
 
 const reset = Command.make("reset", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.resetKindLimits(kind)).pipe(
+  withExistingRepo(database, (repo) => repo.resetKindLimits(kind)).pipe(
     Effect.zipRight(
       Console.log(`${kind}: limits handed back to its handler (none until a worker whose handler declares some starts)`)
     )

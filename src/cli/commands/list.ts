@@ -8,7 +8,7 @@ import { Command } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { clip, foldLines, isoSeconds, table } from "../format.js"
-import { databaseOption, databaseUrl, integerOption, jsonOption, kindOption, optionalText, withDefault } from "../options.js"
+import { databaseOption, integerOption, jsonOption, kindOption, optionalText, withDefault } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 const FINISHED = new Set<QueueRepo.State>(["done", "dead", "cancelled"])
@@ -60,7 +60,7 @@ const nextCommand = (args: { state: Option.Option<string>; kind: Option.Option<s
 
 /** The `list` command. */
 export const list = Command.make("list", config, (args) =>
-  withExistingRepo(databaseUrl(args.database), (repo) =>
+  withExistingRepo(args.database, (repo) =>
     repo.list({
       state: Option.getOrUndefined(args.state) as QueueRepo.ListState | undefined,
       kind: Option.getOrUndefined(args.kind),

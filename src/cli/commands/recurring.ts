@@ -9,7 +9,7 @@ import { Console, Effect } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { GONE_AFTER_MS } from "../../internal/liveness.js"
 import { clip, isoSeconds, table } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption } from "../options.js"
+import { databaseOption, jsonOption } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 const HEAD = ["name", "kind", "cron", "tz", "missed", "status", "next tick", "last tick", "last item"]
@@ -37,7 +37,7 @@ export const schedulesTable = (schedules: ReadonlyArray<QueueRepo.ScheduleInfo>)
 }
 
 const list = Command.make("list", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.listSchedules).pipe(
+  withExistingRepo(database, (repo) => repo.listSchedules).pipe(
     Effect.flatMap((schedules) => Console.log(json ? JSON.stringify(schedules) : schedulesTable(schedules)))
   )).pipe(
     Command.withDescription(

@@ -8,7 +8,7 @@ import { Console, Effect, Either, Option } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed } from "../errors.js"
 import { isoSeconds } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption, readInteger } from "../options.js"
+import { databaseOption, jsonOption, readInteger } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 const idArg = Args.text({ name: "id" }).pipe(
@@ -60,7 +60,7 @@ export const itemText = (item: QueueRepo.Item): string => {
 
 /** The `show` command. */
 export const show = Command.make("show", { database: databaseOption, id: idArg, json: jsonOption }, ({ database, id, json }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.get(id)).pipe(
+  withExistingRepo(database, (repo) => repo.get(id)).pipe(
     Effect.flatMap((found) =>
       Option.match(found, {
         onNone: () => Effect.fail(new CommandFailed({ reason: `no item ${id} (never enqueued, or finished and pruned)` })),

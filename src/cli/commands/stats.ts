@@ -10,7 +10,7 @@ import { Console, Effect, Option } from "effect"
 import * as Horizon from "../../internal/horizon.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { compareText, pad, padLeft } from "../format.js"
-import { databaseOption, databaseUrl, horizonOptions, horizonThreshold, jsonOption } from "../options.js"
+import { databaseOption, horizonOptions, horizonThreshold, jsonOption } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 /** One row of the table: the kind column `width` wide, then due, scheduled, running, done, dead and cancelled. */
@@ -67,8 +67,7 @@ export const horizonLines = (report: Option.Option<QueueRepo.HorizonReport>): Re
 
 /** The `stats` command (a SQLite file that does not exist is refused, not made). */
 export const stats = Command.make("stats", { database: databaseOption, json: jsonOption, ...horizonOptions }, (args) =>
-  withExistingRepo(
-    databaseUrl(args.database),
+  withExistingRepo(args.database,
     (repo) => Effect.all([repo.stats, repo.listWorkers(), repo.horizon(horizonThreshold(args))])
   ).pipe(
     Effect.flatMap(([s, workers, horizon]) => {

@@ -23,6 +23,7 @@ import {
   listenDatabaseUrl,
   optionalText,
   refuse,
+  schemaName,
   textOption,
   withDefault
 } from "../options.js"
@@ -136,6 +137,8 @@ export interface RunOptions {
   readonly url: string
   /** PostgreSQL: the LISTEN connection's own URL (`Database.Options.listenDatabase`). */
   readonly listenDatabase: string | undefined
+  /** PostgreSQL's schema for Docket's objects (undefined: public). */
+  readonly schema: string | undefined
   readonly tasks: string
   readonly concurrency: number
   readonly lease: number
@@ -168,6 +171,7 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
     return {
       url,
       listenDatabase,
+      schema: schemaName(args.database),
       tasks: args.tasks,
       concurrency: args.concurrency,
       lease: args.lease,
@@ -227,12 +231,12 @@ export const runWorker = (options: RunOptions) =>
       yield* printRecord({
         level: "info",
         event: "worker started",
-        message: `docket worker ${worker.id} started on ${describeDatabase(options.url)}: ` +
+        message: `docket worker ${worker.id} started on ${describeDatabase(options.url, options.schema)}: ` +
           `${plural(handlers.length, "kind")} (${kinds.join(", ")}), ` +
           `concurrency ${options.concurrency}` +
           (recurring.length === 0 ? "" : `, recurring ${recurring.map((r) => `${r.name} (${r.cron})`).join(", ")}`) +
           `; keeps finished items: ${describeRetention(options.retention, readPeriod)}`,
-        fields: { worker: worker.id, database: describeDatabase(options.url), kinds, concurrency: options.concurrency }
+        fields: { worker: worker.id, database: describeDatabase(options.url, options.schema), kinds, concurrency: options.concurrency }
       })
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
@@ -253,7 +257,7 @@ export const runWorker = (options: RunOptions) =>
       Effect.scoped,
       Effect.provide(Docket.layerClient(options.url, {
         repo: { retention: options.retention },
-        databaseOptions: { listenDatabase: options.listenDatabase }
+        databaseOptions: { listenDatabase: options.listenDatabase, schema: options.schema }
       })),
       Effect.onInterrupt(() =>
         service === undefined

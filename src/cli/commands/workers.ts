@@ -8,7 +8,7 @@ import { Console, Effect } from "effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { GONE_AFTER_MS, REMOVE_AFTER_MS } from "../../internal/liveness.js"
 import { age, clip, isoSeconds, table } from "../format.js"
-import { databaseOption, databaseUrl, jsonOption } from "../options.js"
+import { databaseOption, jsonOption } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 /** A pool's kinds for the table: "all", or the kinds (clipped: --json has them all). */
@@ -41,7 +41,7 @@ export const workersTable = (workers: ReadonlyArray<QueueRepo.WorkerInfo>): stri
 
 /** The `workers` command. */
 export const workers = Command.make("workers", { database: databaseOption, json: jsonOption }, ({ database, json }) =>
-  withExistingRepo(databaseUrl(database), (repo) => repo.listWorkers()).pipe(
+  withExistingRepo(database, (repo) => repo.listWorkers()).pipe(
     Effect.flatMap((list) => Console.log(json ? JSON.stringify(list) : workersTable(list)))
   )).pipe(
     Command.withDescription(

@@ -262,6 +262,7 @@ const unsynced = (sql: SqlClient) => {
 const reservedClaims = (
   sql: SqlClient,
   scope: Scope.Scope,
+  text: string,
   pooled: (params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>
 ) => {
   let held: { readonly connection: Connection; readonly scope: Scope.CloseableScope } | undefined
@@ -285,7 +286,7 @@ const reservedClaims = (
     return drop
   }))))
   const claimOn = (connection: Connection, params: ReadonlyArray<unknown>) =>
-    (connection.execute(pg, params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
+    (connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
       Effect.tapErrorCause(() => drop)
     )
   return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError> =>
@@ -317,9 +318,10 @@ const endedBeforeSent = (error: SqlError): boolean =>
  * commits with it.
  */
 export const make = op<ClaimAcquire>({
-  pg: ({ claimScope, cursors = new Cursors(), run, sql }: Db) => {
+  pg: ({ claimScope, cursors = new Cursors(), qualify, run, sql }: Db) => {
     const pooled = (params: ReadonlyArray<unknown>) => run<PgClaimRow>(pg, params)
-    const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, pooled)
+    // The reserved connection is past `run`: the text is qualified here, once.
+    const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, qualify(pg), pooled)
     return (worker, limit, leaseMs, kinds, limitedMax) =>
       Effect.suspend(() => {
         const walk = cursors.plan(kinds)

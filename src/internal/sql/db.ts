@@ -18,6 +18,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, type Scope } from "effect"
 import { Cursors } from "./claimCursors.js"
 import * as DirectPool from "../directPool.js"
+import * as PgSchema from "../pgSchema.js"
 import * as Transaction from "../transaction.js"
 
 /** Runs one constant text with positional parameters. */
@@ -45,6 +46,12 @@ export interface Db {
   readonly claimScope: Scope.Scope | undefined
   /** PostgreSQL: the claims' cursors (sql/claimCursors.ts), one set per storage; none on SQLite. */
   readonly cursors: Cursors | undefined
+  /**
+   * A text as it runs: on PostgreSQL Docket's objects and channels those of the
+   * schema (pgSchema.ts; `run` applies it to every text); as it is on SQLite
+   * and in `public`. For a statement sent past `run` (sql/claimAcquire.ts).
+   */
+  readonly qualify: (text: string) => string
 }
 
 /**
@@ -82,20 +89,37 @@ const pgCode = (cause: unknown): string | undefined =>
     ? cause.code
     : undefined
 
-/** The PostgreSQL runner: through the direct pool when Docket built the client (directPool.ts), else `sql.unsafe`. */
-export const pg = (sql: SqlClient, claimScope?: Scope.Scope, pool?: DirectPool.Service): Db => ({
+/**
+ * The PostgreSQL runner: through the direct pool when Docket built the client
+ * (directPool.ts), else `sql.unsafe`; every text qualified by the schema
+ * (pgSchema.ts: memoized, and not wrapped at all in `public`).
+ */
+export const pg = (
+  sql: SqlClient,
+  claimScope?: Scope.Scope,
+  pool?: DirectPool.Service,
+  schema: PgSchema.PgSchema = PgSchema.publicSchema
+): Db => ({
   dialect: "pg",
   sql,
-  run: pool === undefined || pool.client !== sql
-    ? <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
-    : DirectPool.runner(sql, pool),
+  run: qualified(
+    pool === undefined || pool.client !== sql
+      ? <A extends object>(text: string, params: ReadonlyArray<unknown>) => sql.unsafe<A>(text, params)
+      : DirectPool.runner(sql, pool),
+    schema
+  ),
   // A COMMIT lost with its connection fails typed, not as a defect (transaction.ts).
   transaction: Transaction.typed(sql),
   atomic: (effect) => effect,
   isUniqueViolation: (error) => pgCode(error.cause) === "23505",
   claimScope,
-  cursors: new Cursors()
+  cursors: new Cursors(),
+  qualify: schema.qualify
 })
+
+const qualified = (run: Run, schema: PgSchema.PgSchema): Run =>
+  schema.isPublic ? run : <A extends object>(text: string, params: ReadonlyArray<unknown>) =>
+    run<A>(schema.qualify(text), params)
 
 // better-sqlite3 binds numbered parameters (?1) by name, not by position: each
 // statement is rewritten once to plain ? marks with the matching parameter list.
@@ -138,19 +162,21 @@ export const sqlite = (sql: SqlClient): Db => {
         (cause.code === "SQLITE_CONSTRAINT_UNIQUE" || cause.code === "SQLITE_CONSTRAINT_PRIMARYKEY")
     },
     claimScope: undefined,
-    cursors: undefined
+    cursors: undefined,
+    qualify: (text) => text
   }
 }
 
 /**
  * The runner of the `SqlClient`'s dialect (PostgreSQL or SQLite; anything
  * else is refused). Given a scope, PostgreSQL claims run on a connection
- * reserved until it closes (sql/claimAcquire.ts).
+ * reserved until it closes (sql/claimAcquire.ts). PostgreSQL statements name
+ * the objects of the schema in context (`Database.Options.schema`, else public).
  */
 export const make = (sql: SqlClient, claimScope?: Scope.Scope): Effect.Effect<Db> =>
-  Effect.map(Effect.serviceOption(DirectPool.DirectPool), (direct) =>
+  Effect.zipWith(Effect.serviceOption(DirectPool.DirectPool), PgSchema.current, (direct, schema) =>
     sql.onDialectOrElse({
-      pg: () => pg(sql, claimScope, Option.getOrUndefined(direct)),
+      pg: () => pg(sql, claimScope, Option.getOrUndefined(direct), schema),
       sqlite: () => sqlite(sql),
       orElse: () => {
         throw new Error("Docket supports PostgreSQL and SQLite only")

@@ -82,11 +82,12 @@ export const pgPlain = pgMany(false)
  * PostgreSQL, one item (the common case): a server-side function with a kept
  * plan (migrations/pg/0003_enqueue_function.sql, with the span context since
  * 0005), the same dedupe and NOTIFY; since 0014 an item without a key is
- * inserted without ON CONFLICT, as pgPlain does. $7 max attempts or NULL (not
- * given), $8 the span context or NULL.
+ * inserted without ON CONFLICT, as pgPlain does; since 0016 it notifies the
+ * channel it is given (the schema's: pgSchema.ts rewrites it, as every
+ * channel here). $7 max attempts or NULL (not given), $8 the span context or NULL.
  */
 export const pgOne = `SELECT new_id AS id, new_kind AS kind, new_key AS dedupe_key
-FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int, $8::text)`
+FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::bigint, $7::int, $8::text, '${NOTIFY_CHANNEL}')`
 
 /**
  * SQLite, any batch: ?1 is a JSON array of [kind, payload, key, priority,

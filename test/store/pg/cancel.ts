@@ -8,7 +8,7 @@ import { Context, Effect, Fiber, Layer, Option, Queue } from "effect"
 import pg from "pg"
 import * as Complete from "../../../src/internal/sql/claimComplete.js"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { repoLayer } from "../../support/db.js"
+import { repoLayer, schemaOf } from "../../support/db.js"
 import { racing } from "../../support/pg.js"
 import type { Backend } from "../../support/db.js"
 
@@ -39,10 +39,12 @@ export const pgCancelTests = (backend: Backend) => {
       const listener = new pg.Client({ connectionString: url })
       yield* Effect.promise(() => listener.connect())
       yield* Effect.addFinalizer(() => Effect.promise(() => listener.end()))
+      // The schema's own channel (docket_cancel in public).
+      const channel = schemaOf(url).cancelChannel
       listener.on("notification", (m) => {
-        if (m.channel === "docket_cancel") Queue.unsafeOffer(notices, m.payload ?? "")
+        if (m.channel === channel) Queue.unsafeOffer(notices, m.payload ?? "")
       })
-      yield* Effect.promise(() => listener.query("LISTEN docket_cancel"))
+      yield* Effect.promise(() => listener.query(`LISTEN ${listener.escapeIdentifier(channel)}`))
       const take = Queue.take(notices).pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "no notice" }))
       yield* repo.enqueueMany(Array.from({ length: 650 }, (_, i) => ({ kind: "job", payload: i })))
       const claims = yield* repo.claim({ worker: "w", limit: 650, lease: 30_000 })

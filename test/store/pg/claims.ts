@@ -25,7 +25,7 @@ import { Context, Effect, ManagedRuntime } from "effect"
 import pg from "pg"
 import * as Docket from "../../../src/Docket.js"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { type Backend, freshPgDatabase, IN_CI, pgAvailable } from "../../support/db.js"
+import { asAdmin, type Backend, freshPgDatabase, IN_CI, pgAvailable, unsafe } from "../../support/db.js"
 import { SqlClient } from "@effect/sql"
 import { dbNow, expectAround, withRepo } from "../../support/harness.js"
 import { getItem } from "../../support/store.js"
@@ -84,10 +84,9 @@ export const pgClaimsTests = (backend: Backend) => {
       expect(new Set(all).size).toBe(1_000)
       // The stored claimant of every item is the claimer that got it.
       const rows = yield* Effect.provide(
-        Effect.flatMap(SqlClient.SqlClient, (sql) =>
-          sql.unsafe<{ id: string; claimed_by: string; attempts: number }>(
-            "SELECT id, claimed_by, attempts FROM docket_items WHERE state = 'running'"
-          )),
+        unsafe<{ id: string; claimed_by: string; attempts: number }>(
+          "SELECT id, claimed_by, attempts FROM docket_items WHERE state = 'running'"
+        ),
         contexts[0]
       )
       expect(rows).toHaveLength(1_000)
@@ -111,10 +110,9 @@ export const pgClaimsTests = (backend: Backend) => {
   it.live("a worker clock skewed from the database's cannot matter: the database's clock decides", () =>
     withRepo(backend, Effect.gen(function*() {
       const repo = yield* QueueRepo.QueueRepo
-      const sql = yield* SqlClient.SqlClient
       // The database's clock runs an hour ahead of this process's clock.
       const skew = 3_600_000
-      yield* sql.unsafe(`CREATE OR REPLACE FUNCTION docket_now_ms() RETURNS bigint
+      yield* asAdmin(`CREATE OR REPLACE FUNCTION docket_now_ms() RETURNS bigint
         LANGUAGE sql STABLE PARALLEL SAFE
         AS 'SELECT (extract(epoch FROM statement_timestamp()) * 1000)::bigint + ${skew}'`)
       const db = yield* dbNow

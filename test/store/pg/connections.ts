@@ -10,7 +10,7 @@ import pg from "pg"
 import * as Database from "../../../src/Database.js"
 import { DirectPool } from "../../../src/internal/directPool.js"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { repoLayer } from "../../support/db.js"
+import { asAdmin, databaseLayer, repoLayer, schemaOf, unsafe } from "../../support/db.js"
 import { recordingTracer } from "../../support/tracing.js"
 import type { Backend } from "../../support/db.js"
 
@@ -88,29 +88,35 @@ export const pgConnectionsTests = (backend: Backend) => {
       const { made, tracer } = recordingTracer()
       yield* Effect.scoped(Effect.flatMap(Layer.build(repoLayer(url)), (ctx) =>
         watched(Effect.provide(roundTrip, ctx)).pipe(Effect.withTracer(tracer))))
+      // (Qualified by the schema outside public: "docket_test".docket_done.)
+      const insertsDone = (text: string) => /INSERT INTO ("\w+"\.)?docket_done/.test(text)
       expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
-      expect(seen.some((text) => text.includes("INSERT INTO docket_done"))).toBe(true)
+      expect(seen.some(insertsDone)).toBe(true)
       expect(made.filter((span) => span.name === "sql.execute").length).toBeGreaterThanOrEqual(seen.length)
       // An application's own PgClient (the schema is already there): every
       // statement goes through @effect/sql, and the queue works the same.
       seen.length = 0
-      const appClient = PgClient.layer({ url: Redacted.make(url) })
+      // (Its schema given beside it: Database.schemaLayer.)
+      const appClient = Layer.merge(PgClient.layer({ url: Redacted.make(url) }), Database.schemaLayer(schemaOf(url).name))
       yield* Effect.scoped(Effect.flatMap(Layer.build(QueueRepo.layer().pipe(Layer.provideMerge(appClient))), (ctx) =>
         watched(Effect.provide(roundTrip, ctx))))
       expect(seen.some((text) => text.includes("docket_enqueue_one("))).toBe(true)
-      expect(seen.some((text) => text.includes("INSERT INTO docket_done"))).toBe(true)
+      expect(seen.some(insertsDone)).toBe(true)
     }).pipe(Effect.timeout("20 seconds")))
 
   it.live("an interrupted enqueue is not sent while it waits for a connection, and is cancelled while it runs; a failed statement keeps its connection", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => backend.fresh())
       const ctx = yield* Layer.build(
-        QueueRepo.layer().pipe(Layer.provideMerge(Database.layer(url, { maxConnections: 1 })))
+        QueueRepo.layer().pipe(Layer.provideMerge(databaseLayer(url, { maxConnections: 1 })))
       )
       const repo = Context.get(ctx, QueueRepo.QueueRepo)
       const sql = Context.get(ctx, SqlClient.SqlClient)
       const pool = Context.get(ctx as Context.Context<unknown>, DirectPool).pool as unknown as { readonly waitingCount: number }
-      const count = Effect.map(sql.unsafe<{ n: string }>("SELECT count(*)::text AS n FROM docket_items"), (r) => Number(r[0].n))
+      const count = Effect.map(
+        Effect.provide(unsafe<{ n: string }>("SELECT count(*)::text AS n FROM docket_items"), ctx),
+        (r) => Number(r[0].n)
+      )
       const until = <A>(read: Effect.Effect<A>, done: (a: A) => boolean) =>
         read.pipe(Effect.repeat({ until: done, schedule: Schedule.spaced("5 millis") }), Effect.timeout("5 seconds"))
       // Waiting for the pool's one connection (a transaction holds it): interrupted, never sent.
@@ -134,7 +140,7 @@ export const pgConnectionsTests = (backend: Backend) => {
         yield* Effect.promise(() => client.connect())
         yield* Effect.addFinalizer(() => Effect.promise(() => client.end()))
       }
-      yield* Effect.promise(() => locker.query("BEGIN; LOCK TABLE docket_items IN ACCESS EXCLUSIVE MODE"))
+      yield* Effect.promise(() => locker.query(schemaOf(url).qualify("BEGIN; LOCK TABLE docket_items IN ACCESS EXCLUSIVE MODE")))
       const blocked = yield* Effect.fork(repo.enqueue("job", 2))
       const lockWaiters = Effect.promise(() =>
         watcher.query(
@@ -151,11 +157,11 @@ export const pgConnectionsTests = (backend: Backend) => {
       // stays in the pool (the same session serves the next statement).
       const session = Effect.map(sql.unsafe<{ pid: number }>("SELECT pg_backend_pid() AS pid"), (r) => r[0].pid)
       const before = yield* session
-      yield* sql.unsafe("ALTER TABLE docket_items RENAME TO docket_items_away")
+      yield* Effect.provide(asAdmin("ALTER TABLE docket_items RENAME TO docket_items_away"), ctx)
       const refused = yield* Effect.flip(repo.enqueue("job", 3))
       expect(refused._tag).toBe("StorageError")
       expect(yield* session).toBe(before)
-      yield* sql.unsafe("ALTER TABLE docket_items_away RENAME TO docket_items")
+      yield* Effect.provide(asAdmin("ALTER TABLE docket_items_away RENAME TO docket_items"), ctx)
       expect((yield* repo.enqueue("job", 4))._tag).toBe("Enqueued")
       expect(yield* count).toBe(1)
     }).pipe(Effect.scoped, Effect.timeout("20 seconds")))

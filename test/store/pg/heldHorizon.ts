@@ -16,7 +16,7 @@ import type pg from "pg"
 import type { Claim } from "../../../src/Domain.js"
 import { FULL_EVERY_MAX_MS, walkMetrics, WASTED_ENTRIES } from "../../../src/internal/sql/claimCursors.js"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { type Backend, expireLease, pgSession, repoLayer } from "../../support/db.js"
+import { type Backend, expireLease, pgSession, repoLayer, schemaOf } from "../../support/db.js"
 
 /** Items a round enqueues and drains. */
 const ROUND = 4000
@@ -43,10 +43,10 @@ const since = (before: Counts, after: Counts): Counts => ({
 })
 
 /** Opens a REPEATABLE READ transaction on `session` that has taken its snapshot (its backend_xmin is set). */
-const holdSnapshot = (session: pg.Client) =>
+const holdSnapshot = (session: pg.Client, url: string) =>
   Effect.promise(async () => {
     await session.query("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    await session.query("SELECT count(*) FROM docket_items")
+    await session.query(schemaOf(url).qualify("SELECT count(*) FROM docket_items"))
   })
 
 /** Claims and completes until a claim comes back empty; the ids in the order claimed. */
@@ -71,7 +71,7 @@ const heldQueue = (backend: Backend) =>
     const context = yield* Layer.build(repoLayer(url))
     const repo = Context.get(context, QueueRepo.QueueRepo)
     const holder = yield* pgSession(url, "docket-test-holder")
-    yield* holdSnapshot(holder)
+    yield* holdSnapshot(holder, url)
     const { rows } = yield* Effect.promise(() =>
       holder.query<{ held: boolean }>(
         "SELECT backend_xmin IS NOT NULL AS held FROM pg_stat_activity WHERE application_name = 'docket-test-holder'"

@@ -9,7 +9,7 @@ import pg from "pg"
 import * as List from "../../../src/internal/sql/historyList.js"
 import * as Prune from "../../../src/internal/sql/historyPrune.js"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { ageFinished, countState, repoLayer } from "../../support/db.js"
+import { ageFinished, countState, repoLayer, schemaOf, unsafe } from "../../support/db.js"
 import { pools } from "../../support/pg.js"
 import type { Backend } from "../../support/db.js"
 
@@ -23,13 +23,13 @@ export const pgHistoryTests = (backend: Backend) => {
       const sql = Context.get(context, SqlClient.SqlClient)
       yield* repo.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ kind: "old", payload: i })))
       yield* repo.completeMany(yield* repo.claim({ worker: "w", limit: 50, lease: 30_000 }))
-      yield* ageFinished(172_800_000).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      yield* ageFinished(172_800_000).pipe(Effect.provide(context))
       // Another session (another pruner) holds ten of them.
       const locker = new pg.Client({ connectionString: url })
       yield* Effect.promise(() => locker.connect())
       yield* Effect.addFinalizer(() => Effect.promise(() => locker.end()))
       yield* Effect.promise(() => locker.query("BEGIN"))
-      yield* Effect.promise(() => locker.query("SELECT id FROM docket_done ORDER BY id LIMIT 10 FOR UPDATE"))
+      yield* Effect.promise(() => locker.query(schemaOf(url).qualify("SELECT id FROM docket_done ORDER BY id LIMIT 10 FOR UPDATE")))
       // Bounded well below a lock wait: the prune must not wait at all.
       expect(yield* repo.prune.pipe(Effect.timeout("5 seconds"))).toEqual({ done: 40, cancelled: 0, dead: 0 })
       yield* Effect.promise(() => locker.query("COMMIT"))
@@ -40,7 +40,7 @@ export const pgHistoryTests = (backend: Backend) => {
       const explain = (text: string, params: ReadonlyArray<unknown> = []) =>
         sql.withTransaction(Effect.zipRight(
           sql.unsafe("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"),
-          sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${text}`, params)
+          sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${schemaOf(url).qualify(text)}`, params)
         )).pipe(Effect.map((rows) => rows.map((r) => r["QUERY PLAN"]).join("\n")))
       const plan = yield* explain(Prune.pgDone, [86_400_000, 1000])
       expect(plan).toMatch(/Index Scan using docket_done_finished/)
@@ -72,13 +72,12 @@ export const pgHistoryTests = (backend: Backend) => {
     Effect.gen(function*() {
       const [a, b, c] = yield* pools(backend, 3)
       const repos = [a, b, c].map((context) => Context.get(context, QueueRepo.QueueRepo))
-      const sql = Context.get(a, SqlClient.SqlClient)
       const total = 4_321
       yield* repos[0].enqueueMany(Array.from({ length: total }, (_, i) => ({ kind: i % 2 === 0 ? "even" : "odd", payload: i })))
       const claims = yield* repos[0].claim({ worker: "w", limit: total, lease: 60_000 })
       expect(claims).toHaveLength(total)
       yield* repos[0].completeMany(claims)
-      yield* ageFinished(172_800_000).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      yield* ageFinished(172_800_000).pipe(Effect.provide(a))
       // Each pool prunes until a pass finds nothing; all three at once.
       const pruneAll = (repo: QueueRepo.Service) =>
         Effect.iterate({ deleted: 0, last: -1 }, {
@@ -87,10 +86,10 @@ export const pgHistoryTests = (backend: Backend) => {
         })
       const counts = yield* Effect.all(repos.map(pruneAll), { concurrency: "unbounded" })
       expect(counts.reduce((sum, r) => sum + r.deleted, 0)).toBe(total)
-      expect(yield* countState("done").pipe(Effect.provideService(SqlClient.SqlClient, sql))).toBe(0)
-      const totals = yield* sql.unsafe<{ kind: string; n: string }>(
+      expect(yield* countState("done").pipe(Effect.provide(a))).toBe(0)
+      const totals = yield* unsafe<{ kind: string; n: string }>(
         "SELECT kind, n FROM docket_counts WHERE what = 'done' ORDER BY kind"
-      )
+      ).pipe(Effect.provide(a))
       expect(totals.map((r) => [r.kind, Number(r.n)])).toEqual([["even", Math.ceil(total / 2)], ["odd", Math.floor(total / 2)]])
     }).pipe(Effect.scoped, Effect.timeout("60 seconds")))
 }

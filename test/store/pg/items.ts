@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Layer, Schedule } from "effect"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { countState, pgSession, repoLayer } from "../../support/db.js"
+import { countState, pgSession, repoLayer, schemaOf } from "../../support/db.js"
 import { getItem } from "../../support/store.js"
 import { pools } from "../../support/pg.js"
 import type { Backend } from "../../support/db.js"
@@ -16,21 +16,22 @@ export const pgItemsTests = (backend: Backend) => {
   // Migration 0014: a single enqueue without a key inserts without ON
   // CONFLICT; with a key it dedupes as before. Both branches return the new
   // row and send one NOTIFY for it; a deduplicated enqueue returns nothing
-  // and wakes nobody.
+  // and wakes nobody. Since 0016 on the channel it is given (the schema's).
   it.live("the single enqueue's two branches: rows, dedupe and one notification per inserted item", () =>
     Effect.gen(function*() {
       const url = yield* Effect.promise(() => backend.fresh())
       yield* Layer.build(repoLayer(url)) // migrates
       const listener = yield* pgSession(url)
       const session = yield* pgSession(url)
+      const schema = schemaOf(url)
       const heard: Array<string> = []
       listener.on("notification", (n) => heard.push(`${n.channel}:${n.payload}`))
-      yield* Effect.promise(() => listener.query("LISTEN docket_items"))
+      yield* Effect.promise(() => listener.query(`LISTEN ${listener.escapeIdentifier(schema.itemsChannel)}`))
       const enqueue = (key: string | null) =>
         Effect.promise(() =>
           session.query<{ new_id: string; new_kind: string; new_key: string | null }>(
-            "SELECT * FROM docket_enqueue_one($1, $2, $3, 0, NULL, 0, NULL, NULL)",
-            ["branch", "{\"n\":1}", key]
+            schema.qualify("SELECT * FROM docket_enqueue_one($1, $2, $3, 0, NULL, 0, NULL, NULL, $4)"),
+            ["branch", "{\"n\":1}", key, schema.itemsChannel]
           )
         ).pipe(Effect.map((r) => r.rows.map((row) => [row.new_kind, row.new_key])))
       expect(yield* enqueue(null)).toEqual([["branch", null]])
@@ -39,9 +40,11 @@ export const pgItemsTests = (backend: Backend) => {
       expect(yield* enqueue("k")).toEqual([])
       // A round trip on the listener after the last commit: every notification sent by then has arrived.
       yield* Effect.promise(() => listener.query("SELECT 1"))
-      expect(heard).toEqual(["docket_items:enqueued", "docket_items:enqueued", "docket_items:enqueued"])
+      expect(heard).toEqual(Array.from({ length: 3 }, () => `${schema.itemsChannel}:enqueued`))
       const { rows } = yield* Effect.promise(() =>
-        session.query<{ n: number }>("SELECT count(*)::int AS n FROM docket_items WHERE kind = 'branch' AND state = 'waiting'")
+        session.query<{ n: number }>(
+          schema.qualify("SELECT count(*)::int AS n FROM docket_items WHERE kind = 'branch' AND state = 'waiting'")
+        )
       )
       expect(rows[0].n).toBe(3)
     }).pipe(Effect.scoped))

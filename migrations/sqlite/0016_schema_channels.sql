@@ -1,0 +1,5 @@
+-- Nothing to do on SQLite: 0016 gives PostgreSQL's single enqueue the channel
+-- to notify, so that queues in two schemas of one database do not wake each
+-- other's workers (migrations/pg/0016_schema_channels.sql). SQLite has no
+-- schemas (Database.Options.schema is refused for it) and no NOTIFY. The file
+-- keeps the numbers of both dialects the same.
