@@ -10,9 +10,8 @@
  * not, so a pool given `listenDatabase` (a direct URL) is woken by
  * notifications sent through the pooler, and a pool without it warns once
  * and polls. Session pooling: LISTEN works as on a direct connection, and
- * as a transaction pool's `listenDatabase`. The
- * crash suite's kill scenario through the pooler is in
- * test/reliability/pooled.ts.
+ * as a transaction pool's `listenDatabase`. The crash suite's kill scenario
+ * through the pooler is in test/reliability/pooled.ts.
  */
 import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"

@@ -13,7 +13,12 @@
  * reaches a server connection no client holds ("got packet 'A' from server
  * when not linked" in its log). Nor does it when the LISTEN connection goes to
  * another database than the pool. Then `listen` fails with `NotHeard` and the
- * caller stops listening (Wakeups.ts: one warning, the poll instead).
+ * caller stops listening (Wakeups.ts: one warning, the poll instead). The
+ * probe tests what matters (do the pool's notifications arrive here?) rather
+ * than the pooler: the backend's pid read twice would not tell a transaction
+ * pool from a session, since an idle pool hands the same server connection
+ * back (PgBouncer reuses the last one freed), and a port or a SHOW would
+ * name PgBouncer but not a misdirected listenDatabase.
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Context, Data, Deferred, Effect, Exit, Redacted } from "effect"
