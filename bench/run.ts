@@ -15,7 +15,7 @@
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
-import { ALL, isName, type Name } from "./adapters/registry.js"
+import { ALL, isName, KNOWN, type Name, OPT_IN } from "./adapters/registry.js"
 import { DEFAULT_SIZES, type Options, QUICK_SIZES, run, type Sizes, type Workload, WORKLOADS } from "./lib/harness.js"
 import { machineInfo, render, updateDocs } from "./lib/report.js"
 import { closeAdmin } from "./lib/stores.js"
@@ -54,7 +54,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
       case "--only": {
         const names = value().split(",").map((s) => s.trim()).filter(Boolean)
         const unknown = names.filter((n) => !isName(n))
-        if (unknown.length > 0) throw new Error(`unknown contender(s) ${unknown.join(", ")}; known: ${ALL.join(", ")}`)
+        if (unknown.length > 0) throw new Error(`unknown contender(s) ${unknown.join(", ")}; known: ${KNOWN.join(", ")}`)
         contenders = names as Array<Name>
         break
       }
@@ -94,7 +94,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
       case "-h":
         console.log(
           "usage: npm run bench -- [--quick] [--only names] [--workloads W1,W2,W3,W4,W5,W6] [--repeat n] [--jobs n] [--backlog n] [--max-run-seconds s] [--docs|--no-docs] [--json]\n" +
-            `contenders: ${ALL.join(", ")}`
+            `contenders: ${ALL.join(", ")}\nonly when named: ${OPT_IN.join(", ")}`
         )
         process.exit(0)
         break
@@ -104,7 +104,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
   }
   if (jobs !== undefined) sizes = { ...sizes, drain: jobs }
   if (backlog !== undefined) sizes = { ...sizes, backlogWaiting: backlog, backlogDone: backlog }
-  const full = !quick && jobs === undefined && backlog === undefined && contenders.length === ALL.length && workloads.length === WORKLOADS.length
+  const full = !quick && jobs === undefined && backlog === undefined && contenders.length === ALL.length && ALL.every((n) => contenders.includes(n)) && workloads.length === WORKLOADS.length
   return {
     options: {
       contenders,

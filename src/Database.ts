@@ -14,7 +14,10 @@ import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, InvalidInput, type MigrationFailed } from "./Errors.js"
 import * as DirectPool from "./internal/directPool.js"
 import * as PgSchema from "./internal/pgSchema.js"
+import * as SessionLimits from "./internal/sessionLimits.js"
+import { ListenDatabase } from "./internal/listen.js"
 import * as StatementTimeout from "./internal/statementTimeout.js"
+import * as Tls from "./internal/tls.js"
 import * as Migrations from "./Migrations.js"
 
 /** Where the queue lives. */
@@ -35,9 +38,16 @@ export const parse = (url: string): Target => {
   return { _tag: "Sqlite", filename }
 }
 
-/** A URL for logs: the password hidden. */
+/** A URL for logs: the password (and a client key's, `sslpassword`) hidden. */
 export const describe = (target: Target): string =>
-  target._tag === "Pg" ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@") : target.filename
+  target._tag === "Pg"
+    ? target.url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@").replace(/([?&]sslpassword=)[^&#]*/gi, "$1***")
+    : target.filename
+
+/** libpq's `sslmode` values (docs/operations.md, "TLS"). */
+export type SslMode = Tls.SslMode
+/** TLS settings given in code, each the URL parameter of the same meaning (docs/operations.md, "TLS"). */
+export type TlsOptions = Tls.TlsOptions
 
 /** How `layer` connects: migrating, pool size, SQLite durability, PostgreSQL application name. */
 export interface Options {
@@ -57,6 +67,24 @@ export interface Options {
    */
   readonly statementTimeout?: Duration.DurationInput | "infinity" | undefined
   /**
+   * PostgreSQL: TLS, as libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`
+   * and `sslpassword` (in the URL, or here; a setting in both must agree).
+   * Every connection Docket opens uses them: the pool and the LISTEN
+   * connection (a statement's cancel is PostgreSQL's cancel request, which
+   * carries no data but the session's key, as libpq's PQcancel). See docs/operations.md, "TLS", for where Docket differs
+   * from libpq and from node-postgres.
+   */
+  readonly tls?: TlsOptions | undefined
+  /**
+   * PostgreSQL: a URL for the worker pools' LISTEN connections only (default:
+   * the database's own). For a database URL that goes through a
+   * transaction-pooling PgBouncer, where LISTEN hears nothing: a direct (or
+   * session-pooled) URL of the same database, one connection per pool.
+   * Without it a pool behind such a pooler finds out, warns once and polls
+   * (docs/scaling.md, "PgBouncer").
+   */
+  readonly listenDatabase?: string | undefined
+  /**
    * PostgreSQL: the schema Docket's tables, functions and channels live in
    * (default "public", where every database made before this option has
    * them). A plain lower-case identifier of at most 49 characters; made by
@@ -70,6 +98,8 @@ export interface Options {
 
 /** The default client-side statement timeout on PostgreSQL (docs/operations.md). */
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+/** How long the pg pool keeps an idle connection (pg's default), unless the server ends idle sessions sooner. */
+const POOL_IDLE_MS = 10_000
 /** TCP keepalive on PostgreSQL connections: the first probe after this long idle (docs/operations.md). */
 export const KEEPALIVE_IDLE_MS = 10_000
 
@@ -88,17 +118,34 @@ const pgLayer = (url: string, options: Options) =>
       ([{ PgClient }, { default: Pg }, Reactivity]) =>
         Layer.scopedContext(Effect.gen(function*() {
           const applicationName = options.applicationName ?? "docket"
-          // The pool's connections and the cancel's own connection (see below).
-          // Keepalive: an idle connection (the LISTEN one) whose server vanished
-          // is found dead instead of waiting for ever (docs/operations.md).
-          const connection = {
-            connectionString: url,
+          // TLS read with libpq's meanings, taken out of the URL pg reads (internal/tls.ts).
+          const tls = yield* tlsSettings(url, options.tls)
+          const base = {
+            connectionString: tls.url,
             connectionTimeoutMillis: 10_000,
             keepAlive: true,
             keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS
           }
+          // allow and prefer: the first way that connects is kept for every connection.
+          const ssl = yield* Effect.tryPromise({
+            try: () => Tls.choose(tls, (ssl) => tryConnect(Pg, { ...base, ssl, application_name: applicationName })),
+            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
+          })
+          // The pool's connections and the cancel's own connection (see below).
+          // Keepalive: an idle connection (the LISTEN one) whose server vanished
+          // is found dead instead of waiting for ever (docs/operations.md).
+          // The LISTEN connection copies the pool's settings (internal/listen.ts).
+          const connection = { ...base, ssl }
           const timeoutMs = yield* statementTimeoutMs(options.statementTimeout)
-          const pool = new Pg.Pool({ ...connection, max: options.maxConnections ?? 10, application_name: applicationName })
+          // Where a cancel request goes: the host and port pg resolves from the URL (no connection made).
+          const { host, port } = new Pg.Client(connection)
+          const address = { host, port }
+          const pool = new Pg.Pool({
+            ...connection,
+            max: options.maxConnections ?? 10,
+            application_name: applicationName,
+            idleTimeoutMillis: POOL_IDLE_MS
+          })
           // A broken idle connection is dropped by the pool; the next query
           // reports what is wrong.
           pool.on("error", () => {})
@@ -116,32 +163,16 @@ const pgLayer = (url: string, options: Options) =>
           yield* Effect.addFinalizer(() =>
             Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
           )
-          yield* Effect.tryPromise({
-            try: () => pool.query("SELECT 1"),
-            catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${messageOf(cause)}` })
-          }).pipe(Effect.timeoutFail({
-            duration: "10 seconds",
-            onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
-          }))
+          const limits = yield* firstStatement(pool, tls)
+          pool.options.idleTimeoutMillis = SessionLimits.poolIdleMs(limits, POOL_IDLE_MS)
+          const warning = SessionLimits.warning(limits)
+          if (warning !== undefined) yield* Effect.logWarning(warning)
           const client = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName })
           const direct: DirectPool.Service = {
             client,
             pool,
-            cancel: async (processId) => {
-              const canceller = new Pg.Client({
-                ...connection,
-                application_name: `${applicationName} cancel`,
-                connectionTimeoutMillis: 5000,
-                // A cancel on a silent database gets no answer either.
-                query_timeout: 5000
-              })
-              try {
-                await canceller.connect()
-                await canceller.query("SELECT pg_cancel_backend($1)", [processId])
-              } finally {
-                await canceller.end().catch(() => {})
-              }
-            },
+            // A cancel on a silent database gets no answer either: 5 s.
+            cancel: (session) => DirectPool.cancelRequest(address, session, 5000),
             unbounded: (effect) =>
               Effect.acquireUseRelease(
                 Effect.sync(() => {
@@ -154,12 +185,32 @@ const pgLayer = (url: string, options: Options) =>
                   })
               )
           }
-          return Context.make(PgClient.PgClient, client).pipe(
+          const context = Context.make(PgClient.PgClient, client).pipe(
             Context.add(SqlClient.SqlClient, client),
             Context.add(DirectPool.DirectPool, direct)
           )
+          return options.listenDatabase === undefined
+            ? context
+            : Context.add(context, ListenDatabase, { url: options.listenDatabase })
         })).pipe(Layer.provide(Reactivity.layer))
     )
+  )
+
+// The first statement proves the connection and reads the server's limits
+// on the role's sessions (internal/sessionLimits.ts).
+const firstStatement = (
+  pool: { query: <R extends object>(text: string) => Promise<{ rows: Array<R> }> },
+  tls: Tls.Resolved
+): Effect.Effect<SessionLimits.Limits, SqlError> =>
+  Effect.tryPromise({
+    try: () => pool.query<{ name: string; setting: string }>(SessionLimits.QUERY),
+    catch: (cause) => new SqlError({ cause, message: `Failed to connect: ${Tls.explain(cause, tls)}` })
+  }).pipe(
+    Effect.timeoutFail({
+      duration: "10 seconds",
+      onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "Failed to connect: timed out after 10 s" })
+    }),
+    Effect.map((result) => SessionLimits.fromRows(result.rows))
   )
 
 // The statement timeout in ms (Infinity for none); a value that is not a
@@ -180,6 +231,26 @@ const statementTimeoutMs = (input: Options["statementTimeout"]): Effect.Effect<n
 }
 
 const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+// The TLS settings, or the layer's failure naming the setting that is wrong (nothing connected).
+const tlsSettings = (url: string, options: Tls.TlsOptions | undefined): Effect.Effect<Tls.Resolved, SqlError> =>
+  Effect.suspend(() => {
+    const resolved = Tls.resolve(url, options)
+    return "ok" in resolved
+      ? Effect.succeed(resolved.ok)
+      : Effect.fail(new SqlError({ cause: resolved.error, message: resolved.error.message }))
+  })
+
+// One connection, closed at once: does this way of connecting work?
+const tryConnect = async (Pg: typeof import("pg").default, config: import("pg").ClientConfig): Promise<void> => {
+  const client = new Pg.Client(config)
+  client.on("error", () => {})
+  try {
+    await client.connect()
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
 
 const sqliteLayer = (filename: string, options: Options) =>
   Layer.effectDiscard(
@@ -224,9 +295,19 @@ export const layer = (
   // The schema is checked before anything is opened.
   const schema = checkSchema(t, options.schema)
   if (Either.isLeft(schema)) return Layer.fail(schema.left)
+  const refused = refuseListenDatabase(t, options.listenDatabase)
+  if (refused !== undefined) return Layer.fail(new DatabaseUnavailable({ target: name, reason: refused }))
   const client: Layer.Layer<SqlClient.SqlClient, DatabaseUnavailable> = t._tag === "Pg"
     ? pgLayer(t.url, options).pipe(
-      Layer.mapError((cause) => new DatabaseUnavailable({ target: name, reason: String(cause.message), cause })),
+      Layer.mapError((cause) =>
+        new DatabaseUnavailable({
+          target: name,
+          reason: String(cause.message),
+          // A TLS setting refused before connecting is named (the command's exit code 2: bad input).
+          ...(cause.cause instanceof Tls.Refused ? { setting: cause.cause.setting } : {}),
+          cause
+        })
+      ),
       // Beside the client, as DirectPool: the storage, the wake-ups and the
       // migrations read it (internal/pgSchema.ts).
       Layer.provideMerge(Layer.succeed(PgSchema.Current, PgSchema.make(schema.right)))
@@ -250,6 +331,22 @@ export const layer = (
   const migrate = Effect.flatMap(Effect.serviceOption(DirectPool.DirectPool), (direct) =>
     Option.isSome(direct) ? direct.value.unbounded(Migrations.run) : Migrations.run)
   return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
+}
+
+// Why `listenDatabase` cannot be used with `target`, if it cannot.
+const refuseListenDatabase = (target: Target, listenDatabase: string | undefined): string | undefined => {
+  if (listenDatabase === undefined) return undefined
+  if (target._tag !== "Pg") return "listenDatabase is for PostgreSQL: this database is a SQLite file"
+  if (parse(listenDatabase)._tag !== "Pg") {
+    return "listenDatabase must be a postgres:// or postgresql:// URL"
+  }
+  // The LISTEN connection takes the pool's TLS settings: pg would read the
+  // URL's own with node-postgres's meanings (internal/tls.ts), so none may be given there.
+  if (/[?&](ssl[a-z]*|uselibpqcompat)=/i.test(listenDatabase)) {
+    return "listenDatabase: give TLS settings (sslmode, sslrootcert, ...) in the database URL or Database.Options.tls, " +
+      "not in listenDatabase: the LISTEN connection uses the pool's"
+  }
+  return undefined
 }
 
 // The schema option, checked: PostgreSQL's a plain identifier, SQLite's none
@@ -282,18 +379,24 @@ export const schemaLayer = (schema: string): Layer.Layer<never, InvalidInput> =>
   })
 
 /**
- * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`) and, unless
- * `options` give one, the schema in `DOCKET_SCHEMA` (default public).
+ * The layer from `DOCKET_DATABASE_URL` (default `./docket.db`), and
+ * `DOCKET_LISTEN_DATABASE_URL` as `listenDatabase` and `DOCKET_SCHEMA` as
+ * `schema` when `options` give none.
  */
 export const layerConfig = (options: Options = {}) =>
   Layer.unwrapEffect(
     Effect.map(
       Config.all([
         Config.string("DOCKET_DATABASE_URL").pipe(Config.withDefault(DEFAULT_URL)),
+        Config.option(Config.string("DOCKET_LISTEN_DATABASE_URL")),
         Config.option(Config.string("DOCKET_SCHEMA"))
       ]),
-      ([url, schema]) =>
-        layer(url, { ...options, schema: options.schema ?? Option.getOrUndefined(schema) })
+      ([url, listen, schema]) =>
+        layer(url, {
+          ...options,
+          listenDatabase: options.listenDatabase ?? Option.getOrUndefined(Option.filter(listen, (u) => u.trim() !== "")),
+          schema: options.schema ?? Option.getOrUndefined(Option.filter(schema, (s) => s.trim() !== ""))
+        })
     )
   )
 

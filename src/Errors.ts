@@ -86,10 +86,15 @@ export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{
   }
 }
 
-/** The database named cannot be opened or reached. */
+/**
+ * The database named cannot be opened or reached. `setting`, when present,
+ * names the connection setting that is wrong (`sslmode`, `sslrootcert`, ...):
+ * it was refused before anything connected.
+ */
 export class DatabaseUnavailable extends Data.TaggedError("DatabaseUnavailable")<{
   readonly target: string
   readonly reason: string
+  readonly setting?: string | undefined
   readonly cause?: unknown
 }> {
   override get message(): string {

@@ -31,6 +31,11 @@ import * as Transaction from "./internal/transaction.js"
 /** The bookkeeping table (migration id, name, time applied). */
 export const TABLE = "docket_migrations"
 
+// PostgreSQL: a migration, and a migrator's wait for another's lock, may
+// rightly take longer than the role's statement_timeout (a provider may set it
+// low: internal/sessionLimits.ts); lifted for their own transaction only.
+const UNBOUNDED = "SET LOCAL statement_timeout = 0"
+
 const PERMISSION_DENIED = "42501"
 /** The server's error under a SqlError. */
 const serverError = (cause: unknown) => (cause as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause
@@ -90,11 +95,11 @@ const loader = (migrations: ReadonlyArray<MigrationFile>, schema: PgSchema.PgSch
           // database whose objects a "$user" schema took keeps them there),
           // its functions unpinned: the statements that call them name them
           // bare too, so the caller's path finds both or neither.
-          const statements = schema === null || schema.isPublic ? m.statements : [
-            `SET LOCAL search_path TO ${schema.quoted}`,
-            ...m.statements,
-            pinFunctions(schema)
-          ]
+          const statements = schema === null
+            ? m.statements
+            : schema.isPublic
+            ? [UNBOUNDED, ...m.statements]
+            : [UNBOUNDED, `SET LOCAL search_path TO ${schema.quoted}`, ...m.statements, pinFunctions(schema)]
           return Effect.forEach(statements, (statement) => sql.unsafe(statement), { discard: true })
         })
       )
@@ -162,7 +167,7 @@ const pgPrepare = (schema: PgSchema.PgSchema) =>
     const key = schema.isPublic ? TABLE : `${schema.name}.${TABLE}`
     yield* Transaction.typed(sql)(
       Effect.zipRight(
-        sql.unsafe(`SELECT pg_advisory_xact_lock(hashtext('${key}'))`),
+        Effect.zipRight(sql.unsafe(UNBOUNDED), sql.unsafe(`SELECT pg_advisory_xact_lock(hashtext('${key}'))`)),
         sql.unsafe(`CREATE TABLE IF NOT EXISTS ${table} (
           migration_id integer PRIMARY KEY,
           created_at timestamptz NOT NULL DEFAULT now(),

@@ -10,7 +10,12 @@
  * - on PostgreSQL, a notification from an enqueue in any process (LISTEN on a
  *   connection of the pool's own, reconnected after it is lost: a database
  *   restart; every (re)connect is followed by a wake-up, since notifications
- *   sent while not listening are gone);
+ *   sent while not listening are gone). The connection goes to the pool's
+ *   database, or to `Database.Options.listenDatabase` when given (a direct
+ *   URL beside a transaction-pooling PgBouncer). It first proves that it hears
+ *   what the pool sends (internal/listen.ts); when it does not (LISTEN through
+ *   a transaction pooler), the pool stops listening, one warning says what to
+ *   set, and other processes' items are found by the poll;
  * - on a SQLite file, a commit by another process (or another connection of
  *   this one): one `fs.watch` of the file's directory per queue, shared by its
  *   pools while any listens (internal/sqliteWatch.ts, where the measured
@@ -20,9 +25,11 @@
  *
  * A pool that passes `onCancel` also hears of running items a cancel stopped
  * (`QueueRepo.cancel`), to interrupt its runs of them: cancels through a
- * `QueueRepo` of this process (`cancelled`), and on PostgreSQL cancels in any
- * process (the same LISTEN connection, on the cancel channel). A notice is
- * only a hint: the pool reads the item's state before it stops anything.
+ * `QueueRepo` of this process (`cancelled`, while its LISTEN connection does
+ * not hear the cancel channel: before it listens, between reconnects, after
+ * it gave up), and on PostgreSQL cancels in any process (the same LISTEN
+ * connection, on the cancel channel). A notice is only a hint: the pool reads
+ * the item's state before it stops anything.
  *
  * `QueueRepo.layer` provides it beside the repository: the watching one on
  * SQLite, the listening one on PostgreSQL. A repository and the pools that
@@ -31,8 +38,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, type Scope } from "effect"
-import { listen } from "./internal/listen.js"
+import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { describe as describeTarget } from "./Database.js"
+import { listen, ListenDatabase, NotHeard, type Probe } from "./internal/listen.js"
 import * as PgSchema from "./internal/pgSchema.js"
 import { Signal as WakeSignal } from "./internal/signal.js"
 import * as SqliteWatch from "./internal/sqliteWatch.js"
@@ -90,7 +98,15 @@ const TRANSACTION_RETRIES_MS = [5, 25, 100, 400]
  * their cancels.
  */
 interface Remote {
-  readonly run: (notify: () => void, onCancel: ((ids: ReadonlyArray<number>) => void) | undefined) => Effect.Effect<never>
+  /**
+   * `hearsCancels` is told whether the cancel channel is heard now (so this
+   * process's cancels need not be passed on by hand), as that changes.
+   */
+  readonly run: (
+    notify: () => void,
+    onCancel: ((ids: ReadonlyArray<number>) => void) | undefined,
+    hearsCancels: (yes: boolean) => void
+  ) => Effect.Effect<never>
   readonly cancels: boolean
 }
 
@@ -116,9 +132,15 @@ const make = (remote?: Remote): Service => {
         const signal = new WakeSignal()
         yield* register(signals, signal.notify)
         const listens = remote !== undefined && options.listen !== false
-        const hearsCancels = listens && remote.cancels
-        if (options.onCancel !== undefined && !hearsCancels) yield* register(localCancels, options.onCancel)
-        if (listens) yield* Effect.forkScoped(remote.run(signal.notify, options.onCancel))
+        const onCancel = options.onCancel
+        // This process's cancels go to the pool by hand unless its LISTEN connection hears them.
+        if (onCancel !== undefined) yield* register(localCancels, onCancel)
+        const hearsCancels = (yes: boolean) => {
+          if (onCancel === undefined) return
+          if (yes) localCancels.delete(onCancel)
+          else localCancels.add(onCancel)
+        }
+        if (listens) yield* Effect.forkScoped(remote.run(signal.notify, onCancel, remote.cancels ? hearsCancels : () => {}))
         return { notify: signal.notify, wait: (ms: number) => signal.wait(ms) }
       }),
     enqueued: Effect.suspend(() =>
@@ -139,24 +161,64 @@ const make = (remote?: Remote): Service => {
 // would load the PostgreSQL driver into SQLite applications too.
 const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
 
-// LISTEN until the connection is lost, then again after a second, for ever.
-// A pool with a cancel callback listens on the cancel channel too. The
-// channels are the schema's own (pgSchema.ts): pools of two schemas in one
-// database do not wake each other.
-const listening = (config: PgClient.PgClientConfig, schema: PgSchema.PgSchema): Remote => ({
-  cancels: true,
-  run: (notify, onCancel) =>
-    listen(
-      config,
-      onCancel === undefined ? [schema.itemsChannel] : [schema.itemsChannel, schema.cancelChannel],
-      notify,
-      (channel, payload) => (channel === schema.cancelChannel ? onCancel?.(parseCancelIds(payload)) : notify())
-    ).pipe(
-      Effect.catchAll((error) => Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)),
-      Effect.zipRight(Effect.sleep("1 second")),
-      Effect.forever
-    )
-})
+// LISTEN until the connection is lost, then again after a second, for ever;
+// or, when the connection does not hear the pool's notifications, never
+// again (one warning per queue). A pool with a cancel callback listens on the
+// cancel channel too. The channels are the schema's own (pgSchema.ts): pools
+// of two schemas in one database do not wake each other.
+const listening = (
+  config: PgClient.PgClientConfig,
+  probe: Probe,
+  listenDatabase: string | undefined,
+  schema: PgSchema.PgSchema
+): Remote => {
+  let warned = false
+  const deaf = (error: NotHeard) =>
+    Effect.suspend(() => {
+      if (warned) return Effect.void
+      warned = true
+      return Effect.logWarning(notHeardWarning(listenDatabase, error.waitedMs))
+    })
+  return {
+    cancels: true,
+    run: (notify, onCancel, hearsCancels) =>
+      listen(
+        config,
+        onCancel === undefined ? [schema.itemsChannel] : [schema.itemsChannel, schema.cancelChannel],
+        probe,
+        () => {
+          hearsCancels(true)
+          notify()
+        },
+        (channel, payload) => (channel === schema.cancelChannel ? onCancel?.(parseCancelIds(payload)) : notify())
+      ).pipe(
+        Effect.tapError(() => Effect.sync(() => hearsCancels(false))),
+        Effect.catchAll((error) =>
+          error instanceof NotHeard
+            ? Effect.zipRight(deaf(error), Effect.never)
+            : Effect.logWarning(`docket: ${error.message}; listening again in 1 s`)
+        ),
+        Effect.zipRight(Effect.sleep("1 second")),
+        Effect.forever
+      )
+  }
+}
+
+// The one warning of a queue whose LISTEN connection does not hear the pool's notifications.
+const notHeardWarning = (listenDatabase: string | undefined, waitedMs: number) => {
+  const probe = `a notification sent through the pool did not reach the LISTEN connection within ${
+    Math.round(waitedMs / 100) / 10
+  } s`
+  const off = "so LISTEN is off: items enqueued by other processes start at the next poll, " +
+    "and their cancels stop a run at its next lease renewal"
+  return listenDatabase === undefined
+    ? `docket: ${probe} (is the database URL a transaction-pooling PgBouncer? It hands the listening session ` +
+      `to other clients between transactions), ${off}. For wake-ups at once, give the LISTEN connection a direct ` +
+      `or session-pooled URL of the same database: listenDatabase in Database.Options (docket worker ` +
+      `--listen-database, DOCKET_LISTEN_DATABASE_URL); or set listen: false to poll without this warning`
+    : `docket: ${probe} on listenDatabase (${describeTarget({ _tag: "Pg", url: listenDatabase })}), ${off}. ` +
+      `listenDatabase must reach the same database as the pool, directly or through a session-pooled PgBouncer`
+}
 
 // @effect/sql-sqlite-node's SqliteClient tag, by its key (as PgClientTag): its
 // config names the file.
@@ -188,7 +250,16 @@ export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> => Lay
     const pg = yield* Effect.serviceOption(PgClientTag)
     const sqlite = yield* Effect.serviceOption(SqliteClientTag)
     const dialect = sql.onDialectOrElse({ pg: () => "pg", sqlite: () => "sqlite", orElse: () => "other" })
-    if (dialect === "pg" && Option.isSome(pg)) return make(listening(pg.value.config, yield* PgSchema.current))
+    if (dialect === "pg" && Option.isSome(pg)) {
+      const given = Option.map(yield* Effect.serviceOption(ListenDatabase), (d) => d.url)
+      const config = Option.match(given, {
+        onNone: () => pg.value.config,
+        // Its own URL; the pool's other settings (TLS, application name) as they are.
+        onSome: (url) => ({ ...pg.value.config, url: Redacted.make(url) })
+      })
+      const probe: Probe = (channel, payload) => sql.unsafe("SELECT pg_notify($1, $2)", [channel, payload])
+      return make(listening(config, probe, Option.getOrUndefined(given), yield* PgSchema.current))
+    }
     if (dialect === "sqlite" && Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
       return make(watching(SqliteWatch.make(sqlite.value.config.filename)))
     }

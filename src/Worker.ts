@@ -80,9 +80,12 @@ export interface Options<H extends Handler.Any = Handler.Any> extends Config.Poo
    */
   readonly spans?: boolean | undefined
   /**
-   * Listen for PostgreSQL notifications (default true; off behind a
-   * transaction-pooling PgBouncer): enqueues wake the pool, and cancels stop
-   * its runs at once. Without it a cancelled run stops at its next renewal.
+   * Listen for PostgreSQL notifications (default true): enqueues wake the
+   * pool, and cancels stop its runs at once. Without it a cancelled run stops
+   * at its next renewal. Behind a transaction-pooling PgBouncer LISTEN hears
+   * nothing: give the LISTEN connection a URL of its own
+   * (`Database.Options.listenDatabase`), else the pool finds out, warns once
+   * and goes without (docs/scaling.md).
    */
   readonly listen?: boolean | undefined
   /**

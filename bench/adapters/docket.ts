@@ -6,7 +6,7 @@
  * handler backoff: `Backoff.constant("0 millis")`.
  */
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Schema } from "effect"
-import { Backoff, Docket, Handler, QueueRepo, Retry, Worker } from "../../src/index.js"
+import { Backoff, type Database, Docket, Handler, QueueRepo, Retry, Worker } from "../../src/index.js"
 import { docketBacklog } from "./docket-backlog.js"
 import { pgProbe, sqliteProbe } from "./probes.js"
 import type { Client, Contender, JobHandler, Mode, Payload, RunningWorker, Target, WorkerOptions } from "./types.js"
@@ -49,11 +49,20 @@ const clientOver = <E>(runtime: ManagedRuntime.ManagedRuntime<QueueRepo.QueueRep
   }
 })
 
-const open = async (target: Target, _mode: Mode): Promise<Client> => {
-  const runtime = ManagedRuntime.make(Docket.layerClient(databaseOf(target)).pipe(Layer.provide(quiet)))
+/** Where Docket connects for a target: its URL and database options (through PgBouncer: docket-pgbouncer.ts). */
+export type Connect = (target: Target) => { readonly database: string; readonly databaseOptions?: Database.Options }
+
+const direct: Connect = (target) => ({ database: databaseOf(target) })
+
+/** The parent's enqueuer, connected by `connect`. */
+export const openWith = (connect: Connect) => async (target: Target, _mode: Mode): Promise<Client> => {
+  const { database, databaseOptions } = connect(target)
+  const runtime = ManagedRuntime.make(Docket.layerClient(database, { databaseOptions }).pipe(Layer.provide(quiet)))
   await runtime.runtime()
   return clientOver(runtime, true)
 }
+
+const open = openWith(direct)
 
 const toEffect = (handler: JobHandler) => (payload: Payload): Effect.Effect<void, Retry> =>
   Effect.suspend(() => {
@@ -68,7 +77,10 @@ const toEffect = (handler: JobHandler) => (payload: Payload): Effect.Effect<void
     }
   })
 
-const startWorker = async (target: Target, handler: JobHandler, options: WorkerOptions): Promise<RunningWorker> => {
+/** The child's worker, connected by `connect`. */
+export const startWorkerWith = (connect: Connect) =>
+async (target: Target, handler: JobHandler, options: WorkerOptions): Promise<RunningWorker> => {
+  const { database, databaseOptions } = connect(target)
   const bench = Handler.make(KIND, {
     payload: BenchPayload,
     run: toEffect(handler),
@@ -77,7 +89,7 @@ const startWorker = async (target: Target, handler: JobHandler, options: WorkerO
   // Provided (built first), not merged: the pool's fibers are forked while the
   // layer is built and keep the log level they were forked with.
   const runtime = ManagedRuntime.make(
-    Docket.layer({ ...extraOptions, database: databaseOf(target), handlers: [bench], concurrency: options.concurrency }).pipe(
+    Docket.layer({ ...extraOptions, database, databaseOptions, handlers: [bench], concurrency: options.concurrency }).pipe(
       Layer.provide(quiet)
     )
   )
@@ -89,14 +101,17 @@ const startWorker = async (target: Target, handler: JobHandler, options: WorkerO
   }
 }
 
-function extraNote(): string {
+const startWorker = startWorkerWith(direct)
+
+/** Docket's configuration note (the BENCH_DOCKET_OPTIONS in use, if any). */
+export function extraNote(): string {
   return Object.keys(extraOptions).length === 0 ? "" : ` + BENCH_DOCKET_OPTIONS ${JSON.stringify(extraOptions)}`
 }
 
 // Pending = waiting or running. Two counts over the partial indexes of those
 // states (claim, lease), not a scan of the table: finished items (done,
 // cancelled, dead) kept for their history must not slow the probe as they pile up.
-const COUNT = `SELECT (SELECT count(*) FROM docket_items WHERE state = 'waiting')
+export const COUNT = `SELECT (SELECT count(*) FROM docket_items WHERE state = 'waiting')
   + (SELECT count(*) FROM docket_items WHERE state = 'running') AS n`
 
 export const docketPg: Contender = {

@@ -18,12 +18,21 @@ export const ALL = [
   "pg-floor"
 ] as const
 
-export type Name = (typeof ALL)[number]
+/**
+ * Contenders run only when named (`--only`), not in the full benchmark:
+ * Docket through PgBouncer (docs/benchmarks.md, "Through PgBouncer").
+ */
+export const OPT_IN = ["docket-pgbouncer", "docket-pgbouncer-poll"] as const
+
+/** Every contender the harness knows: the full benchmark's, then the opt-in ones. */
+export const KNOWN = [...ALL, ...OPT_IN] as const
+
+export type Name = (typeof KNOWN)[number]
 
 /** Contenders that W5 (scale-out to 4 worker processes) covers. */
 export const W5_CONTENDERS: ReadonlyArray<Name> = ["docket-pg", "graphile-worker", "graphile-worker-lq"]
 
-export const isName = (name: string): name is Name => (ALL as ReadonlyArray<string>).includes(name)
+export const isName = (name: string): name is Name => (KNOWN as ReadonlyArray<string>).includes(name)
 
 export const load = async (name: Name): Promise<Contender> => {
   switch (name) {
@@ -49,5 +58,9 @@ export const load = async (name: Name): Promise<Contender> => {
       return (await import("./effect-pq.js")).effectPqSqlite
     case "pg-floor":
       return (await import("./floor.js")).floor
+    case "docket-pgbouncer":
+      return (await import("./docket-pgbouncer.js")).docketPgBouncer
+    case "docket-pgbouncer-poll":
+      return (await import("./docket-pgbouncer.js")).docketPgBouncerPoll
   }
 }

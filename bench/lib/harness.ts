@@ -28,7 +28,7 @@
  *    items kept for their history, built with SQL (contenders with `backlog`).
  */
 import { createConnection } from "node:net"
-import { ALL, load, type Name, W5_CONTENDERS } from "../adapters/registry.js"
+import { KNOWN, load, type Name, W5_CONTENDERS } from "../adapters/registry.js"
 import type { Contender, Mode, Payload, Probe, Target } from "../adapters/types.js"
 import type { ChildResult } from "./protocol.js"
 import { now } from "./protocol.js"
@@ -585,7 +585,7 @@ export const run = async (options: Options): Promise<Result> => {
   const startedAt = new Date()
   const t0 = Date.now()
   const skipped: Array<{ name: string; reason: string }> = []
-  const loaded = await Promise.all(ALL.filter((n) => options.contenders.includes(n)).map(load))
+  const loaded = await Promise.all(KNOWN.filter((n) => options.contenders.includes(n)).map(load))
   const pgProblem = loaded.some((c) => c.store === "pg") ? await pgReachable(options.env) : undefined
   const redisProblem = loaded.some((c) => c.store === "redis") ? await redisReachable(options.env.redisUrl) : undefined
   const contenders: Array<Contender> = []

@@ -48,9 +48,11 @@ export const reportError = (error: unknown): Report => {
     case "InvalidSchedule":
       return { code: 2, line: errorLine(errorMessage(error)) }
     case "DatabaseUnavailable": {
-      // A SQLite path that cannot be opened is bad input; an unreachable server is a failure.
-      const target = String((error as { target?: unknown }).target ?? "")
-      return { code: /^postgres(ql)?:\/\//i.test(target) ? 1 : 2, line: errorLine(errorMessage(error)) }
+      // A SQLite path that cannot be opened is bad input, and so is a connection
+      // setting refused (`setting`: a bad sslmode); an unreachable server is a failure.
+      const { target, setting } = error as { target?: unknown; setting?: unknown }
+      const badInput = setting !== undefined || !/^postgres(ql)?:\/\//i.test(String(target ?? ""))
+      return { code: badInput ? 2 : 1, line: errorLine(errorMessage(error)) }
     }
     default:
       return { code: 1, line: errorLine(errorMessage(error)) }

@@ -73,6 +73,11 @@ export const schemaName = (args: { readonly schema: Option.Option<string> }): st
 /** The database options the arguments give (the schema). */
 export const databaseOptions = (args: DatabaseArgs): Database.Options => ({ schema: schemaName(args) })
 
+/** The LISTEN connection's own URL: the option, else DOCKET_LISTEN_DATABASE_URL, else none. */
+export const listenDatabaseUrl = (option: Option.Option<string>): string | undefined =>
+  Option.getOrElse(Option.map(option, (url) => url.trim()), () => process.env.DOCKET_LISTEN_DATABASE_URL?.trim()) ||
+  undefined
+
 /** `--json`: JSON output instead of text. */
 export const jsonOption = Options.boolean("json").pipe(Options.withDescription("Print JSON instead of text."))
 

@@ -11,6 +11,7 @@ import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Option } from "effect"
+import { createConnection } from "node:net"
 import { defaultTracer } from "./tracing.js"
 
 /** The pool and its cancel, beside the client built over it. */
@@ -18,18 +19,23 @@ export interface Service {
   /** The SqlClient built over this pool: statements through another client do not use it. */
   readonly client: SqlClient
   readonly pool: Pool
-  /** Asks the server to cancel a session's statement, over a connection of its own (never the pool's). */
-  readonly cancel: (processId: number) => Promise<void>
+  /** Asks the server to cancel a session's statement, over a connection of its own (never the pool's): `cancelRequest`. */
+  readonly cancel: (session: Session) => Promise<void>
   /** Runs `effect` with the pool's client-side statement timeout lifted (the migrations: Database.ts). */
   readonly unbounded: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** What identifies a session to a cancel request: its BackendKeyData, as pg's Client keeps it. */
+export interface Session {
+  readonly processID: number | null
+  readonly secretKey: number | null
 }
 
 /** The parts of pg's Pool and PoolClient Docket uses. */
 export interface Pool {
   connect(callback: (error: Error | undefined, client: PoolClient | undefined) => void): void
 }
-export interface PoolClient {
-  readonly processID: number | null
+export interface PoolClient extends Session {
   query(
     text: string,
     values: Array<unknown>,
@@ -110,16 +116,54 @@ const onPool = <A>({ cancel, pool }: Service, text: string, params: ReadonlyArra
       interrupted = true
       const running = client
       if (running === undefined || released) return Effect.void
-      const pid = running.processID
       return Effect.async<void>((done) => {
         if (released) return done(Effect.void)
         ended = () => done(Effect.void)
-        if (pid !== null) cancel(pid).catch(() => {})
+        cancel(running).catch(() => {})
       }).pipe(
         Effect.timeoutOption(5000),
         Effect.ensuring(Effect.sync(() => release(new Error("statement cancelled; it did not end within 5 s")))),
         Effect.asVoid
       )
+    })
+  })
+
+/**
+ * Asks the server at `address` to cancel what `session` runs: PostgreSQL's
+ * cancel request (the session's process id and secret key, on a connection
+ * of its own, no login), as libpq's PQcancel and pg's own cancel send it.
+ * Not `SELECT pg_cancel_backend(pid)`: behind PgBouncer the process id a
+ * client is given is PgBouncer's, random, and names no backend, while a
+ * cancel request is forwarded by PgBouncer to the server connection running
+ * that client's statement. Resolves once the server has closed the
+ * connection (it answers nothing), rejects after `timeoutMs`. The connection
+ * is left for the server to close, as libpq does: PgBouncer 1.18 exits
+ * ("bad client state" in disconnect_client) when the client that sent a
+ * cancel request closes first.
+ */
+export const cancelRequest = (
+  address: { readonly host: string; readonly port: number },
+  session: Session,
+  timeoutMs: number
+): Promise<void> =>
+  new Promise((resolve, reject) => {
+    if (session.processID === null || session.secretKey === null) return resolve()
+    const message = Buffer.alloc(16)
+    message.writeInt32BE(16, 0)
+    message.writeInt32BE(80877102, 4) // the cancel request code (1234 << 16 | 5678)
+    message.writeInt32BE(session.processID | 0, 8)
+    message.writeInt32BE(session.secretKey | 0, 12)
+    const socket = address.host.startsWith("/")
+      ? createConnection(`${address.host}/.s.PGSQL.${address.port}`)
+      : createConnection(address.port, address.host)
+    const timer = setTimeout(() => socket.destroy(new Error(`no answer to the cancel request within ${timeoutMs} ms`)), timeoutMs)
+    socket.once("connect", () => socket.write(message))
+    // The server's close (it half-closes first): then close this side too.
+    socket.once("end", () => socket.end())
+    socket.once("error", reject)
+    socket.once("close", () => {
+      clearTimeout(timer)
+      resolve()
     })
   })
 

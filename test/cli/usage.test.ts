@@ -71,6 +71,8 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a bad log format", ["worker", "--tasks", tasks.dir, "--log-format", "xml"], /^docket: --log-format must be text or json \(got 'xml'\)$/],
     ["a bad summary period", ["worker", "--tasks", tasks.dir, "--summary", "soon"], /^docket: --summary: "soon" is not a duration/],
     ["a too short summary period", ["worker", "--tasks", tasks.dir, "--summary", "10ms"], /^docket: --summary must be at least 100ms, or off$/],
+    ["a listen database that is no PostgreSQL URL", ["worker", "--tasks", tasks.dir, "--listen-database", "./other.db"], /^docket: --listen-database \(or DOCKET_LISTEN_DATABASE_URL\) must be a postgres:\/\/ or postgresql:\/\/ URL$/],
+    ["a listen database beside a SQLite file", ["worker", "--tasks", tasks.dir, "--listen-database", "postgres://root@127.0.0.1:1/docket"], /^docket: --listen-database \(or DOCKET_LISTEN_DATABASE_URL\) is for PostgreSQL: the database is a SQLite file$/],
     ["a task file that is no handler", ["worker", "--tasks", notAHandler.dir], /^docket: task file broken\.mjs must default-export/],
     ["a handler of another kind", ["worker", "--tasks", wrongKind.dir], /exports the handler of kind email\.send; the file name says mail\.send/],
     ["a syntax error in an ES module", ["worker", "--tasks", badMjs.dir], new RegExp(`^docket: task file broken\\.mjs cannot be loaded: syntax error at ${badMjs.path("broken.mjs")}:2:13: Unexpected token ';'$`)],
@@ -117,6 +119,17 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     expect(unreachable.code).toBe(1)
     expect(lines(unreachable.stderr)).toHaveLength(1)
     expect(lines(unreachable.stderr)[0]).toMatch(/^docket: cannot open postgres:\/\/root@127\.0\.0\.1:1\/docket: /)
+  })
+
+  it("DOCKET_LISTEN_DATABASE_URL is read as --listen-database is: beside a SQLite file, refused", async () => {
+    const r = await docket(["worker", "--tasks", tasks.dir, "--database", db], {
+      env: { DOCKET_LISTEN_DATABASE_URL: "postgres://root@127.0.0.1:1/docket" }
+    })
+    expect(r.code).toBe(2)
+    expect(lines(r.stderr)).toEqual([
+      "docket: --listen-database (or DOCKET_LISTEN_DATABASE_URL) is for PostgreSQL: the database is a SQLite file"
+    ])
+    expect(existsSync(db)).toBe(false)
   })
 
   it("a bad DOCKET_HEAP_GROWING_PERCENT is refused before anything runs; a good one is taken", async () => {

@@ -127,11 +127,14 @@ export const KILL_BOUND_MS = KILL_LEASE_MS + KILL_POLL_MS + KILL_PICKUP_MS
  * 500 ms, concurrency 10), a random one SIGKILLed and replaced every second
  * until the queue is empty; then every survivor stops gracefully (exit 0) and
  * nothing is left in the queue. `prepare` runs on the fresh database before
- * the first worker starts (e.g. to limit the kind).
+ * the first worker starts (e.g. to limit the kind); `worker` gives the
+ * workers' database URL and extra arguments for the fresh database's URL
+ * (e.g. through PgBouncer: pooled.ts), default that URL.
  */
 export const runKillDrive = async (options: {
   readonly jobs: number
   readonly prepare?: (url: string) => Promise<void>
+  readonly worker?: (url: string) => { readonly database: string; readonly args?: ReadonlyArray<string> }
 }): Promise<KillRun> => {
   const { jobs } = options
   const killEveryMs = 1000
@@ -145,11 +148,12 @@ export const runKillDrive = async (options: {
     await options.prepare?.(db.url)
 
     const live = new Set<WorkerProcess>()
+    const target = options.worker?.(db.url) ?? { database: db.url }
     const spawnOne = () => {
       const worker = startWorker({
-        database: db.url,
+        database: target.database,
         tasks: fixture("record"),
-        args: ["--lease", `${KILL_LEASE_MS}ms`, "--poll", `${KILL_POLL_MS}ms`, "--concurrency", "10"],
+        args: ["--lease", `${KILL_LEASE_MS}ms`, "--poll", `${KILL_POLL_MS}ms`, "--concurrency", "10", ...(target.args ?? [])],
         env: { RELIABILITY_EXEC_URL: db.url }
       })
       live.add(worker)

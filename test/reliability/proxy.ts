@@ -12,6 +12,14 @@
  * - `delay(ms)`: every chunk from a client to the server (a statement) is
  *   forwarded `ms` after it arrived, in order per connection; answers are not
  *   delayed. `delay(0)` forwards at once again.
+ * - `vanish()`: the server's host is gone (a power cut, a kernel panic, a
+ *   partition that isolates it): every open connection goes silent for good
+ *   (nothing forwarded, nothing closed: no RST, no FIN), and new connections
+ *   wait, as in a partition.
+ * - `switchTo(target)`: a failover's switch (what a virtual IP moved, a DNS
+ *   name changed or HAProxy's health check does): every connection still
+ *   forwarding is closed, the waiting ones connect to `target`, and so do new
+ *   ones; the silent ones stay silent.
  *
  * A side that closes its socket closes the other side once everything held
  * for it is delivered (at once while forwarding, at the heal in a partition).
@@ -25,12 +33,22 @@ export interface Proxy {
   readonly partition: () => void
   readonly heal: () => void
   readonly delay: (ms: number) => void
+  /** Silences every open connection for good; new ones wait (see above). */
+  readonly vanish: () => void
+  /** Closes the connections still forwarding, and sends waiting and new ones to `target`. */
+  readonly switchTo: (target: Target) => void
   /** Connections accepted since the start, and open now. */
   readonly connections: () => { readonly accepted: number; readonly open: number }
   readonly close: () => Promise<void>
 }
 
 type Direction = "up" | "down"
+
+/** Where the proxy connects. */
+export interface Target {
+  readonly host: string
+  readonly port: number
+}
 
 /** One client connection and its upstream connection, with what is held for each way. */
 class Pair {
@@ -39,10 +57,12 @@ class Pair {
   private readonly ended: Record<Direction, boolean> = { up: false, down: false }
   private delayed = Promise.resolve()
   closed = false
+  /** Silent for good (`vanish`): nothing is forwarded or closed until the proxy closes. */
+  private silent = false
 
   constructor(
     private readonly client: Socket,
-    private readonly target: { readonly host: string; readonly port: number },
+    private readonly target: () => Target,
     private readonly mode: () => { readonly partitioned: boolean; readonly delayMs: number },
     private readonly onClose: () => void
   ) {
@@ -58,6 +78,7 @@ class Pair {
   // (after the bytes held for it), as its FIN would be retransmitted.
   private clientGone = false
   private clientClosed(): void {
+    if (this.silent) return this.destroy()
     this.clientGone = true
     this.ended.up = true
     if (!this.mode().partitioned) this.resume()
@@ -65,11 +86,26 @@ class Pair {
 
   /** Forwarding again: connects upstream if not yet, and delivers what is held. */
   resume(): void {
-    if (this.closed) return
+    if (this.closed || this.silent) return
     if (this.upstream === undefined) return this.clientGone ? this.destroy() : this.open()
     this.flush("up")
     if (this.clientGone) return
     this.flush("down")
+  }
+
+  /** Whether it forwards (or did): connected upstream, not silenced. */
+  get forwarding(): boolean {
+    return this.upstream !== undefined && !this.silent
+  }
+
+  /** Silent for good: the upstream side is dropped without a word to the client, whose bytes go nowhere. */
+  silence(): void {
+    if (this.closed || this.upstream === undefined) return
+    this.silent = true
+    const upstream = this.upstream
+    upstream.removeAllListeners()
+    upstream.on("error", () => {})
+    upstream.destroy()
   }
 
   destroy(): void {
@@ -81,7 +117,8 @@ class Pair {
   }
 
   private open(): void {
-    const upstream = connect(this.target.port, this.target.host)
+    const { host, port } = this.target()
+    const upstream = connect(port, host)
     this.upstream = upstream
     upstream.setNoDelay(true)
     upstream.on("connect", () => this.flush("up"))
@@ -92,6 +129,7 @@ class Pair {
   }
 
   private fromClient(chunk: Buffer): void {
+    if (this.silent) return
     const { delayMs } = this.mode()
     if (delayMs <= 0) return this.push("up", chunk)
     // In order: each chunk waits for the previous one, then for its own delay from arrival.
@@ -118,7 +156,7 @@ class Pair {
 
   // Delivers what is held for one way, unless partitioned (or not connected yet).
   private flush(direction: Direction): void {
-    if (this.closed || this.mode().partitioned) return
+    if (this.closed || this.silent || this.mode().partitioned) return
     const to = direction === "up" ? this.upstream : this.client
     if (to === undefined || to.connecting || to.destroyed) return
     const chunks = this.held[direction].splice(0)
@@ -128,7 +166,8 @@ class Pair {
 }
 
 /** Starts a proxy on a free port of 127.0.0.1 to `target`. */
-export const startProxy = async (target: { readonly host: string; readonly port: number }): Promise<Proxy> => {
+export const startProxy = async (initial: Target): Promise<Proxy> => {
+  let target = initial
   let partitioned = false
   let delayMs = 0
   let accepted = 0
@@ -136,7 +175,7 @@ export const startProxy = async (target: { readonly host: string; readonly port:
   const mode = () => ({ partitioned, delayMs })
   const server: Server = createServer((client) => {
     accepted++
-    const pair: Pair = new Pair(client, target, mode, () => pairs.delete(pair))
+    const pair: Pair = new Pair(client, () => target, mode, () => pairs.delete(pair))
     pairs.add(pair)
   })
   await new Promise<void>((resolve, reject) => {
@@ -162,6 +201,18 @@ export const startProxy = async (target: { readonly host: string; readonly port:
     },
     delay: (ms) => {
       delayMs = ms
+    },
+    vanish: () => {
+      partitioned = true
+      for (const pair of pairs) pair.silence()
+    },
+    switchTo: (next) => {
+      target = next
+      partitioned = false
+      for (const pair of [...pairs]) {
+        if (pair.forwarding) pair.destroy()
+        else pair.resume()
+      }
     },
     connections: () => ({ accepted, open: pairs.size }),
     close: () =>

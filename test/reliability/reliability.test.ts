@@ -11,12 +11,14 @@ import { clockSkewScenario } from "./clockSkew.js"
 import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
+import { failoverScenario } from "./failover.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
 import { modelScenario } from "./model.js"
 import { partitionScenario } from "./partition.js"
 import { poisonScenario } from "./poison.js"
+import { pooledKillScenario } from "./pooled.js"
 import { recurringScenario } from "./recurring.js"
 import { restartScenario } from "./restart.js"
 import { slowDatabaseScenario } from "./slowDatabase.js"
@@ -28,6 +30,7 @@ import { printSummary } from "./support.js"
 afterAll(() => printSummary())
 
 killScenario()
+pooledKillScenario()
 rollingScenario()
 restartScenario()
 sqliteKillScenario()
@@ -42,5 +45,6 @@ recurringScenario()
 poisonScenario()
 connectionsScenario()
 partitionScenario()
+failoverScenario()
 slowDatabaseScenario()
 soakScenario()

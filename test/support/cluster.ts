@@ -2,7 +2,8 @@
  * PostgreSQL clusters of a test's own, for what the shared server cannot
  * show or must not suffer: a restart or a crash (the reliability suite),
  * settings that need one (max_connections, max_prepared_transactions), a
- * streaming standby on a replication slot, and later a failover (issue 33).
+ * streaming standby on a replication slot, synchronous or not, and its
+ * promotion (the failover scenario, test/reliability/failover.ts).
  *
  * Each cluster lives in a temporary directory, listens on a free port of
  * 127.0.0.1 (and a socket in that directory) with trust authentication for
@@ -14,7 +15,7 @@
  * `clusterAvailable`; with CI=true it fails them.
  */
 import { execFile, execFileSync } from "node:child_process"
-import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -107,6 +108,17 @@ export interface Cluster {
   readonly start: () => Promise<void>
   /** Stops the server: "fast" (clean) or "immediate" (as if it crashed: WAL replayed at the next start). */
   readonly stop: (mode: "fast" | "immediate") => Promise<void>
+  /**
+   * Promotes a standby to a primary (`pg_ctl promote -w`: returns once it
+   * accepts writes); fails on a server that is no standby.
+   */
+  readonly promote: () => Promise<void>
+  /**
+   * Sets `settings` with ALTER SYSTEM (postgresql.auto.conf, over every
+   * other file) and reloads the configuration: for the settings a reload
+   * applies (synchronous_standby_names, primary_conninfo, ...).
+   */
+  readonly reconfigure: (settings: Settings) => Promise<void>
   /** Stops it at once and removes its directory. */
   readonly destroy: () => Promise<void>
 }
@@ -116,6 +128,7 @@ const started = async (dir: string, port: number): Promise<Cluster> => {
   const data = join(dir, "data")
   const start = () => runBin("pg_ctl", ["-D", data, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"], dir)
   const stop = (mode: "fast" | "immediate") => runBin("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"], dir)
+  const promote = () => runBin("pg_ctl", ["-D", data, "-w", "-t", "60", "promote"], dir)
   try {
     await start()
   } catch (error) {
@@ -123,22 +136,33 @@ const started = async (dir: string, port: number): Promise<Cluster> => {
     throw error
   }
   const url = (database = "postgres") => `postgres://root@127.0.0.1:${port}/${database}`
+  const query = async <A>(f: (client: pg.Client) => Promise<A>, database?: string): Promise<A> => {
+    const client = new pg.Client({ connectionString: url(database) })
+    client.on("error", () => {})
+    await client.connect()
+    try {
+      return await f(client)
+    } finally {
+      await client.end()
+    }
+  }
   return {
     port,
     adminUrl: url(),
     url,
-    query: async (f, database) => {
-      const client = new pg.Client({ connectionString: url(database) })
-      client.on("error", () => {})
-      await client.connect()
-      try {
-        return await f(client)
-      } finally {
-        await client.end()
-      }
-    },
+    query,
     start,
     stop,
+    promote,
+    reconfigure: (settings) =>
+      query(async (c) => {
+        for (const [name, value] of Object.entries(settings)) {
+          // A setting's name cannot be a parameter: only plain names are taken.
+          if (!/^[a-z_]+$/.test(name)) throw new Error(`not a setting's name: ${name}`)
+          await c.query(`ALTER SYSTEM SET ${name} = ${c.escapeLiteral(String(value))}`)
+        }
+        await c.query("SELECT pg_reload_conf()")
+      }),
     destroy: async () => {
       await stop("immediate").catch(() => undefined)
       rmSync(dir, { recursive: true, force: true })
@@ -180,6 +204,10 @@ export const privateCluster = async (options: ClusterOptions = {}): Promise<Clus
  * own (`slot`, made by pg_basebackup -C), with `settings` (say
  * hot_standby_feedback): started, and streaming once this returns. The base
  * backup asks for a fast checkpoint (a spread one took 90 s here).
+ *
+ * Its WAL receiver connects as application_name `slot`: the name the
+ * primary's synchronous_standby_names takes to make it synchronous
+ * (`synchronous`). It is asynchronous otherwise.
  */
 export const privateStandby = async (primary: Cluster, slot: string, settings: Settings = {}): Promise<Cluster> => {
   const dir = ownDir()
@@ -191,6 +219,7 @@ export const privateStandby = async (primary: Cluster, slot: string, settings: S
     dir
   )
   configure(join(dir, "data"), { port, unix_socket_directories: dir, ...settings })
+  nameReceiver(join(dir, "data"), slot)
   const standby = await started(dir, port)
   const deadline = Date.now() + 30_000
   for (;;) {
@@ -206,6 +235,38 @@ export const privateStandby = async (primary: Cluster, slot: string, settings: S
       await standby.destroy()
       throw new Error(`the standby on slot ${slot} did not stream within 30 s`)
     }
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+// pg_basebackup -R writes primary_conninfo into postgresql.auto.conf (read
+// last, so it wins): the receiver's application_name goes in that line (in
+// every such line: a backup of a promoted standby also carries the one it had,
+// before its own, which wins).
+const nameReceiver = (data: string, name: string) => {
+  const file = join(data, "postgresql.auto.conf")
+  const text = readFileSync(file, "utf8")
+  const named = text.replace(/^primary_conninfo = '/gm, `primary_conninfo = 'application_name=${name} `)
+  if (named === text) throw new Error(`no primary_conninfo in ${file}`)
+  writeFileSync(file, named)
+}
+
+/**
+ * Makes `standby` (made by privateStandby on `slot`) the synchronous standby
+ * of `primary`: a commit there returns once the standby has flushed its WAL
+ * (synchronous_commit's default, on). Set on the primary only, after the base
+ * backup: a promoted standby that named itself would wait for ever. Returns
+ * once the primary reports the standby as sync.
+ */
+export const makeSynchronous = async (primary: Cluster, slot: string): Promise<void> => {
+  await primary.reconfigure({ synchronous_standby_names: `"${slot}"` })
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const sync = await primary.query((c) =>
+      c.query("SELECT 1 FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'", [slot])
+    )
+    if (sync.rowCount === 1) return
+    if (Date.now() > deadline) throw new Error(`the standby ${slot} did not become synchronous within 30 s`)
     await new Promise((r) => setTimeout(r, 50))
   }
 }

@@ -8,6 +8,7 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Queue } from "effect"
 import type { Claim } from "../../src/Domain.js"
+import { StorageError } from "../../src/Errors.js"
 import { Signal } from "../../src/internal/signal.js"
 import { Budget } from "../../src/internal/worker/bounded.js"
 import * as Claimer from "../../src/internal/worker/claimer.js"
@@ -164,5 +165,25 @@ describe("the claimer", () => {
       yield* t.claimer.stop(new Budget(100))
       expect(performance.now() - started).toBeLessThan(5_000)
       expect(t.state.mode).toBe("stopped")
+    }))
+  it.scopedLive("a failed claim is tried again after a moment, not after the poll, also when the next due time cannot be read", () =>
+    Effect.gen(function*() {
+      const failures = { claims: 0 }
+      const failing = (name: string) => new StorageError({ operation: name, cause: new Error("canceling statement due to statement timeout") })
+      const t = yield* setup({
+        concurrency: 2,
+        prefetch: 0,
+        // The first two claims fail; the next due time never reads (a table locked past the statement timeout).
+        repo: (repo) => ({
+          ...repo,
+          claim: (options) => failures.claims++ < 2 ? Effect.fail(failing("claim")) : repo.claim(options),
+          nextDueIn: Effect.fail(failing("nextDueIn"))
+        })
+      })
+      yield* t.repo.enqueueMany([1, 2].map((payload) => ({ kind: "job", payload })))
+      yield* t.claimer.start(yield* Effect.scope)
+      // The poll is a minute; `next` waits 10 s at most.
+      expect(yield* t.next).toBe("dispatch 2")
+      expect(failures.claims).toBe(3)
     }))
 })

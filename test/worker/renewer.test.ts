@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, TestClock } from "effect"
 import type { Claim } from "../../src/Domain.js"
+import { StorageError } from "../../src/Errors.js"
 import * as Renewer from "../../src/internal/worker/renewer.js"
 import type { Running } from "../../src/internal/worker/state.js"
 import type * as QueueRepo from "../../src/QueueRepo.js"
@@ -34,7 +35,7 @@ describe("the renewer", () => {
       const [a, b] = yield* claimed(repo, 2)
       // Both leases nearly over (on the database's clock).
       yield* sql.unsafe("UPDATE docket_items SET lease_until = 1000")
-      const run = runOf(a, 5)
+      const run = runOf(a, 1_500)
       const lost = yield* renew(repo, [run], [b], 1_000)
       expect(lost).toEqual([])
       expect(run.lost).toBe(false)
@@ -51,12 +52,12 @@ describe("the renewer", () => {
       yield* sql.unsafe("UPDATE docket_items SET lease_until = 0 WHERE id = ?", [a.id])
       const [taken] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute" })
       expect(taken.id).toBe(a.id)
-      const runA = runOf(a, 5)
-      const runB = runOf(b, 5)
+      const runA = runOf(a, 1_500)
+      const runB = runOf(b, 1_500)
       const lost = yield* renew(repo, [runA, runB], [], 1_000)
       expect(lost).toEqual([runA])
       expect(runA.lost).toBe(true)
-      expect(runA.deadline).toBe(5)
+      expect(runA.deadline).toBe(1_500)
       expect(runB.lost).toBe(false)
       expect(runB.deadline).toBe(1_000 + LEASE_MS)
       const stored = yield* row(sql, a.id)
@@ -72,7 +73,7 @@ describe("the renewer", () => {
       yield* sql.unsafe("UPDATE docket_items SET lease_until = 0 WHERE id = ?", [b.id])
       const [taken] = yield* repo.claim({ worker: "w2", limit: 1, lease: "1 minute" })
       expect(taken.id).toBe(b.id)
-      const [runA, runB, runC] = [a, b, c].map((claim) => runOf(claim, 5))
+      const [runA, runB, runC] = [a, b, c].map((claim) => runOf(claim, 1_500))
       const lost = yield* renew(repo, [runA, runB, runC], [], 1_000)
       expect(lost).toEqual([runA, runB])
       expect([runA.lost, runA.cancelled]).toEqual([true, "Cancelled: stop"])
@@ -137,14 +138,79 @@ describe("the renewer", () => {
       const tookMs = performance.now() - start
       expect(lost).toEqual([soon])
       expect(later.lost).toBe(false)
-      // Bounded by the earliest deadline (at least a sixth of the lease), never by the cancel.
-      expect(tookMs).toBeGreaterThanOrEqual(leaseMs / 6 - 5)
+      // Bounded by the earliest deadline, never by the cancel.
+      expect(tookMs).toBeGreaterThanOrEqual(300 - 5)
       expect(tookMs).toBeLessThan(1000)
     })))
 
-  it("a renewal's bound: until the earliest deadline, at least a sixth of the lease, at most the lease", () => {
+  it.live("a run already past its deadline is lost without asking: the renewal carries only the others", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      const carried: Array<number> = []
+      const counted: QueueRepo.Service = {
+        ...repo,
+        extendMany: (claims, lease) => Effect.zipRight(Effect.sync(() => carried.push(...claims.map((c) => c.id))), repo.extendMany(claims, lease))
+      }
+      const overdue = runOf(a, 1_000)
+      const current = runOf(b, 1_001)
+      const lost = yield* renew(counted, [overdue, current], [], 1_000)
+      expect(lost).toEqual([overdue])
+      expect(carried).toEqual([b.id])
+      expect(current.deadline).toBe(1_000 + LEASE_MS)
+    })))
+
+  // A server restarting or failing over: every renewal is refused at once.
+  // The time is the TestClock's (the renewer's sleeps and its `now`).
+  it.effect("after refused renewals, rounds come more often as a deadline nears: each run stops within 10 ms of its own", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { repo } = yield* freshRepo
+      const [a, b] = yield* claimed(repo, 2)
+      let sent = 0
+      const refusing: QueueRepo.Service = {
+        ...repo,
+        extendMany: () =>
+          Effect.zipRight(
+            Effect.sync(() => sent++),
+            Effect.fail(new StorageError({ operation: "extend lease", cause: new Error("connection refused") }))
+          )
+      }
+      const clock = yield* Effect.clock
+      const now = () => clock.unsafeCurrentTimeMillis()
+      const soon = runOf(a, 400)
+      const later = runOf(b, 2_500)
+      const lost: Array<readonly [Running, number]> = []
+      yield* Effect.forkScoped(Renewer.run({
+        repo: refusing,
+        leaseMs: 3_000, // a round every second while renewals work
+        running: new Set([soon, later]),
+        unrecorded: () => [],
+        publisher: yield* makePublisher(),
+        onLost: (entry) => Effect.sync(() => lost.push([entry, now()])),
+        now
+      }))
+      yield* TestClock.adjust("2600 millis")
+      expect(lost.map(([entry]) => entry)).toEqual([soon, later])
+      const [[, soonAt], [, laterAt]] = lost
+      expect(soonAt).toBeGreaterThanOrEqual(400)
+      expect(soonAt).toBeLessThanOrEqual(410)
+      expect(laterAt).toBeGreaterThanOrEqual(2_500)
+      expect(laterAt).toBeLessThanOrEqual(2_510)
+      // Tried again and again before each deadline, not only once a third of the lease.
+      expect(sent).toBeGreaterThan(8)
+    })))
+
+  it("the next round: a third of the lease, or half the time left before the earliest deadline, at least 10 ms", () => {
+    expect(Renewer.nextRoundIn([], 3_000, 1_000)).toBe(1_000)
+    expect(Renewer.nextRoundIn([100_000], 3_000, 1_000)).toBe(1_000)
+    expect(Renewer.nextRoundIn([1_400.2, 5_000], 3_000, 1_000)).toBe(201)
+    expect(Renewer.nextRoundIn([1_015], 3_000, 1_000)).toBe(10)
+    expect(Renewer.nextRoundIn([999], 3_000, 1_000)).toBe(10)
+  })
+
+  it("a renewal's bound: until the earliest deadline, at most the lease", () => {
     expect(Renewer.renewalBound([5_000, 2_000], 3_000, 1_000)).toBe(1_000)
-    expect(Renewer.renewalBound([1_100], 3_000, 1_000)).toBe(500)
+    expect(Renewer.renewalBound([1_100], 3_000, 1_000)).toBe(100)
     expect(Renewer.renewalBound([], 3_000, 1_000)).toBe(3_000)
     expect(Renewer.renewalBound([100_000], 3_000, 1_000)).toBe(3_000)
   })

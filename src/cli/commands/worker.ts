@@ -5,6 +5,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Effect, Either } from "effect"
+import * as Database from "../../Database.js"
 import * as Docket from "../../Docket.js"
 import * as V from "../../internal/validate.js"
 import type * as Worker from "../../Worker.js"
@@ -13,7 +14,17 @@ import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
 import { parseDuration, readPeriod } from "../input.js"
 import {
-  databaseOption, databaseUrl, durationOption, horizonOptions, horizonThreshold, integerOption, refuse, schemaName, textOption,
+  databaseOption,
+  databaseUrl,
+  durationOption,
+  horizonOptions,
+  horizonThreshold,
+  integerOption,
+  listenDatabaseUrl,
+  optionalText,
+  refuse,
+  schemaName,
+  textOption,
   withDefault
 } from "../options.js"
 import { describeDatabase } from "../queue.js"
@@ -36,6 +47,14 @@ const workerConfig = {
       "recurring, a cron expression: its items are enqueued at each tick."
   ),
   database: databaseOption,
+  listenDatabase: optionalText(
+    "listen-database",
+    "url",
+    "PostgreSQL: a URL for the LISTEN connection only, for a --database that goes through a " +
+      "transaction-pooling PgBouncer (where LISTEN hears nothing): a direct or session-pooled URL of the " +
+      "same database. Default: $DOCKET_LISTEN_DATABASE_URL; without either, a worker behind such a pooler " +
+      "warns once and polls."
+  ),
   concurrency: integerOption("concurrency", "Handlers running at once in this process.", { min: 1 }).pipe(
     withDefault(10)
   ),
@@ -116,6 +135,8 @@ const workerConfig = {
 /** The worker's checked options; durations in milliseconds. */
 export interface RunOptions {
   readonly url: string
+  /** PostgreSQL: the LISTEN connection's own URL (`Database.Options.listenDatabase`). */
+  readonly listenDatabase: string | undefined
   /** PostgreSQL's schema for Docket's objects (undefined: public). */
   readonly schema: string | undefined
   readonly tasks: string
@@ -137,8 +158,19 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
       return yield* usage(`--lease must be from ${MIN_LEASE_MS / 1000}s to ${V.MAX_LEASE_MS / DAY_MS} days`)
     }
     if (args.poll < 1) return yield* usage("--poll must be at least 1ms")
+    const url = databaseUrl(args.database)
+    const listenDatabase = listenDatabaseUrl(args.listenDatabase)
+    if (listenDatabase !== undefined) {
+      if (Database.parse(listenDatabase)._tag !== "Pg") {
+        return yield* usage("--listen-database (or DOCKET_LISTEN_DATABASE_URL) must be a postgres:// or postgresql:// URL")
+      }
+      if (Database.parse(url)._tag !== "Pg") {
+        return yield* usage("--listen-database (or DOCKET_LISTEN_DATABASE_URL) is for PostgreSQL: the database is a SQLite file")
+      }
+    }
     return {
-      url: databaseUrl(args.database),
+      url,
+      listenDatabase,
       schema: schemaName(args.database),
       tasks: args.tasks,
       concurrency: args.concurrency,
@@ -224,8 +256,8 @@ export const runWorker = (options: RunOptions) =>
     }).pipe(
       Effect.scoped,
       Effect.provide(Docket.layerClient(options.url, {
-        databaseOptions: { schema: options.schema },
-        repo: { retention: options.retention }
+        repo: { retention: options.retention },
+        databaseOptions: { listenDatabase: options.listenDatabase, schema: options.schema }
       })),
       Effect.onInterrupt(() =>
         service === undefined

@@ -285,15 +285,27 @@ const reservedClaims = (
     closed = true
     return drop
   }))))
+  const claimOn = (connection: Connection, params: ReadonlyArray<unknown>) =>
+    (connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
+      Effect.tapErrorCause(() => drop)
+    )
   return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError> =>
     lock.withPermits(1)(Effect.suspend(() => {
       if (closed) return pooled(params)
-      return Effect.flatMap(held === undefined ? reserve : Effect.succeed(held.connection), (connection) =>
-        connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
-        Effect.tapErrorCause(() => drop)
+      if (held === undefined) return Effect.flatMap(reserve, (connection) => claimOn(connection, params))
+      // A held connection the server ended while it waited (idle_session_timeout,
+      // an administrator, a pooler's restart) is replaced at once: its claim
+      // never left this process, so it is sent again on a fresh one.
+      return claimOn(held.connection, params).pipe(
+        Effect.catchIf(endedBeforeSent, () => Effect.flatMap(reserve, (connection) => claimOn(connection, params)))
       )
     }))
 }
+
+// pg's answer to a statement on a connection that had already failed: the
+// statement was not sent.
+const endedBeforeSent = (error: SqlError): boolean =>
+  error.cause instanceof Error && /is not queryable/.test(error.cause.message)
 
 /**
  * `claimAcquire` for a dialect. PostgreSQL, given a claim scope: claims run on

@@ -166,12 +166,17 @@ export class Claimer implements Part {
     // would hold the kind's places (or have used its starts) without running.
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
     const lease = Duration.millis(leaseMs)
-    const claims = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax }).pipe(
+    const claimed = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax }).pipe(
       Effect.tap(() => publisher.storageWorked("claim")),
-      Effect.catchAll((error) =>
-        Effect.as(Effect.zipRight(publisher.storageFailed("claim")(error), Effect.sleep(CLAIM_RETRY)), [] as ReadonlyArray<Claim>)
-      )
+      Effect.asSome,
+      Effect.catchAll((error) => Effect.as(publisher.storageFailed("claim")(error), Option.none<ReadonlyArray<Claim>>()))
     )
+    // A failed claim is tried again after a moment, not after the next due
+    // time or the poll: the read of the next due time would likely fail as
+    // well (a lock, a statement timeout, a restart) and leave the pool
+    // asleep for a whole poll.
+    if (Option.isNone(claimed)) return yield* Effect.sleep(CLAIM_RETRY)
+    const claims = claimed.value
     // A claim that ends once shutdown began leaves the mode as it is (mode.ts).
     if (!state.stopping) state.setMode(Mode.afterClaim(claims.length, room))
     if (claims.length > 0) {
@@ -189,7 +194,8 @@ export class Claimer implements Part {
     if (claims.length === room || state.stopping) return
     // Drained for now: sleep until a wake-up, the next due time, or the poll.
     this.deps.checkIdle()
-    const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.none<Duration.Duration>()))
+    // A failed read of the next due time: claim again after a moment (as after a failed claim).
+    const next = yield* repo.nextDueIn.pipe(Effect.orElseSucceed(() => Option.some(Duration.decode(CLAIM_RETRY))))
     const nextMs = Option.match(next, { onNone: () => pollMs, onSome: Duration.toMillis })
     yield* wakeup.wait(nextMs > 0 ? Math.min(pollMs, nextMs + 5) : pollMs)
   })
