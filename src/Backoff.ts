@@ -9,7 +9,10 @@
  * jitter, every email that failed during a mail-server outage would retry in
  * the same instant; with full jitter ([0, d]) some would retry almost at once.
  */
-import { Chunk, Duration, Effect, Schedule } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 
 /** A backoff policy: the delay after the `attempt`-th failure, given a random number in [0, 1). */
 export type Policy = (attempt: number, random: number) => Duration.Duration

@@ -26,8 +26,12 @@
  *   Layer.launch, NodeRuntime.runMain)
  * ```
  */
-import { HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
-import { Effect, Either, Layer } from "effect"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import type { HorizonThreshold } from "./Domain.js"
 import { InvalidInput } from "./Errors.js"
 import * as Horizon from "./internal/horizon.js"

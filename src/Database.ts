@@ -6,8 +6,15 @@
  * `postgres://` or `postgresql://` means PostgreSQL; anything else is a SQLite
  * file path (`sqlite:` / `file:` prefixes are accepted and removed).
  */
-import { SqlClient } from "@effect/sql"
-import { Cause, Config, Context, type Duration, Effect, Either, Layer, Option } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { existsSync, statSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import { DatabaseUnavailable, InvalidInput, type MigrationFailed } from "./Errors.js"

@@ -14,8 +14,12 @@
  * program.pipe(Effect.provide(DocketLive), NodeRuntime.runMain)
  * ```
  */
-import type { SqlClient } from "@effect/sql"
-import { Effect, Either, Layer, ParseResult, Schema } from "effect"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import * as Backoff from "./Backoff.js"
 import * as Database from "./Database.js"
 import { InvalidInput, type InvalidSchedule, type MigrationFailed, type StorageError } from "./Errors.js"

@@ -2,7 +2,7 @@
  * Docket's domain types: items and claims, what an operation did, counts.
  * Every module uses them from here; `QueueRepo` re-exports them for users.
  */
-import type { Duration } from "effect"
+import type * as Duration from "effect/Duration"
 import type { Item, ListState } from "./Item.js"
 
 /** Options of one enqueue. `delay` and `runAt` are exclusive. */

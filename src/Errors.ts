@@ -6,7 +6,7 @@
  * failure is reported as a `StorageError` so the caller knows the operation did
  * not take effect (an enqueue that fails with it was not queued).
  */
-import { Data } from "effect"
+import * as Data from "effect/Data"
 
 /** The field of an operation's input that was refused. */
 export type InvalidField =

@@ -13,7 +13,11 @@
  * })
  * ```
  */
-import { Context, type Duration, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type { Backoff } from "./Backoff.js"
 import type { GlobalLimits } from "./Domain.js"
 import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"

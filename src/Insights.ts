@@ -7,7 +7,7 @@
  * /metrics read. Re-exported by
  * Domain.ts, beside the queue's other types.
  */
-import type { Duration } from "effect"
+import type * as Duration from "effect/Duration"
 import type { FinishedState, Item, ListState } from "./Item.js"
 
 /** A kind's due items (waiting and due, or running with an ended lease) and how long the oldest has been due. */

@@ -20,9 +20,10 @@
  * docket_now_ms: pgSchema.ts), so a call resolves its tables there whatever
  * the caller's path (Docket's own statements name them qualified).
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Migrator from "@effect/sql/Migrator"
-import { Effect, Schedule } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { MigrationFailed } from "./Errors.js"
 import { files, type MigrationFile } from "./internal/migrationFiles.js"
 import * as PgSchema from "./internal/pgSchema.js"

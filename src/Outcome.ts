@@ -23,7 +23,8 @@
  * `Effect.die`: retried). Each is recorded in the item's `last_error` as
  * `<Tag>: <message>`.
  */
-import { Data, Duration } from "effect"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 
 /** Try again: after `delay`, or after the kind's backoff when no delay is given. */
 export class Retry extends Data.TaggedError("Retry")<{

@@ -16,8 +16,12 @@
  * yield* repo.complete(claim)
  * ```
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Either, Layer, type Scope } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import type { Retention } from "./Domain.js"
 import * as Storage from "./internal/storage.js"
 import * as Cancel from "./internal/store/cancel.js"

@@ -19,7 +19,7 @@
  * Docket.layer({ handlers: [BuildReport], recurring: [nightly] })
  * ```
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { InvalidSchedule } from "./Errors.js"
 import * as Ticks from "./internal/recurring/ticks.js"
 import * as V from "./internal/validate.js"

@@ -36,9 +36,14 @@
  * claim from it share one instance (each `QueueRepo.layer` builds its own,
  * so two queues on two databases in one application never share wake-ups).
  */
-import { SqlClient } from "@effect/sql"
-import type { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
 import { describe as describeTarget } from "./Database.js"
 import { listen, ListenDatabase, NotHeard, type Probe } from "./internal/listen.js"
 import * as PgSchema from "./internal/pgSchema.js"

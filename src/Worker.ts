@@ -38,7 +38,13 @@
  * This module holds the options, the tag, the wiring and the start list,
  * whose reverse is the shutdown order.
  */
-import { Context, Effect, Either, Exit, Layer, type Queue, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import type * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { Claim } from "./Domain.js"
 import type { InvalidSchedule } from "./Errors.js"
 import type { Counters, Event, Tag } from "./Events.js"

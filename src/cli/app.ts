@@ -7,7 +7,8 @@
  * SQLite file path. Exit codes: 0 ok, 1 failure, 2 bad usage or bad input (one
  * line on stderr saying what is wrong; nothing written).
  */
-import { Command, CommandDescriptor } from "@effect/cli"
+import * as Command from "@effect/cli/Command"
+import * as CommandDescriptor from "@effect/cli/CommandDescriptor"
 import { cancel } from "./commands/cancel.js"
 import { dashboard } from "./commands/dashboard.js"
 import { dead, deadCommands, deadGroup } from "./commands/dead.js"

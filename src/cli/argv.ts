@@ -10,8 +10,13 @@
  * is an "unknown argument"). Its parser still parses everything; these read
  * the command tree it is given (names and the `Usage` of each command).
  */
-import { AutoCorrect, CliConfig, CommandDescriptor, type Usage } from "@effect/cli"
-import { Either, LogLevel, Option } from "effect"
+import * as AutoCorrect from "@effect/cli/AutoCorrect"
+import * as CliConfig from "@effect/cli/CliConfig"
+import * as CommandDescriptor from "@effect/cli/CommandDescriptor"
+import type * as Usage from "@effect/cli/Usage"
+import * as Either from "effect/Either"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import type { CommandNode } from "./app.js"
 import { usage, type UsageError } from "./errors.js"
 

@@ -3,8 +3,10 @@
  * code. 0 ok, 1 failure (the database or a handler failed), 2 bad usage or bad
  * input (nothing was written).
  */
-import { ValidationError } from "@effect/cli"
-import { Cause, Data, Option } from "effect"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Option from "effect/Option"
 import { errorLine, errorMessage } from "./format.js"
 
 /** Bad usage or bad input found by the command itself (exit 2). */

@@ -3,7 +3,10 @@
  * (gracefully: running items get up to `grace`, the rest are interrupted and
  * given back, their attempt not counted) before it prints its summary.
  */
-import { Duration, Effect, Exit, Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import type { InvalidSchedule } from "../Errors.js"
 import type * as Handler from "../Handler.js"
 import type { QueueRepo } from "../QueueRepo.js"

@@ -10,7 +10,11 @@
  * lists the built-in flags under every subcommand. The documents themselves
  * are right; only their layout is done here.
  */
-import { type CliConfig, CommandDescriptor, HelpDoc, Span, Usage } from "@effect/cli"
+import type * as CliConfig from "@effect/cli/CliConfig"
+import * as CommandDescriptor from "@effect/cli/CommandDescriptor"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Span from "@effect/cli/HelpDoc/Span"
+import * as Usage from "@effect/cli/Usage"
 import type { CommandNode } from "./app.js"
 
 /** The width help is laid out to. */

@@ -3,7 +3,7 @@
  * of a bulk (NDJSON) file. Every check runs before the database is opened, so
  * bad input writes nothing.
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { InvalidInput } from "../Errors.js"
 import * as V from "../internal/validate.js"
 import type * as QueueRepo from "../QueueRepo.js"

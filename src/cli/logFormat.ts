@@ -14,7 +14,7 @@
  * cost about half the throughput of a busy worker, and a log of a million
  * "done" lines says less than one summary line. See docs/operations.md.
  */
-import { Duration } from "effect"
+import * as Duration from "effect/Duration"
 import type { Counters, Event, Tag } from "../Events.js"
 import { oneLine } from "./format.js"
 

@@ -9,8 +9,12 @@
  * without the flag, and an `Options` has no way to change a primitive's
  * message; `Options.mapEffect` is its hook for reading a value.
  */
-import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect, Either, Option } from "effect"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Database from "../Database.js"
 import * as Horizon from "../internal/horizon.js"
 import * as PgSchema from "../internal/pgSchema.js"

@@ -2,8 +2,8 @@
  * Opening the queue for one command: the database migrated, the repository
  * provided for the command's effect and closed after it.
  */
-import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { existsSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import * as Database from "../Database.js"

@@ -4,7 +4,7 @@
  * library's default); `done=1h,cancelled=7d,dead=30d` sets each state given;
  * `forever` keeps a state; `0` deletes (done at its complete).
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import type { Retention } from "../Domain.js"
 import { usage, type UsageError } from "./errors.js"
 import { parseDuration } from "./input.js"

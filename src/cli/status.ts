@@ -12,7 +12,12 @@
  * messages (warnings) go to stderr, one line each, in the same format, without
  * breaking the status line.
  */
-import { Cause, Effect, HashMap, Logger, Queue, type Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as HashMap from "effect/HashMap"
+import * as Logger from "effect/Logger"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { Event } from "../Events.js"
 import { StorageErrorLog } from "../internal/worker/events.js"
 import type * as Worker from "../Worker.js"

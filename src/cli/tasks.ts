@@ -36,7 +36,10 @@
  * Node's message says to rename it `.cjs`.) Task handlers can need no
  * services (nothing provides them).
  */
-import { Duration, Effect, Either, Schedule } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schedule from "effect/Schedule"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"

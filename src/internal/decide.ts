@@ -13,7 +13,9 @@
  * its claim (`Finished`); the recorder writes it through the repository's
  * `completeMany`, `failMany` or `snoozeMany` by its tag.
  */
-import { Cause, Either, Option } from "effect"
+import * as Cause from "effect/Cause"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type { Claim } from "../Domain.js"
 import { Cancel, Permanent, Retry, Snooze } from "../Outcome.js"
 import { checkMillis, MAX_DELAY_MS } from "./validate.js"

@@ -10,7 +10,9 @@
 import { type SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
 import { SqlError as SqlErrorClass } from "@effect/sql/SqlError"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { createConnection } from "node:net"
 import { defaultTracer } from "./tracing.js"
 

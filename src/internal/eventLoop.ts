@@ -5,7 +5,7 @@
  * outcome write) keeps them running at little cost; once per item cut a
  * drain to ~590 jobs/s.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** Resumes after one turn of the event loop (a macrotask). */
 export const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {

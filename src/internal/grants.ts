@@ -16,7 +16,7 @@
  * migrations on only reads it when nothing is pending: Migrations.ts), TRUNCATE,
  * REFERENCES, TRIGGER, CREATE.
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import { FUNCTIONS, type PgSchema, RELATIONS } from "./pgSchema.js"
 
 /** Relations read only: the view over waiting and done items, the migrations' bookkeeping. */

@@ -3,7 +3,8 @@
  * back"): the threshold's defaults and checks, and the holders as one line of
  * text each, for the worker's warning, `docket stats` and the dashboard.
  */
-import { Duration, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 import type { HorizonHolder, HorizonReport, HorizonThreshold } from "../Domain.js"
 import { InvalidInput } from "../Errors.js"
 import * as V from "./validate.js"

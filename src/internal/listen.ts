@@ -20,8 +20,13 @@
  * back (PgBouncer reuses the last one freed), and a port or a SHOW would
  * name PgBouncer but not a misdirected listenDatabase.
  */
-import type { PgClient } from "@effect/sql-pg"
-import { Context, Data, Deferred, Effect, Exit, Redacted } from "effect"
+import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Redacted from "effect/Redacted"
 import type pg from "pg"
 import * as SessionLimits from "./sessionLimits.js"
 

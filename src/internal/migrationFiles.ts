@@ -4,7 +4,7 @@
  * by our own loader (no `.ts` imports, so it works under tsx, vitest and
  * plain node alike).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { MigrationFailed } from "../Errors.js"

@@ -4,9 +4,13 @@
  * the server's session limits read by its first statement), the PgClient
  * built over it, and the direct pool Docket's hot statements use.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as DirectPool from "./directPool.js"
 import { ListenDatabase } from "./listen.js"
 import * as SessionLimits from "./sessionLimits.js"

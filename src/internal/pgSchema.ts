@@ -19,7 +19,10 @@
  * they carry `SET search_path` (Migrations.ts sets it on each), so they
  * resolve in their own schema whatever the caller's path.
  */
-import { Context, Effect, Either, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import { InvalidInput } from "../Errors.js"
 import { CANCEL_CHANNEL, NOTIFY_CHANNEL } from "./sql/notify.js"
 

@@ -8,7 +8,7 @@
  * fifth of the pickup after the enqueue returned. Here the waiter is resumed
  * directly and its timer cleared.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 // Node fires a timer whose delay exceeds a signed 32-bit millisecond count
 // (about 24.8 days, or Infinity: a `poll` of Duration.infinity) after 1 ms.

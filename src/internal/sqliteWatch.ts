@@ -28,7 +28,9 @@
  * processes' writes (network file systems, which SQLite does not support
  * across hosts anyway), likewise.
  */
-import { Effect, Runtime, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
 import { type FSWatcher, realpathSync, watch } from "node:fs"
 import { basename, dirname, resolve } from "node:path"
 

@@ -8,7 +8,8 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as Db from "./sql/db.js"
 import * as Claims from "./storage/claims.js"
 import * as History from "./storage/history.js"

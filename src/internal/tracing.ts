@@ -7,7 +7,9 @@
  * under another tracer, and so is the span context an item carries across the
  * queue (W3C traceparent: stored at enqueue, linked from the run's span).
  */
-import { Effect, Option, Tracer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
 
 /** Effect's built-in tracer: the one a fresh runtime has. */
 export const defaultTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)

@@ -11,7 +11,8 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 
 const isSqlError = (defect: unknown): defect is SqlError =>
   typeof defect === "object" && defect !== null && "_tag" in defect && defect._tag === "SqlError"

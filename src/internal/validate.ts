@@ -2,7 +2,9 @@
  * Input checks shared by every dialect. Each returns a typed `InvalidInput`
  * before any statement is sent, so bad input changes nothing.
  */
-import { Duration, Effect, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { InvalidInput, type InvalidField } from "../Errors.js"
 
 /** Longest kind, in characters. */

@@ -7,8 +7,13 @@
  * item), 2 for bad input (nothing written). A SQLite file that does not exist
  * is refused, not made.
  */
-import { Args, Command, HelpDoc } from "@effect/cli"
-import { Console, Effect, Either, Option } from "effect"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as V from "../../internal/validate.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed, usage } from "../errors.js"

@@ -4,8 +4,10 @@
  * --host says otherwise; read-only unless a token is given (--token, else
  * DOCKET_DASHBOARD_TOKEN).
  */
-import { Command, Options } from "@effect/cli"
-import { Effect, Option } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { DEFAULT_PORT, MIN_TOKEN_LENGTH } from "../../internal/dashboard/constants.js"
 import { databaseOption, horizonOptions, horizonThreshold, integerOption, optionalText } from "../options.js"
 

@@ -4,9 +4,12 @@
  * Node server) cost every other command about half a second of start-up when
  * imported with the command's options (1.16 s -> 1.71 s for `docket stats`).
  */
-import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Console, Effect, Layer, Option } from "effect"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { createServer } from "node:http"
 import { isIPv4, isIPv6 } from "node:net"
 import * as Dashboard from "../../Dashboard.js"

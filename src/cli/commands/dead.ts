@@ -2,8 +2,16 @@
  * `docket dead list | retry | delete`: the dead items of a queue. A SQLite
  * file that does not exist is refused, not made.
  */
-import { Args, Command, HelpDoc, Options } from "@effect/cli"
-import { Chunk, Console, Effect, Either, Option, Stream } from "effect"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as Chunk from "effect/Chunk"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed, usage, type UsageError } from "../errors.js"

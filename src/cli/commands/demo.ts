@@ -4,8 +4,11 @@
  * then succeed, one bad payload goes dead), the live status line, and a
  * summary once the work is done.
  */
-import { Command } from "@effect/cli"
-import { Console, Effect, Option, Schedule } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, relative } from "node:path"

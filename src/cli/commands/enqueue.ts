@@ -2,8 +2,10 @@
  * `docket enqueue`: one item from the arguments, or (with `--from`) the items
  * of an NDJSON file, see enqueueBulk.ts.
  */
-import { Command } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { usage } from "../errors.js"
 import { checkRequest, looksLikeOption, parsePayload, unknownOption } from "../input.js"
 import { fromEither } from "../options.js"

@@ -9,8 +9,12 @@
  * pass: that pass cost a third of the command for nothing written, measured
  * in docs/benchmarks.md, "Bulk enqueue from the command".)
  */
-import { SqlClient } from "@effect/sql"
-import { Console, Effect, Either, Fiber, Option } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import { createReadStream, existsSync, statSync } from "node:fs"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CHUNK_BYTES, type LineBatch, lineBatches } from "../bulkFile.js"

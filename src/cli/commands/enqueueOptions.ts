@@ -2,7 +2,9 @@
  * The options and arguments of `docket enqueue` (one item, or `--from` a
  * file): read by both enqueue.ts and enqueueBulk.ts, so neither imports the other.
  */
-import { Args, type Command, Options } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import type * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import * as V from "../../internal/validate.js"
 import { databaseOption, durationOption, integerOption, optionalText, timeOption } from "../options.js"
 

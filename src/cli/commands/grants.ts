@@ -5,8 +5,11 @@
  * role that owns the schema, after `docket migrate`: docs/operations.md, "A
  * schema of its own".
  */
-import { Command, Options } from "@effect/cli"
-import { Console, Effect, Either } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Grants from "../../internal/grants.js"
 import * as PgSchema from "../../internal/pgSchema.js"
 import { usage } from "../errors.js"

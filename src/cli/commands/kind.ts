@@ -3,8 +3,14 @@
  * operates, obeyed by every worker process on every host (the controls are
  * stored). A SQLite file that does not exist is refused, not made.
  */
-import { Args, Command, HelpDoc, Options } from "@effect/cli"
-import { Console, Effect, Either, Option } from "effect"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type * as QueueRepo from "../../QueueRepo.js"
 import * as V from "../../internal/validate.js"
 import { usage } from "../errors.js"

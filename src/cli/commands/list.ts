@@ -4,8 +4,10 @@
  * cursor). `--json` prints `{ items, cursor }`. A SQLite file that does not
  * exist is refused, not made.
  */
-import { Command } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { clip, foldLines, isoSeconds, table } from "../format.js"
 import { databaseOption, integerOption, jsonOption, kindOption, optionalText, withDefault } from "../options.js"

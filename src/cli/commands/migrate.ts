@@ -1,6 +1,7 @@
 /** `docket migrate`: creates or updates Docket's tables. */
-import { Command } from "@effect/cli"
-import { Console, Effect } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
 import * as Database from "../../Database.js"
 import * as Migrations from "../../Migrations.js"
 import { pluralWord } from "../format.js"

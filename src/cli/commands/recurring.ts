@@ -4,8 +4,9 @@
  * file's `recurring` export), live or stopped, as a table or JSON. A SQLite
  * file that does not exist is refused, not made.
  */
-import { Command } from "@effect/cli"
-import { Console, Effect } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { GONE_AFTER_MS } from "../../internal/liveness.js"
 import { clip, isoSeconds, table } from "../format.js"

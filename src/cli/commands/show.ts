@@ -3,8 +3,13 @@
  * result; `--json` prints the item as the library returns it. A SQLite file
  * that does not exist is refused, not made.
  */
-import { Args, Command, HelpDoc } from "@effect/cli"
-import { Console, Effect, Either, Option } from "effect"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { CommandFailed } from "../errors.js"
 import { isoSeconds } from "../format.js"

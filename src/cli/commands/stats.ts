@@ -5,8 +5,10 @@
  * horizon past --horizon-age / --horizon-transactions (vacuum cannot clean
  * up after the queue meanwhile: docs/operations.md).
  */
-import { Command } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Horizon from "../../internal/horizon.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { compareText, pad, padLeft } from "../format.js"

@@ -3,8 +3,10 @@
  * SIGINT/SIGTERM, shown by a status line (or log lines: failures, a periodic
  * summary, per-item lines with --log-items; text or JSON), stopped gracefully.
  */
-import { Command, Options } from "@effect/cli"
-import { Effect, Either } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Database from "../../Database.js"
 import * as Docket from "../../Docket.js"
 import * as V from "../../internal/validate.js"

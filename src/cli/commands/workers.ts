@@ -3,8 +3,9 @@
  * and gone (silent for longer than the gone age: killed or cut off), as a
  * table or JSON. A SQLite file that does not exist is refused, not made.
  */
-import { Command } from "@effect/cli"
-import { Console, Effect } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { GONE_AFTER_MS, REMOVE_AFTER_MS } from "../../internal/liveness.js"
 import { age, clip, isoSeconds, table } from "../format.js"

@@ -5,8 +5,10 @@
  * 401 no credentials, 403 refused, 404 unknown, 405 wrong method, 409 not in
  * a state the action applies to, 503 the database failed.
  */
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
 import * as QueueRepo from "../../QueueRepo.js"
 import { authorize, bodyText, type Config, forgetReads, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
 import * as Bulk from "./bulk.js"

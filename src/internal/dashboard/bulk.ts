@@ -10,7 +10,8 @@
  * for a confirmation showing the count first, and the confirmed post acts on
  * the items that page counted (`Confirmations`).
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { randomUUID } from "node:crypto"
 import type { Service } from "../store/service.js"
 import * as Model from "./model.js"

@@ -13,8 +13,8 @@
  * modules and needs no front-end package at run time; a git checkout runs
  * from src/ and reads them from node_modules (uplot is a devDependency).
  */
-import { HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"

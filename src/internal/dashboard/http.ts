@@ -3,8 +3,12 @@
  * carries (the Content-Security-Policy among them), reading a request's
  * query, form and cookies, and the guard every action passes.
  */
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
-import { Effect, Option } from "effect"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as UrlParams from "@effect/platform/UrlParams"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret, type WrongTokens } from "./auth.js"
 import type { View } from "./layout.js"
 import type { Confirmations } from "./bulk.js"

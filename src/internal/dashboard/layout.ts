@@ -3,7 +3,7 @@
  * sheet), the error page, the login page, an action's form (with the CSRF
  * token), and how times and ages read.
  */
-import { Duration } from "effect"
+import * as Duration from "effect/Duration"
 import { CSS_PATH, ICON_PATH, JS_PATH } from "./assets.js"
 import type { Access } from "./auth.js"
 import { CSRF_FIELD } from "./auth.js"

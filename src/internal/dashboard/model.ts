@@ -3,7 +3,9 @@
  * page, the JSON API and /metrics show, and what an action does. Failures
  * are a `Problem` with the HTTP status to answer with.
  */
-import { Data, Effect, Option } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type {
   FinishedMinute, HorizonReport, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo
 } from "../../Domain.js"

@@ -3,8 +3,11 @@
  * form actions (POST, then a redirect back: reloading repeats nothing), the
  * login and logout, and the style sheet.
  */
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as QueueRepo from "../../QueueRepo.js"
 import * as Assets from "./assets.js"
 import * as Bulk from "./bulk.js"

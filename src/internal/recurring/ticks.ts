@@ -10,7 +10,8 @@
  * fires once, at its first occurrence (EDT), so an hourly schedule has no
  * tick at the repeated 01:00 EST hour. A schedule without a zone is UTC.
  */
-import { Cron, Either } from "effect"
+import * as Cron from "effect/Cron"
+import * as Either from "effect/Either"
 
 /** At most this many ticks are enqueued in one pass, and at most this many missed ticks under `missed: "all"`. */
 export const TICK_BOUND = 1000

@@ -12,7 +12,7 @@
  * docs/benchmarks.md, "The cost of history"). SQLite marks it in place (2-4%).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { fencesJson, intArray, op } from "./db.js"
 import { heldFirst, pgGiven, pgHeld } from "./held.js"

@@ -23,7 +23,7 @@
  * had landed behind it: the next claims go on from them, in order). After a
  * cursor walk, a cursor only moves on.
  */
-import { Metric } from "effect"
+import * as Metric from "effect/Metric"
 import { num } from "./rows.js"
 
 /** The longest a worker claims with cursors before a full walk (while full walks are cheap). */

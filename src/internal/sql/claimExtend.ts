@@ -3,7 +3,7 @@
  * database's now. Fenced by the claim's token; each row returned is one renewed.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { fencesJson, intArray, op } from "./db.js"
 import { heldFirst, pgHeld } from "./held.js"

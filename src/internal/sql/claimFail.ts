@@ -22,7 +22,7 @@
  * nothing. Complete and claim never write the table.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 import { intArray, op } from "./db.js"

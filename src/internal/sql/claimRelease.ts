@@ -5,7 +5,7 @@
  * one row per applied release, with its outcome ("waiting" or "absorbed").
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 import { bothInOne, fencesJson, intArray, op } from "./db.js"

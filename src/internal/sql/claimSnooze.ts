@@ -8,7 +8,7 @@
  * applied snooze, with its outcome ("waiting" or "absorbed").
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import * as Absorb from "./absorb.js"
 import * as Release from "./claimRelease.js"
 import * as Now from "./clock.js"

@@ -5,7 +5,7 @@
  * totals read them with what is still stored, in one snapshot.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { type Db, op } from "./db.js"
 import { type DeadSelection, type IdRow, toIds } from "./rows.js"
 

@@ -15,7 +15,9 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import { Cursors } from "./claimCursors.js"
 import * as DirectPool from "../directPool.js"
 import * as PgSchema from "../pgSchema.js"

@@ -4,7 +4,7 @@
  * left the store (docket_counts, 0012), so the dead counter never falls.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import { deadSelection, pgAdd } from "./counts.js"
 import type { Db } from "./db.js"
 import type { DeadSelection } from "./rows.js"

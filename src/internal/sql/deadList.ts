@@ -1,6 +1,6 @@
 /** List dead: a page of dead items in id order, optionally of one kind. */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Item } from "../../Domain.js"
 import { ITEM_COLUMNS } from "./columns.js"
 import { type Run, texts } from "./db.js"

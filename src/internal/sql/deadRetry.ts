@@ -15,7 +15,7 @@
  * retry the item again (and count its death twice).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import { waitingTwin } from "./absorb.js"
 import * as Now from "./clock.js"
 import { deadSelection, pgAdd } from "./counts.js"

@@ -12,7 +12,7 @@
  * text has one form (no "cursor IS NULL OR", which no index serves).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Item } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { ITEM_COLUMNS } from "./columns.js"

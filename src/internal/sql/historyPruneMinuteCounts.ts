@@ -5,7 +5,7 @@
  * counter never falls.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { pgAdd, sqliteCounting } from "./counts.js"
 import { op } from "./db.js"

@@ -6,7 +6,7 @@
  * id): only the items finished in the window.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { FinishedMinute, FinishedState } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"

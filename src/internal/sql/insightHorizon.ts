@@ -32,7 +32,8 @@
  * checkpointed back to its start) is not measured here (docs/concepts.md).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { HorizonHolder } from "../../Domain.js"
 import { op } from "./db.js"
 import { num, numOrNull } from "./rows.js"

@@ -6,7 +6,7 @@
  * grouped by kind; finished items are not read.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { OldestDue } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"

@@ -5,7 +5,7 @@
  * per kind and minute of the window (migration 0009).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { RetriedMinute } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"

@@ -7,7 +7,7 @@
  * an index; bounding the rows it reads bounds its cost).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Item, ListState } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { ITEM_COLUMNS } from "./columns.js"

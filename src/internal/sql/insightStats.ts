@@ -6,7 +6,7 @@
  * dialects but for the clock expression.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Counts, Stats } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"

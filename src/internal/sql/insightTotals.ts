@@ -4,7 +4,7 @@
  * (/metrics' docket_finished_total, docket_retried_total).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Total } from "../../Domain.js"
 import { type Run, texts } from "./db.js"
 import { num } from "./rows.js"

@@ -10,7 +10,7 @@
  * with no row names no item.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { intArray, op } from "./db.js"
 import { CANCEL_CHANNEL, CANCEL_IDS_PER_NOTICE } from "./notify.js"

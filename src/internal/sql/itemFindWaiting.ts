@@ -3,7 +3,7 @@
  * rows went that its insert skipped.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import { op } from "./db.js"
 import type { KeyRow } from "./rows.js"
 

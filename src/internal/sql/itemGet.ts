@@ -4,7 +4,8 @@
  * primary-key probe in each table.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { Item } from "../../Domain.js"
 import { ITEM_COLUMNS } from "./columns.js"
 import { type Run, texts } from "./db.js"

@@ -3,7 +3,7 @@
  * in one statement. From docket_items_all, as sql/itemGet.ts.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Item } from "../../Domain.js"
 import { ITEM_COLUMNS } from "./columns.js"
 import { intArray, op } from "./db.js"

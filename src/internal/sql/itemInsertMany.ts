@@ -5,7 +5,7 @@
  * traceparent, stored with every row (null outside a trace).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { intArray, op } from "./db.js"
 import { NOTIFY_CHANNEL } from "./notify.js"

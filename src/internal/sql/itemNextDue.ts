@@ -9,7 +9,9 @@
  * for it; items already due are the claim's, not the wait's.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Now from "./clock.js"
 import { op, type Run } from "./db.js"
 import { num } from "./rows.js"

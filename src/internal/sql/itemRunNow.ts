@@ -4,7 +4,7 @@
  * the ids moved; on PostgreSQL idle pools are notified at commit.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { op } from "./db.js"
 import { NOTIFY_CHANNEL } from "./notify.js"

@@ -4,7 +4,7 @@
  * by state.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { KindInfo } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"

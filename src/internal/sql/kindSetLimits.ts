@@ -10,7 +10,7 @@
  * once; the notification is sent at the change's commit.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { type Db, op } from "./db.js"
 import { NOTIFY_CHANNEL } from "./notify.js"

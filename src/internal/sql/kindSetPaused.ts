@@ -5,7 +5,7 @@
  * the change's commit).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { op } from "./db.js"
 import { NOTIFY_CHANNEL } from "./notify.js"

@@ -3,7 +3,7 @@
  * pool's first declaration of it). Every time is the database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"
 import type { ScheduleFields } from "./rows.js"

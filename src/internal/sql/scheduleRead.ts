@@ -4,7 +4,7 @@
  * database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { op } from "./db.js"
 import { num } from "./rows.js"

@@ -4,7 +4,7 @@
  * internal/store/schedules.ts). Every time is the database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { type Run, texts } from "./db.js"
 import type { ScheduleFields } from "./rows.js"

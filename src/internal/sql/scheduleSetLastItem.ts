@@ -4,7 +4,7 @@
  * time is the database's clock.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { type Run, texts } from "./db.js"
 
 /** PostgreSQL: $1 name, $2 the last tick's item (in the transaction of its compare-and-set). */

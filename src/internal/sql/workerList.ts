@@ -4,7 +4,7 @@
  * clock (./clock.ts), so hosts with skewed clocks agree on which pool is gone.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { WorkerInfo } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { WORKER_COLUMNS } from "./columns.js"

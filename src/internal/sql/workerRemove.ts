@@ -3,7 +3,7 @@
  * removed at its graceful stop.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { type Run, texts } from "./db.js"
 
 /** PostgreSQL: $1 the pool's id; returns its id if it was there. */

@@ -4,7 +4,7 @@
  * hear of the running ones at once (on PostgreSQL every pool hears of them
  * through the statement's notification, sql/itemCancelMany.ts).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { CancelOptions, CancelOutcome } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"

@@ -4,7 +4,8 @@
  * (./fence.ts): a worker whose lease was lost, and whose item another worker
  * claimed, changes nothing.
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { Claim, Completion, FailOutcome, ReleaseOutcome, SnoozeOutcome } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { Service } from "./service.js"

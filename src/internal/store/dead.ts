@@ -3,7 +3,7 @@
  * (waiting again with a fresh attempt budget) and deleting them, by ids or
  * all (optionally of one kind).
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { DeadSelection } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { Service } from "./service.js"

@@ -6,7 +6,8 @@
  * its run's span links to (internal/tracing.ts).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { EnqueueResult } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Service } from "./service.js"

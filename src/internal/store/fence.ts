@@ -5,7 +5,7 @@
  * are resolved by withTwinFallback.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Claim } from "../../Domain.js"
 import { type Fence, type FencedRow, type FencedStateRow, num } from "../sql/rows.js"
 import type { Storage } from "../storage.js"

@@ -3,7 +3,8 @@
  * retention, checked once when the service is built), pruning what outlived
  * it, and listing items a page at a time, newest first, with an opaque cursor.
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { FinishedState, Item, ListOptions, ListState, PruneResult, Retention } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import { type ListQuery, TOP_KEY } from "../sql/historyList.js"

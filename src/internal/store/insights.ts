@@ -5,7 +5,9 @@
  * holds back a PostgreSQL database's xmin horizon; and "run now", which makes
  * scheduled items due at once.
  */
-import { Effect, Either, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type { ListState, SearchOptions } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"

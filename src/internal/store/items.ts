@@ -3,7 +3,8 @@
  * item becomes due. An id that is not a positive safe integer names no item:
  * it is answered without a query.
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type { Storage } from "../storage.js"
 import { storage } from "./decode.js"
 import type { Service } from "./service.js"

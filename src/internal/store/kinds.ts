@@ -3,7 +3,8 @@
  * counts, pausing and resuming, and their global limits (set by a person, or
  * declared by a handler's code: a person's setting wins, below).
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { GlobalLimits, Rate } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"

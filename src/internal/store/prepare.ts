@@ -2,7 +2,7 @@
  * Checking and encoding an enqueue request: the row an insert writes, or a
  * typed `InvalidInput` naming the field (and, in a bulk enqueue, the item).
  */
-import { Either } from "effect"
+import * as Either from "effect/Either"
 import type { EnqueueRequest } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { InsertRow } from "../sql/itemInsertMany.js"

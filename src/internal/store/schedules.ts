@@ -14,8 +14,9 @@
  * database's now, read in the statement that reads the schedules, never
  * from this machine's clock.
  */
-import type { Cron } from "effect"
-import { Effect, Either } from "effect"
+import type * as Cron from "effect/Cron"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { DeclareOutcome, EnqueueRequest, ScheduleInfo, TickPass } from "../../Domain.js"
 import { InvalidInput, StorageError } from "../../Errors.js"
 import type { Declaration } from "../../Recurring.js"

@@ -3,7 +3,9 @@
  * there for users): declared here, beside the parts that implement it, so
  * that QueueRepo.ts imports its parts and none of them imports it back.
  */
-import type { Duration, Effect, Option } from "effect"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,

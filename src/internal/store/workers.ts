@@ -5,7 +5,8 @@
  * `InvalidInput`, nothing written); a pool's status is decided from its
  * heartbeat's age on the database's clock (sql/workerList.ts).
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type { WorkerHeartbeat } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type { HeartbeatRow } from "../sql/workerHeartbeat.js"

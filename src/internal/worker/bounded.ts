@@ -10,7 +10,11 @@
  * in the background (its connection is then closed, never given back to the
  * pool), and the caller moves on at the bound.
  */
-import { Duration, Effect, Fiber, type Option, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 
 /**
  * On shutdown, how long its database waits may take in all, beyond the grace

@@ -14,7 +14,10 @@
  * is refused, and `markCancelled` tells a cancel from a lease another worker
  * took, so the logs and events say which.
  */
-import { Effect, type Fiber, Queue, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { type Budget, forkDetached, interruptWithin } from "./bounded.js"

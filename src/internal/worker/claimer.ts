@@ -10,7 +10,12 @@
  * sent and no item starts after its stop begins, and the claim in flight ends
  * first (one cut off mid-statement could lease items nobody holds).
  */
-import { Duration, Effect, Fiber, Metric, Option, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type { Claim } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type * as Wakeups from "../../Wakeups.js"

@@ -1,7 +1,8 @@
 /**
  * The pool's options, checked and resolved to numbers once.
  */
-import { Duration, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 import { hostname } from "node:os"
 import type { HorizonThreshold } from "../../Domain.js"
 import * as Horizon from "../horizon.js"

@@ -3,7 +3,13 @@
  * a pool with no subscriber spends nothing on them. They go into a sliding
  * buffer, so a slow subscriber loses its oldest events and never slows the pool.
  */
-import { Clock, Effect, Metric, MetricBoundaries, PubSub, Queue, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Counters, Event, Tag } from "../../Events.js"
 import type { Part } from "./part.js"

@@ -8,7 +8,11 @@
  * Interruption is handled once per slot (slots.ts), not per item: two
  * interruption regions per item cost more than a no-op handler's whole run.
  */
-import { Duration, Effect, Either, Metric, type Tracer } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Metric from "effect/Metric"
+import type * as Tracer from "effect/Tracer"
 import * as Backoff from "../../Backoff.js"
 import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"

@@ -9,7 +9,10 @@
  * writes them in the background, every 5 s until it can: it must not refuse
  * to run because of a declaration.
  */
-import { Effect, type Fiber, Schedule, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import type { GlobalLimits } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { type Budget, forkDetached, interruptWithin } from "./bounded.js"

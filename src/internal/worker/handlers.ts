@@ -4,7 +4,9 @@
  * encoder (when it keeps its result), its
  * per-process concurrency limit, its budget of attempts and its cap on snoozes.
  */
-import { type Context, Either, Schema } from "effect"
+import type * as Context from "effect/Context"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import type { GlobalLimits } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Handler from "../../Handler.js"

@@ -14,7 +14,11 @@
  * and each pool's log says it. A failed read is logged as a storage error
  * (rate-limited, events.ts) and tried again at the next period.
  */
-import { Clock, Effect, type Fiber, Option, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type { HorizonReport } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import * as Horizon from "../horizon.js"

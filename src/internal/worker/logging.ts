@@ -7,7 +7,10 @@
  * the handler forks keep their item, like annotations). Annotations the
  * handler sets itself win over these.
  */
-import { FiberRef, FiberRefs, HashMap, Logger } from "effect"
+import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
+import * as HashMap from "effect/HashMap"
+import * as Logger from "effect/Logger"
 import type { Claim } from "../../Domain.js"
 
 /** What a slot fiber holds: its slot, whose running item changes. */

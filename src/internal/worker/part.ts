@@ -18,7 +18,8 @@
  * which hands items to the slots), the earlier one calls through a
  * `LateBound`: made first, filled once when every part exists.
  */
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import type { Budget } from "./bounded.js"
 
 /** A part of the pool: started once, stopped once (see the module doc). */

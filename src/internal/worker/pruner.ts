@@ -13,7 +13,9 @@
  * pools pruning at once never take the same row (PostgreSQL: SKIP LOCKED;
  * SQLite: one writer). A failed prune is logged; the next pass tries again.
  */
-import { Effect, type Fiber, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { yieldToEventLoop } from "../eventLoop.js"
 import { PRUNE_BATCH } from "../store/history.js"

@@ -15,7 +15,14 @@
  * batch it carried would be lost (those items would run again once their
  * leases ran out). The renewer keeps their leases meanwhile (`unrecorded`).
  */
-import { Effect, Either, Exit, Fiber, Metric, Option, Queue, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type { Claim, FailNext } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"

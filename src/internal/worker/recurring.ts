@@ -18,7 +18,10 @@
  * interrupted (a pass cut off rolls back; another pool, or the next start,
  * enqueues its ticks).
  */
-import { Duration, Effect, Fiber, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Declaration } from "../../Recurring.js"
 import { HEARTBEAT_MAX_MS } from "../liveness.js"

@@ -10,7 +10,11 @@
  * failure, and the next one tries again; it inserts the row again if it was
  * removed meanwhile (the pool looked gone for an hour, or a person deleted it).
  */
-import { Duration, Effect, type Fiber, Option, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import type { WorkerRegistration } from "../../Domain.js"

@@ -39,7 +39,11 @@
  * a third of the lease before it runs out) is logged once per pool, as a
  * warning naming the lease to use.
  */
-import { Duration, Effect, type Fiber, Option, type Scope } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type { Claim } from "../../Domain.js"
 import { StorageError } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"

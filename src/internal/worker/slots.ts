@@ -19,7 +19,11 @@
  * the grace, then are interrupted (their interruption releases their leases,
  * attempt not counted).
  */
-import { Effect, Fiber, FiberRef, HashSet, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as HashSet from "effect/HashSet"
+import * as Option from "effect/Option"
 import type { Claim } from "../../Domain.js"
 import { boundedWait, type Budget } from "./bounded.js"
 import type { Executor } from "./executor.js"

@@ -10,7 +10,7 @@
  * (running, or with an outcome not yet written), is logged once, as a
  * warning that says what happened and what to do.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /** What the watch needs from the pool. */
 export interface StallDeps {

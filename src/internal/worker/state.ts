@@ -7,7 +7,11 @@
  * out while it still ran it; then the stale run and the new one are apart
  * (the stale one's renewal fails and it is interrupted).
  */
-import { Deferred, Effect, Exit, type Fiber, FiberId } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import type { Claim } from "../../Domain.js"
 import type { Counters } from "../../Events.js"
 import { ClaimBuffer, type Entry } from "../buffer.js"

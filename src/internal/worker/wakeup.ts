@@ -8,7 +8,10 @@
  * Its stop closes that scope once claiming has stopped (a notification after
  * it would wake nobody), within what is left of the shutdown's budget.
  */
-import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import type * as Wakeups from "../../Wakeups.js"
 import type { Budget } from "./bounded.js"
 import type { Part } from "./part.js"
