@@ -70,7 +70,7 @@ const moduleCosts = () => {
     ["@effect/platform-node NodeContext + NodeRuntime", ["@effect/platform-node/NodeContext", "@effect/platform-node/NodeRuntime"]],
     ["tsx's loader API (TypeScript task files only)", ["tsx/esm/api"]],
     ["docket (dist/index.js, the library)", [join(ROOT, "dist", "index.js")]],
-    ["docket's command (dist/cli/commands/worker.js and its imports)", [join(ROOT, "dist", "cli", "commands", "worker.js")]]
+    ["docket's worker command (dist/cli/commands/workerRun.js and its imports)", [join(ROOT, "dist", "cli", "commands", "workerRun.js")]]
   ]
   const rows = sets.map(([name, mods]) => {
     const runs = [0, 1, 2].map(() =>

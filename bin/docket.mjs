@@ -17,19 +17,22 @@ if (process.argv.length === 3 && process.argv[2] === "--version") {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
   process.stdout.write(`${pkg.version}\n`)
 } else if (existsSync(new URL("../src/cli/main.ts", import.meta.url))) {
-  // The dependencies are imported first, before the loader is registered:
-  // loaded through tsx's hooks, Effect's thousand modules take about twice as
-  // long to start. They are the same module instances the sources import
-  // afterwards.
+  // The dependencies every command loads are imported first, before the
+  // loader is registered: loaded through tsx's hooks, Effect's modules take
+  // about twice as long to start. They are the same module instances the
+  // sources import afterwards. Only what every command needs, by the modules'
+  // own paths as the sources import them: the packages' indexes (effect's
+  // loads all 362 of its modules) and both SQL drivers (one is ever used)
+  // would cost more than going through the hooks for the few that remain.
   const { register } = await import("tsx/esm/api")
   await Promise.all([
-    import("effect"),
-    import("@effect/cli"),
+    import("effect/Effect"),
+    import("effect/Schema"),
+    import("@effect/cli/Command"),
     import("@effect/platform-node/NodeContext"),
     import("@effect/platform-node/NodeRuntime"),
-    import("@effect/sql"),
-    import("@effect/sql-pg"),
-    import("@effect/sql-sqlite-node")
+    import("@effect/sql/SqlClient"),
+    import("@effect/sql/Migrator")
   ])
   register()
   globalThis.__docketTsxRegistered = true

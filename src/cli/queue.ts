@@ -6,20 +6,33 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { existsSync } from "node:fs"
 import { dirname, resolve } from "node:path"
+import * as Layer from "effect/Layer"
 import * as Database from "../Database.js"
-import * as Docket from "../Docket.js"
-import * as QueueRepo from "../QueueRepo.js"
+import type * as QueueRepo from "../QueueRepo.js"
 import { usage } from "./errors.js"
 import { type DatabaseArgs, databaseOptions, databaseUrl } from "./options.js"
 
-/** Runs `f` on the queue the arguments name (made and migrated if need be). */
+/**
+ * Runs `f` on the queue the arguments name (made and migrated if need be).
+ *
+ * The repository's modules (the store, its SQL, about 80 of Docket's own) are
+ * loaded here, when a command opens the queue, not when the command line is
+ * parsed: `--help` and a usage error never load them. It is
+ * `Docket.layerClient` without Docket.ts, whose import of the pool (Worker.ts
+ * and its parts) no command but `worker` and `demo` needs.
+ */
 export const withRepo = <A, E>(
   database: DatabaseArgs,
   f: (repo: QueueRepo.Service) => Effect.Effect<A, E, SqlClient.SqlClient>
 ) =>
-  Effect.flatMap(QueueRepo.QueueRepo, f).pipe(
-    Effect.provide(Docket.layerClient(databaseUrl(database), { databaseOptions: databaseOptions(database) }))
-  )
+  Effect.flatMap(Effect.promise(() => import("../QueueRepo.js")), (QueueRepo) =>
+    Effect.flatMap(QueueRepo.QueueRepo, f).pipe(
+      Effect.provide(
+        QueueRepo.layer().pipe(
+          Layer.provideMerge(Database.layer(databaseUrl(database), databaseOptions(database)))
+        )
+      )
+    ))
 
 /**
  * For the commands that only look at a queue (stats, dead): a SQLite file

@@ -8,13 +8,9 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Database from "../../Database.js"
-import * as Docket from "../../Docket.js"
 import * as V from "../../internal/validate.js"
-import type * as Worker from "../../Worker.js"
 import { usage } from "../errors.js"
-import { plural } from "../format.js"
-import * as Graceful from "../graceful.js"
-import { parseDuration, readPeriod } from "../input.js"
+import { parseDuration } from "../input.js"
 import {
   databaseOption,
   databaseUrl,
@@ -29,12 +25,10 @@ import {
   textOption,
   withDefault
 } from "../options.js"
-import { describeDatabase } from "../queue.js"
-import { LOG_FORMATS, type LogFormat, type LogOptions } from "../logFormat.js"
-import { printRecord, setLogFormat, show } from "../status.js"
-import { describeRetention, parseRetention } from "../retention.js"
-import { loadTasks } from "../tasks.js"
+import { LOG_FORMATS, type LogFormat } from "../logFormat.js"
+import { parseRetention } from "../retention.js"
 import type { Retention } from "../../Domain.js"
+import type { RunOptions } from "./workerRun.js"
 
 // The command's own floor for --lease (the library takes any lease from 1 ms); the ceiling is the library's.
 const MIN_LEASE_MS = 1000
@@ -134,25 +128,6 @@ const workerConfig = {
   ...horizonOptions
 }
 
-/** The worker's checked options; durations in milliseconds. */
-export interface RunOptions {
-  readonly url: string
-  /** PostgreSQL: the LISTEN connection's own URL (`Database.Options.listenDatabase`). */
-  readonly listenDatabase: string | undefined
-  /** PostgreSQL's schema for Docket's objects (undefined: public). */
-  readonly schema: string | undefined
-  readonly tasks: string
-  readonly concurrency: number
-  readonly lease: number
-  readonly poll: number
-  readonly grace: number
-  readonly allKinds: boolean
-  readonly retention: Retention
-  readonly log: LogOptions
-  /** When the pool warns that the xmin horizon is held back (PostgreSQL). */
-  readonly horizon: { readonly age: number; readonly transactions: number }
-}
-
 /** Checks the worker's options (exit 2 on a bad one). */
 export const workerOptions = (args: Command.Command.ParseConfig<typeof workerConfig>) =>
   Effect.gen(function*() {
@@ -186,91 +161,16 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
     } satisfies RunOptions
   })
 
-/** The stopped line: what this worker did, from its counters. */
-const stoppedRecord = (id: string, c: Worker.Counters) => ({
-  level: "info" as const,
-  event: "worker stopped",
-  message: `docket worker stopped: done ${c.completed}, retried ${c.retried}, dead ${c.dead}, ` +
-    `given back ${c.released}, cancelled ${c.cancelled}${c.snoozed > 0 ? `, snoozed ${c.snoozed}` : ""}` +
-    `${c.pruned > 0 ? `, pruned ${c.pruned}` : ""}`,
-  fields: {
-    worker: id,
-    done: c.completed,
-    retried: c.retried,
-    dead: c.dead,
-    released: c.released,
-    cancelled: c.cancelled,
-    snoozed: c.snoozed,
-    pruned: c.pruned
-  }
-})
-
-/** Runs a worker over a folder of task files until interrupted (SIGINT/SIGTERM). */
-export const runWorker = (options: RunOptions) =>
-  Effect.gen(function*() {
-    yield* setLogFormat(options.log.format)
-    const { handlers, recurring } = yield* loadTasks(options.tasks)
-    const graceMs = options.grace
-    let service: Worker.Service | undefined
-    yield* Effect.gen(function*() {
-      const pool = yield* Graceful.start({
-        handlers,
-        concurrency: options.concurrency,
-        lease: options.lease,
-        poll: options.poll,
-        grace: graceMs,
-        claimKinds: options.allKinds ? "all" : "handled",
-        recurring,
-        horizon: options.horizon
-      })
-      const worker = pool.worker
-      service = worker
-      // Shown until after the pool stopped, so the items finishing in the grace show too. The status
-      // line only in a terminal, and only when no log option asks for lines.
-      const statusLine = process.stdout.isTTY === true && options.log.format === "text" && !options.log.items
-      yield* show(worker, statusLine, options.log)
-      const kinds = handlers.map((h) => h.kind)
-      yield* printRecord({
-        level: "info",
-        event: "worker started",
-        message: `docket worker ${worker.id} started on ${describeDatabase(options.url, options.schema)}: ` +
-          `${plural(handlers.length, "kind")} (${kinds.join(", ")}), ` +
-          `concurrency ${options.concurrency}` +
-          (recurring.length === 0 ? "" : `, recurring ${recurring.map((r) => `${r.name} (${r.cron})`).join(", ")}`) +
-          `; keeps finished items: ${describeRetention(options.retention, readPeriod)}`,
-        fields: { worker: worker.id, database: describeDatabase(options.url, options.schema), kinds, concurrency: options.concurrency }
-      })
-      return yield* Effect.never.pipe(
-        Effect.onInterrupt(() =>
-          worker.counters.pipe(
-            Effect.flatMap((c) =>
-              printRecord({
-                level: "info",
-                event: "worker stopping",
-                message: `docket worker stopping: ${plural(c.running, "running item")} may finish within ${graceMs} ms`,
-                fields: { worker: worker.id, running: c.running, graceMs }
-              })
-            ),
-            Effect.zipRight(pool.stop)
-          )
-        )
-      )
-    }).pipe(
-      Effect.scoped,
-      Effect.provide(Docket.layerClient(options.url, {
-        repo: { retention: options.retention },
-        databaseOptions: { listenDatabase: options.listenDatabase, schema: options.schema }
-      })),
-      Effect.onInterrupt(() =>
-        service === undefined
-          ? Effect.void
-          : Effect.flatMap(service.counters, (c) => printRecord(stoppedRecord(service!.id, c)))
-      )
-    )
-  })
-
-/** The `worker` command. */
-export const worker = Command.make("worker", workerConfig, (args) => Effect.flatMap(workerOptions(args), runWorker)).pipe(
+/**
+ * The `worker` command. Running the pool (workerRun.ts: the pool, its parts,
+ * the task files' loader) is loaded once the options are read, so the other
+ * commands and --help do not load it.
+ */
+export const worker = Command.make("worker", workerConfig, (args) =>
+  Effect.flatMap(
+    workerOptions(args),
+    (options) => Effect.flatMap(Effect.promise(() => import("./workerRun.js")), (m) => m.runWorker(options))
+  )).pipe(
   Command.withDescription(
     "Migrates the database, then runs the task files of --tasks until SIGINT or SIGTERM (graceful: " +
       "running items get --grace to finish, then are given back). It claims only the kinds it has " +
