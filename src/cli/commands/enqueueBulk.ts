@@ -20,6 +20,7 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import { CHUNK_BYTES, type LineBatch, lineBatches } from "../bulkFile.js"
 import { usage, type UsageError } from "../errors.js"
 import { plural } from "../format.js"
+import { releaseYoungGeneration } from "../heapGrowth.js"
 import { looksLikeOption, parseBulkLine, unknownOption } from "../input.js"
 import { withRepo } from "../queue.js"
 import type { EnqueueArgs } from "./enqueueOptions.js"
@@ -51,6 +52,8 @@ const parseBatch = ({ lines, numbers }: LineBatch): Effect.Effect<Array<QueueRep
 /** Adds the items of `from` (a file, or `-` for stdin); the per-item arguments and options are refused. */
 export const enqueueBulk = (args: EnqueueArgs, from: string) =>
   Effect.gen(function*() {
+    // A bulk file's batches may grow the young generation as before (heap.ts).
+    releaseYoungGeneration()
     if (Option.isSome(args.kind) || Option.isSome(args.payload)) {
       const extra = Option.getOrElse(args.kind, () => "")
       return yield* (looksLikeOption(extra) ? unknownOption(extra) : usage("--from takes no kind or payload argument"))

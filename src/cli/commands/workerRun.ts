@@ -4,11 +4,13 @@
  * then stopped gracefully. Loaded by worker.ts once the options are read.
  */
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as Docket from "../../Docket.js"
 import type { Retention } from "../../Domain.js"
 import type * as Worker from "../../Worker.js"
 import { plural } from "../format.js"
 import * as Graceful from "../graceful.js"
+import { releaseYoungGeneration } from "../heapGrowth.js"
 import { readPeriod } from "../input.js"
 import type { LogOptions } from "../logFormat.js"
 import { describeDatabase } from "../queue.js"
@@ -54,6 +56,19 @@ const stoppedRecord = (id: string, c: Worker.Counters) => ({
   }
 })
 
+/**
+ * The young generation is held while the pool idles and let grow once it has
+ * claimed an item (heap.ts): released when it is started, the rest of the
+ * start grew it back (95 MB of RSS at rest instead of 88). Looked at once a
+ * second until then.
+ */
+const releaseAtFirstClaim = (worker: Worker.Service) =>
+  worker.counters.pipe(
+    Effect.repeat({ schedule: Schedule.spaced("1 second"), until: (c) => c.claimed > 0 }),
+    Effect.zipRight(Effect.sync(releaseYoungGeneration)),
+    Effect.forkScoped
+  )
+
 /** Runs a worker over a folder of task files until interrupted (SIGINT/SIGTERM). */
 export const runWorker = (options: RunOptions) =>
   Effect.gen(function*() {
@@ -74,6 +89,7 @@ export const runWorker = (options: RunOptions) =>
       })
       const worker = pool.worker
       service = worker
+      yield* releaseAtFirstClaim(worker)
       // Shown until after the pool stopped, so the items finishing in the grace show too. The status
       // line only in a terminal, and only when no log option asks for lines.
       const statusLine = process.stdout.isTTY === true && options.log.format === "text" && !options.log.items
