@@ -29,7 +29,9 @@ if (process.argv.length === 3 && process.argv[2] === "--version") {
     import("effect/Effect"),
     import("effect/Schema"),
     import("@effect/cli/Command"),
-    import("@effect/platform-node/NodeContext"),
+    import("@effect/platform-node/NodeFileSystem"),
+    import("@effect/platform-node/NodePath"),
+    import("@effect/platform-node/NodeTerminal"),
     import("@effect/platform-node/NodeRuntime"),
     import("@effect/sql/SqlClient"),
     import("@effect/sql/Migrator")
