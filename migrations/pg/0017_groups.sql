@@ -38,9 +38,12 @@
 -- them. The first group_concurrency of them are the only ones that may run;
 -- a waiting one that is not due (a retry's backoff, a snooze, a delay) stops
 -- the walk there, so the group waits for it (strict). Those rows are locked
--- FOR UPDATE without SKIP LOCKED: an item being failed or completed by its
--- holder must be waited for and read again, not skipped (skipping the head
--- would start the item behind it).
+-- FOR UPDATE SKIP LOCKED, like every row a claim takes, so a claim never
+-- waits for another transaction (nor can deadlock with one); but a row
+-- skipped there may be the group's head being failed by its holder, and the
+-- item behind it must not start instead: the walk compares the locked rows
+-- with the group's first items read just before, without locks, and stops
+-- at the first one missing (the group gets its turn at the next claim).
 ALTER TABLE docket_items ADD COLUMN group_key text;
 ALTER TABLE docket_done ADD COLUMN group_key text;
 
@@ -91,6 +94,8 @@ DECLARE
   room integer;
   ids bigint[] := '{}';
   got bigint[];
+  head bigint[];
+  k integer;
   r record;
 BEGIN
   SELECT k.group_cursor INTO start_key FROM docket_kinds k WHERE k.kind = $4;
@@ -126,13 +131,22 @@ BEGIN
       CONTINUE WHEN room <= 0;
       got := '{}';
       IF $6 THEN
+        head := ARRAY(
+          SELECT i.id FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+          ORDER BY i.id
+          LIMIT $5);
+        k := 0;
         FOR r IN
           SELECT i.id, i.state, i.run_at, i.lease_until, i.dedupe_key, i.kind FROM docket_items i
           WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
           ORDER BY i.id
           LIMIT $5
-          FOR UPDATE
+          FOR UPDATE SKIP LOCKED
         LOOP
+          k := k + 1;
+          -- A row skipped (locked by its holder's write) or gone since the read above: stop.
+          EXIT WHEN k > cardinality(head) OR r.id <> head[k];
           CONTINUE WHEN r.state = 'running' AND r.lease_until > now_ms;
           EXIT WHEN r.state = 'waiting' AND (r.run_at > now_ms OR (r.dedupe_key IS NOT NULL AND EXISTS (
             SELECT 1 FROM docket_items t

@@ -273,6 +273,8 @@ DECLARE
   room integer;
   ids bigint[] := '{}';
   got bigint[];
+  head bigint[];
+  k integer;
   r record;
 BEGIN
   SELECT k.group_cursor INTO start_key FROM docket_kinds k WHERE k.kind = $4;
@@ -306,13 +308,22 @@ BEGIN
       CONTINUE WHEN room <= 0;
       got := '{}';
       IF $6 THEN
+        head := ARRAY(
+          SELECT i.id FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+          ORDER BY i.id
+          LIMIT $5);
+        k := 0;
         FOR r IN
           SELECT i.id, i.state, i.run_at, i.lease_until, i.dedupe_key, i.kind FROM docket_items i
           WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
           ORDER BY i.id
           LIMIT $5
-          FOR UPDATE
+          FOR UPDATE SKIP LOCKED
         LOOP
+          k := k + 1;
+
+          EXIT WHEN k > cardinality(head) OR r.id <> head[k];
           CONTINUE WHEN r.state = 'running' AND r.lease_until > now_ms;
           EXIT WHEN r.state = 'waiting' AND (r.run_at > now_ms OR (r.dedupe_key IS NOT NULL AND EXISTS (
             SELECT 1 FROM docket_items t

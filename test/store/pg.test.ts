@@ -18,6 +18,7 @@ import { pgCancelTests } from "./pg/cancel.js"
 import { pgClaimPlanTests, pgClaimsTests } from "./pg/claims.js"
 import { pgConnectionsTests } from "./pg/connections.js"
 import { pgDeadTests } from "./pg/dead.js"
+import { pgGroupsTests } from "./pg/groups.js"
 import { pgHeldHorizonTests } from "./pg/heldHorizon.js"
 import { pgHistoryTests } from "./pg/history.js"
 import { pgItemsTests } from "./pg/items.js"
@@ -38,6 +39,7 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
     pgHistoryTests(backend)
     pgConnectionsTests(backend)
     pgClaimsTests(backend)
+    pgGroupsTests(backend)
     pgHeldHorizonTests(backend)
   })
 })
