@@ -184,6 +184,36 @@ export const groupsSuite = (backend: Backend) =>
         expect(new Set(turns).size).toBe(4)
       })))
 
+    it.live("inside an ordered group: a snooze and a release keep the head's place; a cancel frees the group; a key dedupes as before", () =>
+      withRepo(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        yield* perGroup(1, true)
+        const [a1, a2, a3] = yield* enqueue([["a", 1], ["a", 2], ["a", 3]])
+        // A snoozed head waits for its delay, and the group with it.
+        const [first] = yield* claim()
+        expect(first.id).toBe(a1.id)
+        expect(yield* repo.snooze(first, "1 hour")).toBe("snoozed")
+        expect(yield* claim()).toEqual([])
+        yield* makeDue(a1.id)
+        // A released head (a pool's shutdown) is claimed again first.
+        const [again] = yield* claim()
+        expect(again.id).toBe(a1.id)
+        expect(yield* repo.release(again)).toBe("released")
+        const [third] = yield* claim()
+        expect(third.id).toBe(a1.id)
+        // A cancel of the running head frees the group: a2 is next.
+        expect(yield* repo.cancel([a1.id])).toEqual(["cancelledRunning"])
+        const [next] = yield* claim()
+        expect(next.id).toBe(a2.id)
+        // A cancel of a waiting item behind it takes it out of the order.
+        expect(yield* repo.cancel([a3.id])).toEqual(["cancelled"])
+        yield* completeAll([next])
+        expect(yield* claim()).toEqual([])
+        // A key keeps its meaning: a second enqueue of a waiting key is deduplicated, group or not.
+        const keyed = yield* repo.enqueue("g", { k: 1 }, { group: "b", key: "k" })
+        expect(yield* repo.enqueue("g", { k: 2 }, { group: "b", key: "k" })).toEqual({ _tag: "Deduplicated", id: keyed.id })
+      })))
+
     it.live("a handler that declares no perGroup clears the limits: the kind's groups are labels again", () =>
       withRepo(backend, Effect.gen(function*() {
         const repo = yield* Repo
