@@ -6,7 +6,11 @@
 # examples, both conformance suites on both dialects (the store's,
 # test/store/{sqlite,pg}.test.ts, and the worker runtime's,
 # test/worker/runtime/) and the command tests, these with the compiled command
-# (DOCKET_TEST_COMMAND=dist: what a user's install runs on that line). The
+# (DOCKET_TEST_COMMAND=dist: what a user's install runs on that line) on a
+# SQLite file (DOCKET_TEST_CLI_BACKENDS=sqlite: the command's PostgreSQL path
+# is the pg driver, plain JavaScript, which the conformance suites run on each
+# line; better-sqlite3, the native addon built per line, is where a line can
+# differ, and half the command tests' time is their PostgreSQL twins). The
 # full suite runs on the primary line (.ci/run, before this).
 #
 #   scripts/ci-node-lines.sh [22 24 26]
@@ -99,7 +103,7 @@ for major in "${lines[@]}"; do
   # search and would be refused by another ABI: set aside while this line runs.
   mv "$primary" "$primary.primary"
   status=0
-  PATH="$home/bin:$PATH" npm_config_nodedir="$home" DOCKET_PACKAGE_TARBALL="$tarball" DOCKET_TEST_COMMAND=dist \
+  PATH="$home/bin:$PATH" npm_config_nodedir="$home" DOCKET_PACKAGE_TARBALL="$tarball" DOCKET_TEST_COMMAND=dist DOCKET_TEST_CLI_BACKENDS=sqlite \
     "$home/bin/node" node_modules/vitest/vitest.mjs run \
       test/package.test.ts test/examples.test.ts test/store/sqlite.test.ts test/store/pg.test.ts \
       test/worker/runtime test/cli || status=$?

@@ -212,7 +212,19 @@ export interface CliBackend {
 export const noHorizon = (backend: "sqlite" | "pg") =>
   backend === "sqlite" ? null : { ageMs: 300_000, transactions: 100_000, holders: [] }
 
-export const cliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> => [
+/**
+ * The backends the command tests run on: both, unless DOCKET_TEST_CLI_BACKENDS
+ * names fewer (scripts/ci-node-lines.sh: `sqlite` on the Node lines beside the
+ * primary one, where the PostgreSQL driver, plain JavaScript, is run by the
+ * conformance suites and better-sqlite3, the native addon built per line, is
+ * what the command can differ on).
+ */
+const CLI_BACKENDS = (process.env.DOCKET_TEST_CLI_BACKENDS ?? "sqlite,pg").split(",").map((name) => name.trim())
+
+export const cliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> =>
+  allCliBackends(cleanups).filter((backend) => CLI_BACKENDS.includes(backend.name))
+
+const allCliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> => [
   {
     name: "sqlite",
     skip: false,
