@@ -46,6 +46,8 @@ export interface ClaimerDeps {
   readonly release: (claims: ReadonlyArray<Claim>) => Effect.Effect<void>
   /** Resumes parked slots. */
   readonly dispatch: () => void
+  /** The monotonic clock (ms): performance.now, unless a test gives its own. */
+  readonly now?: (() => number) | undefined
   /** The pool may be idle now. */
   readonly checkIdle: () => void
 }
@@ -130,10 +132,14 @@ export class Claimer implements Part {
     return this.deps.handlerKinds.filter((k) => !saturated.includes(k))
   }
 
+  private now(): number {
+    return this.deps.now === undefined ? performance.now() : this.deps.now()
+  }
+
   private readonly sweep = Effect.suspend(() => {
     const { holdMs, prefetch, release, state } = this.deps
     if (state.buffer.size === 0) return Effect.void
-    const old = state.buffer.takeOlderThan(performance.now() - holdMs)
+    const old = state.buffer.takeOlderThan(this.now() - holdMs)
     if (old.length === 0) return Effect.void
     prefetch.pause()
     return release(old)
@@ -144,7 +150,7 @@ export class Claimer implements Part {
       this.deps
     this.woken = false
     yield* this.sweep
-    prefetch.adapt(performance.now(), state.starts)
+    prefetch.adapt(this.now(), state.starts)
     const starving = state.running.size < concurrency && state.buffer.size === 0
     if (starving && state.mode === "claiming" && !prefetch.paused) prefetch.grow()
     const room = Prefetch.room({
@@ -161,7 +167,7 @@ export class Claimer implements Part {
     }
     const kinds = this.kinds()
     if (kinds !== undefined && kinds.length === 0) return yield* wakeup.wait(pollMs)
-    const sentAt = performance.now()
+    const sentAt = this.now()
     // Items of globally limited kinds only for free slots: prefetched, they
     // would hold the kind's places (or have used its starts) without running.
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
