@@ -136,10 +136,17 @@ export class Claimer implements Part {
     return this.deps.now === undefined ? performance.now() : this.deps.now()
   }
 
+  // Gives back the items that waited the hold in the buffer with no slot to
+  // go to (state.ts, `takeHeldTooLong`): the items free slots take next stay.
   private readonly sweep = Effect.suspend(() => {
-    const { holdMs, prefetch, release, state } = this.deps
+    const { concurrency, holdMs, prefetch, release, state } = this.deps
     if (state.buffer.size === 0) return Effect.void
-    const old = state.buffer.takeOlderThan(this.now() - holdMs)
+    const cutoff = this.now() - holdMs
+    const old = state.takeHeldTooLong(cutoff, concurrency)
+    // Old items kept for free slots: wake any parked one (it was woken when
+    // they came; should it have missed that, they would otherwise wait for
+    // the next claim or run's end, where before they were given back).
+    if ((state.buffer.oldest() ?? Infinity) < cutoff) this.deps.dispatch()
     if (old.length === 0) return Effect.void
     prefetch.pause()
     return release(old)
@@ -186,7 +193,9 @@ export class Claimer implements Part {
     // A claim that ends once shutdown began leaves the mode as it is (mode.ts).
     if (!state.stopping) state.setMode(Mode.afterClaim(claims.length, room))
     if (claims.length > 0) {
-      for (const claim of claims) state.buffer.push(claim, sentAt)
+      // The lease counts from the send, the hold from now (buffer.ts, `Entry`).
+      const since = this.now()
+      for (const claim of claims) state.buffer.push(claim, sentAt, since)
       state.counts.claimed += claims.length
       yield* Metric.incrementBy(metrics.claimed, claims.length)
       if (publisher.wants("Claimed")) {
