@@ -23,6 +23,14 @@ export interface EnqueueOptions {
    * items already waiting.
    */
   readonly maxAttempts?: number | undefined
+  /**
+   * The item's group inside its kind (a customer, an endpoint, a repository):
+   * with the kind's `perGroup` limits (a handler option), at most that many
+   * items of one group run at once, in enqueue order when `ordered`. Without
+   * `perGroup` it is a label only. 1 to 512 characters; independent of `key`
+   * and of `priority`.
+   */
+  readonly group?: string | undefined
 }
 
 /** One item of an `enqueueMany` batch. */
@@ -45,6 +53,8 @@ export interface Claim {
   /** The payload as stored (JSON text). */
   readonly payloadJson: string
   readonly key: string | null
+  /** The item's group inside its kind, or null. */
+  readonly group: string | null
   readonly priority: number
   /** This attempt's number, from 1. */
   readonly attempt: number
@@ -200,6 +210,22 @@ export interface Rate {
 export interface GlobalLimits {
   readonly concurrency?: number | null | undefined
   readonly rate?: Rate | null | undefined
+}
+
+/**
+ * A kind's limits on each of its groups (`EnqueueOptions.group`), across every
+ * worker process: at most `concurrency` items of one group run at once; with
+ * `ordered`, a group's items start in enqueue order (priority does not
+ * reorder them inside a group) and only from its first `concurrency`
+ * unfinished items, so with concurrency 1 the next starts only when the
+ * previous is finished, waiting through its retries and their backoff
+ * (strict). Items without a group are not limited by it.
+ */
+export interface PerGroup {
+  /** An integer from 1 to 10,000. */
+  readonly concurrency: number
+  /** Default false. */
+  readonly ordered?: boolean | undefined
 }
 
 /** A kind as an operator sees it: its controls and its items by state. */

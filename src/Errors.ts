@@ -13,6 +13,10 @@ export type InvalidField =
   | "kind"
   | "payload"
   | "key"
+  /** An item's group (`EnqueueOptions.group`): empty, too long, not text. */
+  | "group"
+  /** A kind's `perGroup` limits: a concurrency that is not an integer from 1, an `ordered` that is not a boolean. */
+  | "perGroup"
   | "delay"
   | "runAt"
   | "priority"

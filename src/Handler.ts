@@ -19,7 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type { Backoff } from "./Backoff.js"
-import type { GlobalLimits } from "./Domain.js"
+import type { GlobalLimits, PerGroup } from "./Domain.js"
 import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"
 import * as V from "./internal/validate.js"
 
@@ -39,6 +39,8 @@ export interface Job {
   /** The item's budget: its own, else this handler's `maxAttempts`, else the queue's default (8). */
   readonly maxAttempts: number
   readonly key: string | null
+  /** The item's group inside its kind (`EnqueueOptions.group`), or null. */
+  readonly group: string | null
   readonly priority: number
   /** When the item was enqueued (epoch ms, database clock). */
   readonly createdAt: number
@@ -107,6 +109,18 @@ export interface Options<A, I, E, R, O = void, OI = O> {
    * not undo it; `docket kind reset` hands the kind back to its code.
    */
   readonly global?: GlobalLimits | undefined
+  /**
+   * Limits on each group of this kind (items enqueued with a `group`), across
+   * every worker process: `{ concurrency: 1, ordered: true }` runs a group's
+   * items one at a time in enqueue order, the next only once the previous is
+   * finished (through its retries). Stored in the database when a pool
+   * running this handler starts (the last pool to start wins); a handler
+   * without it clears what an earlier one declared. A concurrency that is not
+   * an integer from 1 to 10,000 stops the pool from starting (`InvalidInput`
+   * on `perGroup`). Items of a kind with `perGroup` are not prefetched (as a
+   * kind with global limits), and claims take its groups round-robin.
+   */
+  readonly perGroup?: PerGroup | undefined
   /**
    * Snoozes an item of this kind may take (default 100, `DEFAULT_MAX_SNOOZES`):
    * a `Snooze` of an item snoozed this many times already is dead instead,

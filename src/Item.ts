@@ -37,6 +37,8 @@ export interface Item {
   readonly kind: string
   readonly payload: unknown
   readonly key: string | null
+  /** Its group inside its kind (`EnqueueOptions.group`), or null. */
+  readonly group: string | null
   readonly priority: number
   readonly state: State
   readonly runAt: number

@@ -233,7 +233,7 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
     const { counts } = state
     const hooks = new LateBound<Hooks>("the pool's hooks")
     const publisher = yield* Events.make({ counters: () => state.counters() })
-    const globalLimits = yield* GlobalLimits.make({ repo, limits: handlers.globalLimits })
+    const globalLimits = yield* GlobalLimits.make({ repo, limits: handlers.globalLimits, perGroup: handlers.perGroup })
     const pruner = yield* Pruner.make({ repo, intervalMs: config.pruneMs, counts, publisher })
     const horizon = yield* HorizonWatch.make({ repo, config: config.horizon, publisher })
     const cancels = yield* Cancels.make({

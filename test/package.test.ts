@@ -2,13 +2,18 @@
  * The package as a user gets it: `npm pack` (its prepack builds dist/), then
  * `npm install <tarball>` into a fresh project outside this repository, with
  * the Effect peers at the versions this repository is tested with, TypeScript
- * and @types/node. There the README's example is type-checked by the
- * project's own tsc (the tsconfig `tsc --init` writes, with module nodenext)
- * and run with plain node, and the installed `docket` command runs: --version,
- * and a worker over examples/tasks (tsx is loaded only for the TypeScript ones).
+ * and @types/node. There the README's example is built by the project's own
+ * tsc with the tsconfig `tsc --init` writes, unedited (module nodenext,
+ * declaration: true, so every public type must be nameable from a subpath the
+ * package exports), and run with plain node; a CommonJS file `require()`s the
+ * package (Node 20.19+, 22.12+ load ES modules from require); the installed
+ * `docket` command runs: --version, and a worker over examples/tasks (tsx is
+ * loaded only for the TypeScript ones).
  *
  * The install compiles better-sqlite3 from source here (60-90 s, more on a
- * busy machine), hence the long set-up. Nothing here is skipped, in CI or not.
+ * busy machine), hence the long set-up. DOCKET_PACKAGE_TARBALL names a tarball
+ * `npm pack` made already (scripts/ci-node-lines.sh packs once for every Node
+ * line). Nothing here is skipped, in CI or not.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
@@ -92,21 +97,18 @@ const imports = (text: string) =>
     .matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|\bimport\s+)["']([^"']+)["']/g)].map((m) => m[1])
 
 beforeAll(async () => {
-  await run("npm", ["pack", "--pack-destination", work, "--silent"], { cwd: ROOT, timeout: 120_000 })
-  tarball = join(work, readdirSync(work).find((f) => f.endsWith(".tgz"))!)
+  const packed = process.env.DOCKET_PACKAGE_TARBALL
+  if (packed !== undefined && packed !== "") tarball = resolve(packed)
+  else {
+    await run("npm", ["pack", "--pack-destination", work, "--silent"], { cwd: ROOT, timeout: 120_000 })
+    tarball = join(work, readdirSync(work).find((f) => f.endsWith(".tgz"))!)
+  }
 
   mkdirSync(project)
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "docket-user", private: true, type: "module" }))
-  // The tsconfig a new user has: what `tsc --init` writes, plus module nodenext.
+  // The tsconfig a new user has: what `tsc --init` writes, unedited.
   const tsc = join(ROOT, "node_modules", "typescript", "bin", "tsc")
   await run(process.execPath, [tsc, "--init"], { cwd: project })
-  const tsconfig = readFileSync(join(project, "tsconfig.json"), "utf8")
-  writeFileSync(
-    join(project, "tsconfig.json"),
-    /"module":/.test(tsconfig)
-      ? tsconfig.replace(/"module":\s*"[^"]*"/, `"module": "nodenext"`)
-      : tsconfig.replace(`"compilerOptions": {`, `"compilerOptions": {\n    "module": "nodenext",`)
-  )
 
   const specs = [...effectFamily, "typescript", "@types/node"].map((name) => `${name}@${installedVersion(name)}`)
   await run("npm", ["install", tarball, ...specs, "--prefer-offline", "--no-audit", "--no-fund"], {
@@ -156,12 +158,22 @@ describe("the package, installed into a new project", () => {
     const example = /```ts\n([\s\S]*?)```/.exec(readme)![1]
     expect(example).toContain(`from "docket"`)
     writeFileSync(join(project, "example.ts"), example)
+    cpSync(join(ROOT, "test", "fixtures", "package", "library.ts"), join(project, "library.ts"))
     const checked = await run(join(project, "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: project }).catch(
       (error: { stdout: string }) => {
-        throw new Error(`tsc failed on the README's example:\n${error.stdout}`)
+        throw new Error(`tsc failed on the README's example or the library module:\n${error.stdout}`)
       }
     )
     expect(checked.stdout).toBe("")
+    // declaration: true (tsc --init's default): the inferred types were named
+    // from the package's own subpaths, never from a path inside it (TS2742).
+    const declared = imports(readFileSync(join(project, "library.d.ts"), "utf8"))
+    expect(declared).toContain("docket")
+    for (const specifier of declared) expect(specifier).toMatch(/^(docket(\/[A-Z][A-Za-z]+)?|effect(\/[A-Za-z]+)?|@effect\/[a-z-]+(\/[A-Za-z]+)?)$/)
+    expect(existsSync(join(project, "example.d.ts"))).toBe(true)
+    const library = await runNode(["--input-type=module", "-e", `const m = await import("./library.js"); console.log(Object.keys(m).length)`], { cwd: project })
+    expect(library.code, library.stderr).toBe(0)
+    expect(Number(library.stdout.trim())).toBeGreaterThan(10)
     // The example runs until it is stopped (Effect.never): it is stopped once its item ran.
     const app = startNode(["example.js"])
     await app.waitFor(/sending to ada@example\.com, attempt 1/)
@@ -170,6 +182,33 @@ describe("the package, installed into a new project", () => {
     const stats = await docket(["stats", "--json", "--database", "docket.db"])
     expect(stats.code, stats.stderr).toBe(0)
     expect(JSON.parse(stats.stdout)).toMatchObject({ due: 0, scheduled: 0, running: 0, dead: 0 })
+  })
+
+  it("loads with require() from CommonJS, and refuses paths it does not export", async () => {
+    // Node 20.19+ and 22.12+ load an ES module from require() (the engines
+    // range starts there); the package's exports carry a "default" condition
+    // so that require resolves them. Effect comes through require too (its
+    // CommonJS build): Docket's layers run on it all the same.
+    writeFileSync(
+      join(project, "enqueue.cjs"),
+      `const { Effect, Schema } = require("effect")\n` +
+        `const { Docket, Handler } = require("docket")\n` +
+        `const { InvalidInput } = require("docket/Errors")\n` +
+        `const Ping = Handler.make("cjs.ping", { payload: Schema.Struct({ n: Schema.Number }), run: () => Effect.void })\n` +
+        `const enqueue = (n) => Docket.client(Ping).enqueue({ n }).pipe(Effect.provide(Docket.layerClient("cjs.db")))\n` +
+        `Effect.runPromise(enqueue(1)).then(async (r) => {\n` +
+        `  const bad = await Effect.runPromise(Effect.flip(enqueue("one")))\n` +
+        `  console.log(JSON.stringify({ id: r.id, bad: bad instanceof InvalidInput, field: bad.field }))\n` +
+        `})\n`
+    )
+    const r = await runNode(["enqueue.cjs"], { cwd: project })
+    expect(r.code, r.stderr).toBe(0)
+    expect(JSON.parse(r.stdout.trim().split("\n").pop()!)).toEqual({ id: 1, bad: true, field: "payload" })
+    const stats = await docket(["stats", "--json", "--database", "cjs.db"])
+    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 1 })
+    const internal = await runNode(["-e", `require("docket/dist/internal/validate.js")`], { cwd: project })
+    expect(internal.code).not.toBe(0)
+    expect(internal.stderr).toContain("ERR_PACKAGE_PATH_NOT_EXPORTED")
   })
 
   it("runs `docket --version` from the install", async () => {

@@ -27,6 +27,7 @@ CREATE TABLE public.docket_items (
     finished_at bigint,
     result text,
     errors jsonb,
+    group_key text,
     CONSTRAINT docket_items_max_attempts_check CHECK ((max_attempts >= 1))
 );
 
@@ -43,59 +44,9 @@ CREATE FUNCTION public.docket_claim(text, integer, bigint, text[]) RETURNS SETOF
 --
 
 CREATE FUNCTION public.docket_claim(text, integer, bigint, text[], integer) RETURNS SETOF public.docket_items
-    LANGUAGE plpgsql
+    LANGUAGE sql
     SET jit TO 'off'
-    AS $_$
-DECLARE
-  controlled text[];
-  k record;
-  now_ms bigint := docket_now_ms();
-  remaining integer := $2;
-  limited_left integer := least($2, $5);
-  allowed integer;
-  n integer;
-BEGIN
-  SELECT array_agg(c.kind) INTO controlled FROM docket_kinds c
-  WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL) AND ($4 IS NULL OR c.kind = ANY($4));
-  IF controlled IS NULL THEN
-    RETURN QUERY SELECT * FROM docket_claim_from($1, $2, $3, $4, true);
-    RETURN;
-  END IF;
-  FOR k IN
-    SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms FROM docket_kinds c
-    WHERE c.kind = ANY(controlled) AND NOT c.paused
-    ORDER BY c.kind
-    FOR UPDATE
-  LOOP
-    EXIT WHEN limited_left <= 0;
-    allowed := limited_left;
-    IF k.concurrency IS NOT NULL THEN
-      SELECT k.concurrency - count(*) INTO n FROM docket_items r
-      WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > now_ms;
-      allowed := least(allowed, n);
-    END IF;
-    IF k.rate_limit IS NOT NULL THEN
-      SELECT count(*) INTO n FROM docket_kind_slots s
-      WHERE s.kind = k.kind AND s.started_at <= now_ms - k.rate_period_ms;
-      allowed := least(allowed, n);
-    END IF;
-    IF allowed > 0 THEN
-      RETURN QUERY SELECT * FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false);
-      GET DIAGNOSTICS n = ROW_COUNT;
-      remaining := remaining - n;
-      limited_left := limited_left - n;
-      IF n > 0 AND k.rate_limit IS NOT NULL THEN
-        UPDATE docket_kind_slots s SET started_at = now_ms
-        WHERE s.kind = k.kind AND s.slot IN (
-          SELECT o.slot FROM docket_kind_slots o WHERE o.kind = k.kind ORDER BY o.started_at, o.slot LIMIT n);
-      END IF;
-    END IF;
-  END LOOP;
-  IF remaining > 0 THEN
-    RETURN QUERY SELECT * FROM docket_claim_from($1, remaining, $3, $4, true);
-  END IF;
-END
-$_$;
+    AS $_$SELECT (c.item).* FROM docket_claim_next($1, $2, $3, $4, $5, NULL, NULL, NULL, NULL) c WHERE (c.item).id IS NOT NULL$_$;
 
 --
 -- Name: docket_claim_after(text, integer, bigint, text[], integer[], bigint[], bigint[], bigint); Type: FUNCTION; Schema: public; Owner: -
@@ -111,7 +62,7 @@ BEGIN
   WITH RECURSIVE now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
   controlled AS MATERIALIZED (
     SELECT coalesce(array_agg(c.kind), '{}') AS kinds FROM docket_kinds c
-    WHERE c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL
+    WHERE c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL
   ),
   cursors AS MATERIALIZED (
     SELECT c.p, c.r, c.i FROM unnest($5, $6, $7) AS c(p, r, i)
@@ -232,7 +183,7 @@ BEGIN
   WITH RECURSIVE now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
   controlled AS MATERIALIZED (
     SELECT coalesce(array_agg(c.kind), '{}') AS kinds FROM docket_kinds c
-    WHERE $5 AND (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL)
+    WHERE $5 AND (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL)
   ),
   expired AS (
     SELECT i.id, i.priority, i.run_at FROM docket_items i
@@ -302,6 +253,159 @@ END
 $_$;
 
 --
+-- Name: docket_claim_groups(text, integer, bigint, text, integer, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.docket_claim_groups(text, integer, bigint, text, integer, boolean) RETURNS SETOF public.docket_items
+    LANGUAGE plpgsql
+    SET jit TO 'off'
+    AS $_$
+DECLARE
+  now_ms bigint := docket_now_ms();
+  start_key text;
+  g text;
+  nxt text;
+  last_key text;
+  wrapped boolean := false;
+  steps integer := 0;
+  left_n integer := $2;
+  live integer;
+  room integer;
+  ids bigint[] := '{}';
+  got bigint[];
+  head bigint[];
+  k integer;
+  r record;
+BEGIN
+  SELECT k.group_cursor INTO start_key FROM docket_kinds k WHERE k.kind = $4;
+
+  FOR pass IN 1..(CASE WHEN $5 > 1 THEN 2 ELSE 1 END) LOOP
+    EXIT WHEN left_n <= 0;
+    g := coalesce(start_key, '');
+    wrapped := false;
+    steps := 0;
+    ids := '{}';
+    WHILE left_n > 0 AND steps < 1000 LOOP
+      nxt := NULL;
+      SELECT i.group_key INTO nxt FROM docket_items i
+      WHERE i.kind = $4 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.group_key > g
+      ORDER BY i.group_key LIMIT 1;
+      IF nxt IS NULL THEN
+        EXIT WHEN wrapped OR start_key IS NULL;
+        wrapped := true;
+        g := '';
+        CONTINUE;
+      END IF;
+      EXIT WHEN wrapped AND nxt > start_key;
+      g := nxt;
+      IF pass = 1 THEN
+        last_key := nxt;
+      END IF;
+      steps := steps + 1;
+      SELECT count(*) INTO live FROM docket_items i
+      WHERE i.kind = $4 AND i.group_key = g AND i.state = 'running' AND i.lease_until > now_ms;
+      room := least($5 - live, left_n, CASE WHEN pass = 1 THEN 1 ELSE $5 END);
+      CONTINUE WHEN room <= 0;
+      got := '{}';
+      IF $6 THEN
+        head := ARRAY(
+          SELECT i.id FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+          ORDER BY i.id
+          LIMIT $5);
+        k := 0;
+        FOR r IN
+          SELECT i.id, i.state, i.run_at, i.lease_until, i.dedupe_key, i.kind FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+          ORDER BY i.id
+          LIMIT $5
+          FOR UPDATE SKIP LOCKED
+        LOOP
+          k := k + 1;
+
+          EXIT WHEN k > cardinality(head) OR r.id <> head[k];
+          CONTINUE WHEN r.state = 'running' AND r.lease_until > now_ms;
+          EXIT WHEN r.state = 'waiting' AND (r.run_at > now_ms OR (r.dedupe_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM docket_items t
+            WHERE t.state = 'running' AND t.kind = r.kind AND t.dedupe_key = r.dedupe_key AND t.lease_until > now_ms)));
+          got := got || r.id;
+          EXIT WHEN cardinality(got) >= room;
+        END LOOP;
+      ELSE
+        SELECT coalesce(array_agg(u.id ORDER BY u.priority DESC, u.run_at, u.id), '{}') INTO got FROM (
+          SELECT x.id, x.priority, x.run_at FROM (
+            SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+             WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state = 'running'
+               AND i.lease_until <= now_ms
+             ORDER BY i.id LIMIT room
+             FOR UPDATE SKIP LOCKED) a
+            UNION ALL
+            SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+             WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state = 'waiting'
+               AND i.run_at <= now_ms
+               AND (i.dedupe_key IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM docket_items t
+                 WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+                   AND t.lease_until > now_ms))
+             ORDER BY i.priority DESC, i.run_at, i.id LIMIT room
+             FOR UPDATE SKIP LOCKED) b
+          ) x
+          ORDER BY x.priority DESC, x.run_at, x.id
+          LIMIT room
+        ) u;
+      END IF;
+      ids := ids || got;
+      left_n := left_n - cardinality(got);
+    END LOOP;
+    IF cardinality(ids) > 0 THEN
+      RETURN QUERY
+      WITH claimed AS (
+        UPDATE docket_items i
+        SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+            lease_until = now_ms + $3, updated_at = now_ms
+        WHERE i.id = ANY(ids)
+        RETURNING i.*
+      )
+      SELECT * FROM claimed;
+    END IF;
+  END LOOP;
+  IF last_key IS NOT NULL THEN
+    UPDATE docket_kinds k SET group_cursor = last_key WHERE k.kind = $4;
+  END IF;
+  IF left_n > 0 THEN
+    RETURN QUERY
+    WITH picked AS (
+      SELECT x.id FROM (
+        SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+         WHERE i.state = 'running' AND i.lease_until <= now_ms AND i.kind = $4 AND i.group_key IS NULL
+         ORDER BY i.lease_until LIMIT left_n
+         FOR UPDATE SKIP LOCKED) a
+        UNION ALL
+        SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+         WHERE i.state = 'waiting' AND i.run_at <= now_ms AND i.kind = $4 AND i.group_key IS NULL
+           AND (i.dedupe_key IS NULL OR NOT EXISTS (
+             SELECT 1 FROM docket_items t
+             WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+               AND t.lease_until > now_ms))
+         ORDER BY i.priority DESC, i.run_at, i.id LIMIT left_n
+         FOR UPDATE SKIP LOCKED) b
+      ) x
+      ORDER BY x.priority DESC, x.run_at, x.id
+      LIMIT left_n
+    ),
+    claimed AS (
+      UPDATE docket_items i
+      SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+          lease_until = now_ms + $3, updated_at = now_ms
+      WHERE i.id = ANY(ARRAY(SELECT p.id FROM picked p))
+      RETURNING i.*
+    )
+    SELECT * FROM claimed;
+  END IF;
+END
+$_$;
+
+--
 -- Name: docket_claim_next(text, integer, bigint, text[], integer, integer[], bigint[], bigint[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -323,10 +427,10 @@ DECLARE
     + pg_stat_get_xact_tuples_returned('docket_items_lease'::regclass);
 BEGIN
   SELECT array_agg(c.kind) INTO controlled FROM docket_kinds c
-  WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL) AND ($4 IS NULL OR c.kind = ANY($4));
+  WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL) AND ($4 IS NULL OR c.kind = ANY($4));
   IF controlled IS NOT NULL THEN
     FOR k IN
-      SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms FROM docket_kinds c
+      SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms, c.group_concurrency, c.group_ordered FROM docket_kinds c
       WHERE c.kind = ANY(controlled) AND NOT c.paused
       ORDER BY c.kind
       FOR UPDATE
@@ -344,7 +448,12 @@ BEGIN
         allowed := least(allowed, n);
       END IF;
       IF allowed > 0 THEN
-        RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false) c;
+        IF k.group_concurrency IS NULL THEN
+          RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false) c;
+        ELSE
+          RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint
+            FROM docket_claim_groups($1, allowed, $3, k.kind, k.group_concurrency, k.group_ordered) c;
+        END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
         remaining := remaining - n;
         limited_left := limited_left - n;
@@ -501,6 +610,7 @@ CREATE TABLE public.docket_done (
     finished_at bigint NOT NULL,
     result text,
     errors jsonb,
+    group_key text,
     CONSTRAINT docket_done_state_check CHECK ((state = 'done'::text))
 );
 
@@ -529,7 +639,8 @@ CREATE VIEW public.docket_items_all AS
     docket_items.snoozes,
     docket_items.finished_at,
     docket_items.result,
-    docket_items.errors
+    docket_items.errors,
+    docket_items.group_key
    FROM public.docket_items
 UNION ALL
  SELECT docket_done.id,
@@ -552,7 +663,8 @@ UNION ALL
     docket_done.snoozes,
     docket_done.finished_at,
     docket_done.result,
-    docket_done.errors
+    docket_done.errors,
+    docket_done.group_key
    FROM public.docket_done;
 
 --
@@ -590,8 +702,12 @@ CREATE TABLE public.docket_kinds (
     rate_period_ms bigint,
     limits_set_by text DEFAULT 'code'::text NOT NULL,
     updated_at bigint NOT NULL,
+    group_concurrency integer,
+    group_ordered boolean DEFAULT false NOT NULL,
+    group_cursor text,
     CONSTRAINT docket_kinds_check CHECK (((rate_limit IS NULL) = (rate_period_ms IS NULL))),
     CONSTRAINT docket_kinds_concurrency_check CHECK ((concurrency >= 1)),
+    CONSTRAINT docket_kinds_group_concurrency_check CHECK ((group_concurrency >= 1)),
     CONSTRAINT docket_kinds_limits_set_by_check CHECK ((limits_set_by = ANY (ARRAY['code'::text, 'person'::text]))),
     CONSTRAINT docket_kinds_rate_limit_check CHECK ((rate_limit >= 1)),
     CONSTRAINT docket_kinds_rate_period_ms_check CHECK ((rate_period_ms >= 1))
@@ -753,6 +869,24 @@ CREATE INDEX docket_items_dead ON public.docket_items USING btree (kind, id) WHE
 --
 
 CREATE INDEX docket_items_finished ON public.docket_items USING btree (state, finished_at, id) WHERE (finished_at IS NOT NULL);
+
+--
+-- Name: docket_items_group; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_items_group ON public.docket_items USING btree (kind, group_key, id) WHERE ((group_key IS NOT NULL) AND (state = ANY (ARRAY['waiting'::text, 'running'::text])));
+
+--
+-- Name: docket_items_group_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_items_group_due ON public.docket_items USING btree (kind, group_key, priority DESC, run_at, id) WHERE ((group_key IS NOT NULL) AND (state = 'waiting'::text));
+
+--
+-- Name: docket_items_group_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_items_group_running ON public.docket_items USING btree (kind, group_key) WHERE ((group_key IS NOT NULL) AND (state = 'running'::text));
 
 --
 -- Name: docket_items_lease; Type: INDEX; Schema: public; Owner: -

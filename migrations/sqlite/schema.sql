@@ -28,7 +28,7 @@ CREATE TABLE "docket_items" (
   max_attempts_given INTEGER NOT NULL DEFAULT 1,
   trace_context      TEXT,
   snoozes            INTEGER NOT NULL DEFAULT 0
-, finished_at INTEGER, result TEXT, errors TEXT);
+, finished_at INTEGER, result TEXT, errors TEXT, group_key TEXT);
 
 CREATE TABLE docket_kind_slots (
   kind       TEXT    NOT NULL REFERENCES docket_kinds (kind) ON DELETE CASCADE,
@@ -44,7 +44,7 @@ CREATE TABLE docket_kinds (
   rate_limit     INTEGER CHECK (rate_limit >= 1),
   rate_period_ms INTEGER CHECK (rate_period_ms >= 1),
   limits_set_by  TEXT    NOT NULL DEFAULT 'code' CHECK (limits_set_by IN ('code', 'person')),
-  updated_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL, group_concurrency INTEGER CHECK (group_concurrency >= 1), group_ordered INTEGER NOT NULL DEFAULT 0, group_cursor TEXT,
   CHECK ((rate_limit IS NULL) = (rate_period_ms IS NULL))
 );
 
@@ -103,6 +103,15 @@ CREATE INDEX docket_items_claim ON docket_items (priority DESC, run_at, id)
 CREATE INDEX docket_items_dead ON docket_items (kind, id) WHERE state = 'dead';
 
 CREATE INDEX docket_items_finished ON docket_items (state, finished_at, id) WHERE finished_at IS NOT NULL;
+
+CREATE INDEX docket_items_group ON docket_items (kind, group_key, id)
+  WHERE group_key IS NOT NULL AND state IN ('waiting', 'running');
+
+CREATE INDEX docket_items_group_due ON docket_items (kind, group_key, priority DESC, run_at, id)
+  WHERE group_key IS NOT NULL AND state = 'waiting';
+
+CREATE INDEX docket_items_group_running ON docket_items (kind, group_key)
+  WHERE group_key IS NOT NULL AND state = 'running';
 
 CREATE INDEX docket_items_lease ON docket_items (lease_until) WHERE state = 'running';
 

@@ -111,7 +111,7 @@ const parsedPayloadSize = (payload: unknown): Either.Either<string, InvalidInput
 
 /**
  * Checks an enqueue request the way the queue will (kind, payload, key,
- * priority, attempts), so that a bad one is refused before anything is opened.
+ * group, priority, attempts), so that a bad one is refused before anything is opened.
  * Plain code, not Either.gen: a bulk file runs it once per line
  * (`parsedFromJson`: its payload is a value JSON.parse made).
  */
@@ -125,6 +125,8 @@ export const checkRequest = (
   if (Either.isLeft(payload)) return refuse(payload.left)
   const key = V.checkKey(request.key)
   if (Either.isLeft(key)) return refuse(key.left)
+  const group = V.checkGroup(request.group)
+  if (Either.isLeft(group)) return refuse(group.left)
   if (request.priority !== undefined) {
     const priority = V.checkIntegerIn("priority", request.priority, -V.MAX_PRIORITY, V.MAX_PRIORITY)
     if (Either.isLeft(priority)) return refuse(priority.left)
@@ -143,10 +145,10 @@ export const checkRequest = (
   return Either.right(request)
 }
 
-const BULK_FIELDS = new Set(["kind", "payload", "key", "delay", "runAt", "priority", "maxAttempts"])
+const BULK_FIELDS = new Set(["kind", "payload", "key", "group", "delay", "runAt", "priority", "maxAttempts"])
 
 /**
- * One line of a bulk file: `{"kind":..,"payload":..,"key"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}`.
+ * One line of a bulk file: `{"kind":..,"payload":..,"key"?,"group"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}`.
  * `check: false` skips `checkRequest` (a line already checked by a first pass).
  */
 export const parseBulkLine = (
@@ -193,6 +195,7 @@ const bulkRequest = (line: string): Either.Either<QueueRepo.EnqueueRequest, Usag
     kind: record.kind as string,
     payload: record.payload === undefined ? null : record.payload,
     key: record.key === null ? undefined : (record.key as string | undefined),
+    group: record.group === null ? undefined : (record.group as string | undefined),
     delay,
     runAt,
     priority: record.priority === null ? undefined : (record.priority as number | undefined),

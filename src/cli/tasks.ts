@@ -10,7 +10,7 @@
  *   `Permanent` or `Cancel` makes the item dead at once; throwing
  *   `new Snooze({ delay })` puts it back for that long, attempt not
  *   counted). Such a file may also export `options`:
- *   `{ maxAttempts, backoff, timeout, concurrency, maxSnoozes, global }`,
+ *   `{ maxAttempts, backoff, timeout, concurrency, maxSnoozes, global, perGroup }`,
  *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
  *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
  *   Backoff policy function; `timeout` is a duration; `global` the limits
@@ -18,7 +18,9 @@
  *   or `{ limit, period }` (as `Handler.Options.global`). (`maxAttempts`, as for
  *   any handler, applies to every item of the kind enqueued without its own,
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.
- *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.)
+ *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.
+ *   `perGroup`, `{ concurrency, ordered? }`, limits each group of the kind,
+ *   as `Handler.Options.perGroup`.)
  *
  * A task file may also export `recurring`: a schedule enqueuing items of its
  * kind (the schedule's name is the kind), as a cron expression
@@ -44,8 +46,8 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Backoff from "../Backoff.js"
-import type { GlobalLimits } from "../Domain.js"
-import { checkLimits } from "../internal/store/kinds.js"
+import type { GlobalLimits, PerGroup } from "../Domain.js"
+import { checkLimits, checkPerGroup } from "../internal/store/kinds.js"
 import * as Handler from "../Handler.js"
 import * as Recurring from "../Recurring.js"
 import * as V from "../internal/validate.js"
@@ -153,7 +155,7 @@ const plainOptions = (file: string, value: unknown) =>
     if (value === undefined || value === null) return {}
     if (typeof value !== "object") return yield* Either.left(usage(`task file ${file}: options must be an object`))
     const o = value as Record<string, unknown>
-    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "maxSnoozes", "global"])
+    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "maxSnoozes", "global", "perGroup"])
     const unknown = Object.keys(o).filter((k) => !known.has(k))
     if (unknown.length > 0) {
       return yield* Either.left(usage(`task file ${file}: unknown option ${unknown[0]} (known: ${[...known].join(", ")})`))
@@ -164,7 +166,8 @@ const plainOptions = (file: string, value: unknown) =>
       backoff: o.backoff === undefined ? undefined : yield* backoffOption(file, o.backoff),
       timeout: o.timeout === undefined ? undefined : yield* durationOption(file, "timeout", o.timeout),
       global: o.global === undefined ? undefined : yield* globalOption(file, o.global),
-      maxSnoozes: o.maxSnoozes === undefined ? undefined : yield* snoozeCap(file, o.maxSnoozes)
+      maxSnoozes: o.maxSnoozes === undefined ? undefined : yield* snoozeCap(file, o.maxSnoozes),
+      perGroup: o.perGroup === undefined ? undefined : yield* perGroupOption(file, o.perGroup)
     }
   })
 
@@ -182,6 +185,13 @@ const globalOption = (file: string, value: unknown) =>
     yield* Either.mapLeft(checkLimits(limits), (e) => usage(`task file ${file}: options.global: ${e.message}`))
     return limits
   })
+
+// `perGroup: { concurrency, ordered? }`: the handler's check (store/kinds.ts), as a usage error naming the file.
+const perGroupOption = (file: string, value: unknown) =>
+  Either.map(
+    Either.mapLeft(checkPerGroup(value as PerGroup), (e) => usage(`task file ${file}: options.perGroup: ${e.reason}`)),
+    (checked) => checked ?? undefined
+  )
 
 /** Whether the nearest package.json above a file says `"type": "module"` (so .ts and .js are ES modules). */
 const inModulePackage = (file: string): boolean => {

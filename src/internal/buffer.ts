@@ -5,11 +5,18 @@
  */
 import type { Claim } from "../Domain.js"
 
-/** A buffered claim and when it was sent. */
+/** A buffered claim, when it was sent and when it came back. */
 export interface Entry {
   readonly claim: Claim
-  /** When the claim was sent (performance.now()): its lease started no earlier. */
+  /** When the claim was sent (performance.now()): its lease started no earlier (the slots' deadline). */
   readonly at: number
+  /**
+   * When the claim came back and the item entered the buffer: its hold (how
+   * long it waits for a slot) counts from here, not from `at`. A claim that
+   * waited on SQLite's lock (busy timeout) or a slow database otherwise
+   * delivers items already "held too long" that never waited for a slot.
+   */
+  readonly since: number
 }
 
 /** The buffer; see the module doc. */
@@ -22,8 +29,9 @@ export class ClaimBuffer {
     return this.count
   }
 
-  push(claim: Claim, at: number): void {
-    this.items.push({ claim, at })
+  /** Adds a claim sent at `at` that came back at `since` (at `at`, when not given). */
+  push(claim: Claim, at: number, since: number = at): void {
+    this.items.push({ claim, at, since })
     this.count++
   }
 
@@ -51,13 +59,27 @@ export class ClaimBuffer {
     return false
   }
 
-  /** Takes every item buffered before `cutoff` (they are the oldest, at the front). */
-  takeOlderThan(cutoff: number): Array<Claim> {
+  /** When the oldest buffered item came back (`since`), if any. */
+  oldest(): number | undefined {
+    return this.items[this.head]?.since
+  }
+
+  /**
+   * Takes the items buffered before `cutoff` (they are the oldest, at the
+   * front), less the first `keep` of them `canStart` admits (every item,
+   * without it): free slots take those next, in this order (`takeOne`).
+   */
+  takeOlderThan(cutoff: number, keep = 0, canStart?: (claim: Claim) => boolean): Array<Claim> {
     const taken: Array<Claim> = []
+    let kept = 0
     for (let i = this.head; i < this.items.length; i++) {
       const entry = this.items[i]
       if (entry === undefined) continue
-      if (entry.at >= cutoff) break
+      if (entry.since >= cutoff) break
+      if (kept < keep && (canStart === undefined || canStart(entry.claim))) {
+        kept++
+        continue
+      }
       taken.push(entry.claim)
       this.items[i] = undefined
       this.count--

@@ -66,6 +66,7 @@ export const FUNCTIONS = [
   "docket_claim_from(text, integer, bigint, text[], boolean)",
   "docket_claim_after(text, integer, bigint, text[], integer[], bigint[], bigint[], bigint)",
   "docket_claim_next(text, integer, bigint, text[], integer, integer[], bigint[], bigint[], bigint)",
+  "docket_claim_groups(text, integer, bigint, text, integer, boolean)",
   "docket_enqueue_one(text, text, text, integer, bigint, bigint, integer)",
   "docket_enqueue_one(text, text, text, integer, bigint, bigint, integer, text)",
   "docket_enqueue_one(text, text, text, integer, bigint, bigint, integer, text, text)"

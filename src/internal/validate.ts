@@ -12,6 +12,10 @@ export const KIND_MAX_LENGTH = 128
 /** Longest dedupe key, in characters. */
 export const KEY_MAX_LENGTH = 512
 /** Longest worker name, in characters. */
+/** Longest group name (the group of an item inside its kind: `EnqueueOptions.group`). */
+export const GROUP_MAX_LENGTH = 512
+/** The most items of one group a kind's `perGroup.concurrency` may allow at once. */
+export const MAX_GROUP_CONCURRENCY = 10_000
 export const WORKER_MAX_LENGTH = 255
 /** Longest error text kept (longer ones are cut). */
 export const ERROR_MAX_LENGTH = 16_384
@@ -70,6 +74,17 @@ export const checkKey = (key: unknown): Either.Either<string | null, InvalidInpu
   if (key.includes("\u0000")) return invalid("key", "must not contain NUL characters")
   if (!key.isWellFormed()) return invalid("key", "must be well-formed Unicode (no lone surrogates)")
   return Either.right(key)
+}
+
+/** Checks a group name (none: null). Stored as group_key; named `group` everywhere a person reads it. */
+export const checkGroup = (group: unknown): Either.Either<string | null, InvalidInput> => {
+  if (group === undefined || group === null) return Either.right(null)
+  if (typeof group !== "string") return invalid("group", "must be a string")
+  if (group.length === 0) return invalid("group", "must not be empty (leave it out for no group)")
+  if (group.length > GROUP_MAX_LENGTH) return invalid("group", `must be at most ${GROUP_MAX_LENGTH} characters`)
+  if (group.includes("\u0000")) return invalid("group", "must not contain NUL characters")
+  if (!group.isWellFormed()) return invalid("group", "must be well-formed Unicode (no lone surrogates)")
+  return Either.right(group)
 }
 
 class NotJson extends Error {}

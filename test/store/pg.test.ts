@@ -1,6 +1,9 @@
 /**
- * The store on PostgreSQL: the shared suite by area (test/store/<area>.ts), the
- * read model and the live workers, and PostgreSQL's own tests (test/store/pg/).
+ * The store on PostgreSQL: the shared suite by area (test/store/<area>.ts),
+ * the read model and the live workers: the conformance suite SQLite passes
+ * too (test/store/sqlite.test.ts). PostgreSQL's own tests are in
+ * pgOnly.test.ts (test/store/pg/); the Node lines beside the primary one run
+ * this file and not those (scripts/ci-node-lines.sh).
  *
  * Least privilege: every database is reached as a role with only the
  * privileges `docket grants` prints, on a schema of Docket's own that an
@@ -14,13 +17,6 @@
 import { afterAll, describe } from "@effect/vitest"
 import { pgAvailable, pgBackend } from "../support/db.js"
 import { insightsSuite } from "./insights.js"
-import { pgCancelTests } from "./pg/cancel.js"
-import { pgClaimPlanTests, pgClaimsTests } from "./pg/claims.js"
-import { pgConnectionsTests } from "./pg/connections.js"
-import { pgDeadTests } from "./pg/dead.js"
-import { pgHeldHorizonTests } from "./pg/heldHorizon.js"
-import { pgHistoryTests } from "./pg/history.js"
-import { pgItemsTests } from "./pg/items.js"
 import { storeSuite } from "./suite.js"
 import { workersSuite } from "./workers.js"
 
@@ -28,19 +24,6 @@ const backend = pgBackend({ schema: "docket_test" })
 const empty = pgBackend()
 afterAll(() => Promise.all([backend.cleanup(), empty.cleanup()]))
 
-describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
-  storeSuite(backend, empty)
-
-  describe("PostgreSQL only", () => {
-    pgItemsTests(backend)
-    pgCancelTests(backend)
-    pgDeadTests(backend)
-    pgHistoryTests(backend)
-    pgConnectionsTests(backend)
-    pgClaimsTests(backend)
-    pgHeldHorizonTests(backend)
-  })
-})
+describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => storeSuite(backend, empty))
 describe.skipIf(!pgAvailable)("the read model on PostgreSQL", () => insightsSuite(backend))
 describe.skipIf(!pgAvailable)("live workers on PostgreSQL", () => workersSuite(backend))
-pgClaimPlanTests()

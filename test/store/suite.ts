@@ -14,6 +14,7 @@ import { cancelSuite } from "./cancel.js"
 import { claimsSuite } from "./claims.js"
 import { deadSuite } from "./dead.js"
 import { errorsSuite } from "./errors.js"
+import { groupsSuite } from "./groups.js"
 import { historySuite } from "./history.js"
 import { itemsSuite } from "./items.js"
 import { kindsSuite } from "./kinds.js"
@@ -36,6 +37,7 @@ export const storeSuite = (backend: Backend, empty: Backend = backend) => {
   migrationsSuite(empty)
   attemptsSuite(backend)
   kindsSuite(backend)
+  groupsSuite(backend)
   snoozeSuite(backend)
   cancelSuite(backend)
   historySuite(backend)

@@ -25,7 +25,7 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countState, setRow } from "../support/db.js"
 
 /** The migrations an upgrade from `last` applies: every one after it, to the latest. */
-const LATEST = 16
+const LATEST = 17
 const appliedAfter = (last: number) => Array.from({ length: LATEST - last }, (_, i) => last + 1 + i)
 
 const migrateUpTo = (last: number) =>
@@ -314,8 +314,8 @@ const from0010 = (backend: Backend) => {
           const before = yield* everyRow("docket_items")
 
           expect(yield* Migrations.run).toEqual(appliedAfter(10))
-          // Every column of every row, whichever table holds it now.
-          expect(yield* everyRow("docket_items_all")).toEqual(before)
+          // Every column of every row, whichever table holds it now (and no group: 0017).
+          expect(yield* everyRow("docket_items_all")).toEqual(before.map((row) => ({ ...row, group_key: null })))
           if (isPg) {
             const held = yield* sql.unsafe<{ id: string }>("SELECT id FROM docket_done ORDER BY id")
             expect(held.map((r) => Number(r.id))).toEqual([ids.done, ids.old])

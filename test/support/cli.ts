@@ -25,10 +25,19 @@ import { freshPgDatabase, pgAvailable, repoLayer } from "./db.js"
 vi.setConfig({ testTimeout: 180_000 })
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url))
-export const BIN = join(ROOT, "bin", "docket.mjs")
+
+/**
+ * `DOCKET_TEST_COMMAND=dist`: the command under test is the compiled one
+ * (`node dist/cli/main.js`, what an installed package runs; `npm run build`
+ * first), and task files import the compiled Docket. scripts/ci-node-lines.sh
+ * runs the command tests so on the Node lines beside the primary one, which
+ * runs them on the sources under tsx (bin/docket.mjs in a checkout).
+ */
+const COMPILED = process.env.DOCKET_TEST_COMMAND === "dist"
+export const BIN = COMPILED ? join(ROOT, "dist", "cli", "main.js") : join(ROOT, "bin", "docket.mjs")
 
 /** Imports a task file outside this package can use: absolute URLs of Docket and of Effect (the same instances). */
-export const DOCKET_URL = pathToFileURL(join(ROOT, "src", "index.ts")).href
+export const DOCKET_URL = pathToFileURL(join(ROOT, ...(COMPILED ? ["dist", "index.js"] : ["src", "index.ts"]))).href
 export const EFFECT_URL = pathToFileURL(join(ROOT, "node_modules", "effect", "dist", "esm", "index.js")).href
 
 export interface Result {
@@ -203,7 +212,19 @@ export interface CliBackend {
 export const noHorizon = (backend: "sqlite" | "pg") =>
   backend === "sqlite" ? null : { ageMs: 300_000, transactions: 100_000, holders: [] }
 
-export const cliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> => [
+/**
+ * The backends the command tests run on: both, unless DOCKET_TEST_CLI_BACKENDS
+ * names fewer (scripts/ci-node-lines.sh: `sqlite` on the Node lines beside the
+ * primary one, where the PostgreSQL driver, plain JavaScript, is run by the
+ * conformance suites and better-sqlite3, the native addon built per line, is
+ * what the command can differ on).
+ */
+const CLI_BACKENDS = (process.env.DOCKET_TEST_CLI_BACKENDS ?? "sqlite,pg").split(",").map((name) => name.trim())
+
+export const cliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> =>
+  allCliBackends(cleanups).filter((backend) => CLI_BACKENDS.includes(backend.name))
+
+const allCliBackends = (cleanups: Array<() => Promise<void> | void>): ReadonlyArray<CliBackend> => [
   {
     name: "sqlite",
     skip: false,

@@ -28,6 +28,11 @@ interface Options {
   readonly kindLimits?: ReadonlyMap<string, number>
   /** Wraps the repository the claimer claims through. */
   readonly repo?: (repo: QueueRepo.Service) => QueueRepo.Service
+  /**
+   * The claimer's clock, moved by the test; with it, each of the claimer's
+   * waits is also a call ("wait") and ends only at a notify (no timer).
+   */
+  readonly clock?: { now: number }
 }
 
 /**
@@ -43,12 +48,19 @@ const setup = (options: Options) =>
     const recorder = yield* Recorder.make({ repo, counts: state.counts, publisher, wake: () => {}, pollMs: 60_000, checkIdle: () => {} })
     const calls = yield* Queue.unbounded<string>()
     const holdMs = options.holdMs ?? 60_000
-    const prefetch = new Prefetch(options.prefetch, options.concurrency, holdMs, performance.now())
+    const { clock } = options
+    const prefetch = new Prefetch(options.prefetch, options.concurrency, holdMs, clock?.now ?? performance.now())
+    const signal = new Signal()
+    const wakeup = clock === undefined ? signal : {
+      notify: signal.notify,
+      wait: () => Effect.zipRight(Queue.offer(calls, "wait"), signal.wait(Infinity))
+    }
     const claimer = yield* Claimer.make({
       repo: options.repo?.(repo) ?? repo,
       state,
       prefetch,
-      wakeup: new Signal(),
+      wakeup,
+      now: clock === undefined ? undefined : () => clock.now,
       publisher,
       worker: "w1",
       concurrency: options.concurrency,
@@ -63,8 +75,22 @@ const setup = (options: Options) =>
       checkIdle: () => Queue.unsafeOffer(calls, "idle")
     })
     const next = Queue.take(calls).pipe(Effect.timeout("10 seconds"))
-    return { repo, sql, state, prefetch, claimer, next }
+    return { repo, sql, state, prefetch, claimer, next, wakeup }
   })
+
+/** A slot takes the next buffered item and runs it (as slots.ts would). */
+const runNext = (state: PoolState) => {
+  const taken = state.takeOne()
+  if (taken === undefined) throw new Error("nothing buffered")
+  return state.begin(taken.claim, runOf(taken.claim, 0).slot, 0)
+}
+
+/** The ids of the buffered items, in order (left buffered). */
+const bufferedIds = (state: PoolState) => {
+  const all = state.buffer.takeAll()
+  for (const claim of all) state.buffer.push(claim, 0)
+  return all.map((c) => c.id)
+}
 
 describe("the claimer", () => {
   it.scopedLive("claims free slots (plus the prefetch); all it asked for keeps it claiming, fewer is drained, none is empty", () =>
@@ -103,20 +129,91 @@ describe("the claimer", () => {
       yield* t.claimer.stop(new Budget(10_000))
     }))
 
-  it.scopedLive("prefetched items that waited past the hold are given back, and the prefetch pauses until a slot frees", () =>
+  it.scopedLive("prefetched items that waited past the hold for a busy slot are given back, and the prefetch pauses until a slot frees", () =>
     Effect.gen(function*() {
-      const t = yield* setup({ concurrency: 1, prefetch: 4, holdMs: 50 })
+      const clock = { now: 0 }
+      const t = yield* setup({ concurrency: 1, prefetch: 4, holdMs: 50, clock })
       yield* t.repo.enqueueMany(Array.from({ length: 10 }, (_, payload) => ({ kind: "job", payload })))
       yield* t.claimer.start(yield* Effect.scope)
       // Starving at first: the prefetch grows (1 -> 4), so one slot plus four.
       expect(yield* t.next).toBe("dispatch 5")
+      expect(yield* t.next).toBe("wait")
       expect(t.prefetch.paused).toBe(false)
-      // No slot takes them: after the hold they go back, and only the free slot is claimed for.
-      expect(yield* t.next).toBe("dispatch 1")
+      // The slot takes one; the other four wait for it, past the hold: they go back.
+      const run = runNext(t.state)
+      clock.now += 51
+      t.wakeup.notify()
+      expect(yield* t.next).toBe("wait")
       expect(t.prefetch.paused).toBe(true)
-      expect(t.state.counts.released).toBe(5)
+      expect(t.state.counts.released).toBe(4)
+      expect(t.state.buffer.size).toBe(0)
+      // The slot frees: the prefetch resumes, and the claimer claims for the slot and the prefetch again.
+      t.state.end(run)
       t.claimer.slotFreed()
       expect(t.prefetch.paused).toBe(false)
+      expect(yield* t.next).toBe("dispatch 5")
+      yield* t.claimer.stop(new Budget(10_000))
+    }))
+
+  it.scopedLive("an item a free slot takes next is not given back, however long it waited; the hold is for items no slot is free for", () =>
+    Effect.gen(function*() {
+      const clock = { now: 0 }
+      const t = yield* setup({ concurrency: 3, prefetch: 0, holdMs: 1000, clock })
+      const ids = (yield* t.repo.enqueueMany([1, 2, 3, 4].map((payload) => ({ kind: "job", payload })))).map((r) => r.id)
+      yield* t.claimer.start(yield* Effect.scope)
+      expect(yield* t.next).toBe("dispatch 3")
+      expect(yield* t.next).toBe("wait")
+      // One slot takes its item. The two others are free but have not had
+      // their turn yet (a loaded machine: the event loop's turn, or the turn
+      // a finishing slot gives the claimer first): their items stay, and
+      // parked slots are woken for them.
+      runNext(t.state)
+      clock.now += 5000
+      t.wakeup.notify()
+      expect(yield* t.next).toBe("dispatch 2")
+      expect(yield* t.next).toBe("wait")
+      expect(t.state.counts.released).toBe(0)
+      expect(t.prefetch.paused).toBe(false)
+      expect(bufferedIds(t.state)).toEqual([ids[1], ids[2]])
+      // Another slot busy (with an item claimed elsewhere): one slot is free,
+      // for the first of the two; the second has no slot and goes back.
+      t.state.begin({ id: 0, kind: "job" } as unknown as Claim, runOf({ id: 0, kind: "job" } as unknown as Claim, 0).slot, 0)
+      t.wakeup.notify()
+      expect(yield* t.next).toBe("dispatch 1")
+      expect(yield* t.next).toBe("wait")
+      expect(t.state.counts.released).toBe(1)
+      expect(t.prefetch.paused).toBe(true)
+      expect(bufferedIds(t.state)).toEqual([ids[1]])
+      yield* t.claimer.stop(new Budget(10_000))
+    }))
+
+  it.scopedLive("the hold counts from when the claim came back, not from when it was sent (a claim that waited on a lock)", () =>
+    Effect.gen(function*() {
+      const clock = { now: 0 }
+      const t = yield* setup({
+        concurrency: 1,
+        prefetch: 4,
+        holdMs: 1000,
+        clock,
+        // The claim waits 5 s (SQLite's busy timeout, a slow database) before it returns.
+        repo: (repo) => ({ ...repo, claim: (options) => Effect.zipRight(Effect.sync(() => (clock.now += 5000)), repo.claim(options)) })
+      })
+      yield* t.repo.enqueueMany(Array.from({ length: 10 }, (_, payload) => ({ kind: "job", payload })))
+      yield* t.claimer.start(yield* Effect.scope)
+      expect(yield* t.next).toBe("dispatch 5")
+      expect(yield* t.next).toBe("wait")
+      // The slot is busy: the four others wait for it, from now.
+      runNext(t.state)
+      t.wakeup.notify()
+      expect(yield* t.next).toBe("wait")
+      expect(t.state.counts.released).toBe(0)
+      expect(t.state.buffer.size).toBe(4)
+      // A hold later they go back.
+      clock.now += 1001
+      t.wakeup.notify()
+      expect(yield* t.next).toBe("wait")
+      expect(t.state.counts.released).toBe(4)
+      expect(t.state.buffer.size).toBe(0)
       yield* t.claimer.stop(new Budget(10_000))
     }))
 

@@ -25,6 +25,7 @@ const enqueueOne = (args: EnqueueArgs, kind: string) =>
       kind,
       payload,
       key: Option.getOrUndefined(args.key),
+      group: Option.getOrUndefined(args.group),
       delay,
       runAt,
       priority: Option.getOrUndefined(args.priority),

@@ -58,10 +58,10 @@ export const enqueueBulk = (args: EnqueueArgs, from: string) =>
       const extra = Option.getOrElse(args.kind, () => "")
       return yield* (looksLikeOption(extra) ? unknownOption(extra) : usage("--from takes no kind or payload argument"))
     }
-    const perItem = ([args.key, args.delay, args.runAt, args.priority, args.maxAttempts] as ReadonlyArray<Option.Option<unknown>>)
+    const perItem = ([args.key, args.group, args.delay, args.runAt, args.priority, args.maxAttempts] as ReadonlyArray<Option.Option<unknown>>)
       .some(Option.isSome)
     if (perItem) {
-      return yield* usage("--from takes no --key, --delay, --run-at, --priority or --max-attempts (give them per line)")
+      return yield* usage("--from takes no --key, --group, --delay, --run-at, --priority or --max-attempts (give them per line)")
     }
     if (from !== "-" && !existsSync(from)) return yield* usage(`--from: file ${from} does not exist`)
     if (from !== "-" && !statSync(from).isFile()) return yield* usage(`--from: ${from} is not a file`)

@@ -17,6 +17,11 @@ export const enqueueConfig = {
     Args.optional
   ),
   key: optionalText("key", "key", "Dedupe key: while an item of this kind and key waits, another is not added."),
+  group: optionalText(
+    "group",
+    "group",
+    "The item's group inside its kind (a customer, an endpoint): the kind's perGroup limits apply to it."
+  ),
   delay: durationOption("delay", "Due after this long: 500ms, 30s, 5m, 1h or milliseconds.").pipe(Options.optional),
   runAt: timeOption("run-at", "Due at this ISO 8601 time (2030-01-01T09:00:00Z; without an offset, local time).")
     .pipe(Options.optional),
@@ -33,7 +38,7 @@ export const enqueueConfig = {
     "from",
     "file",
     "Bulk: an NDJSON file (or - for stdin), one object a line: " +
-      `{"kind":..,"payload":..,"key"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}. ` +
+      `{"kind":..,"payload":..,"key"?,"group"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}. ` +
       "A bad line refuses the whole file."
   )
 }

@@ -40,6 +40,7 @@ export const itemText = (item: QueueRepo.Item): string => {
     ["kind", item.kind],
     ["state", item.state],
     ["key", item.key ?? "-"],
+    ...(item.group === null ? [] : [["group", item.group] as [string, string]]),
     ["priority", String(item.priority)],
     ["attempts", attempts],
     ["snoozes", String(item.snoozes)],

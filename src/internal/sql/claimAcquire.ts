@@ -19,6 +19,7 @@ import * as Now from "./clock.js"
 import { CLAIM_COLUMNS } from "./columns.js"
 import { compiled, type Db, op } from "./db.js"
 import { Cursors, type WalkedRow } from "./claimCursors.js"
+import { claimGroups, type Exec } from "./claimGroups.js"
 import type { ClaimRow } from "./rows.js"
 
 /** A row of the PostgreSQL claim: an item and whether the cursors' walk claimed it, or (id NULL) the next bound. */
@@ -66,7 +67,8 @@ export const pg = `SELECT ${CLAIM_COLUMNS}, walked, expired_until, entries_read 
  */
 export const sqlite = `
 WITH controlled AS (
-  SELECT kind FROM docket_kinds WHERE paused OR concurrency IS NOT NULL OR rate_limit IS NOT NULL)
+  SELECT kind FROM docket_kinds
+  WHERE paused OR concurrency IS NOT NULL OR rate_limit IS NOT NULL OR group_concurrency IS NOT NULL)
 UPDATE docket_items
 SET state = 'running', attempts = attempts + 1, lease_seq = lease_seq + 1, claimed_by = ?1,
     lease_until = ${Now.sqlite} + ?3, updated_at = ${Now.sqlite}
@@ -95,13 +97,13 @@ RETURNING ${CLAIM_COLUMNS}`
 
 /**
  * SQLite, first in a claim's transaction: the controlled kinds among those
- * claimed (paused, or limited), each limited one with what it may start now
+ * claimed (paused, limited, or grouped), each limited one with what it may start now
  * (its concurrency less the items holding a live lease; its rate slots free),
  * read under the transaction's write lock, so no other claim can change them
  * before this one commits. ?1 a JSON array of kinds or NULL for all.
  */
 export const sqliteControls = `
-SELECT k.kind, k.paused, k.rate_limit,
+SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered,
   CASE WHEN k.concurrency IS NULL THEN NULL ELSE k.concurrency - (
     SELECT count(*) FROM docket_items r
     WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > ${Now.sqlite}) END AS concurrency_left,
@@ -109,7 +111,7 @@ SELECT k.kind, k.paused, k.rate_limit,
     SELECT count(*) FROM docket_kind_slots s
     WHERE s.kind = k.kind AND s.started_at <= ${Now.sqlite} - k.rate_period_ms) END AS rate_left
 FROM docket_kinds k
-WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL)
+WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL OR k.group_concurrency IS NOT NULL)
   AND (?1 IS NULL OR k.kind IN (SELECT value FROM json_each(?1)))
 ORDER BY k.kind`
 
@@ -138,14 +140,14 @@ WHERE kind = ?1 AND slot IN (
  * claims each up to it, writes its slots, and claims the other kinds with
  * what is left of the batch.
  */
-/** Runs one statement (numbered parameters) on the claim's connection. */
-type Exec = <A extends object>(text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>
-
 /** A controlled kind as `sqliteControls` reads it. */
 interface ControlRow {
   readonly kind: string
   readonly paused: number
   readonly rate_limit: number | null
+  /** Its groups' limit (perGroup), or null: then its items are claimed as a limited kind's. */
+  readonly group_concurrency: number | null
+  readonly group_ordered: number
   readonly concurrency_left: number | null
   readonly rate_left: number | null
 }
@@ -173,7 +175,16 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
       if (c.paused || limitedLeft <= 0) continue
       const allowed = Math.min(limitedLeft, c.concurrency_left ?? limitedLeft, c.rate_left ?? limitedLeft)
       if (allowed <= 0) continue
-      const rows = yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
+      const rows = c.group_concurrency === null
+        ? yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
+        : yield* claimGroups(exec, {
+          worker: r.worker,
+          limit: allowed,
+          leaseMs: r.leaseMs,
+          kind: c.kind,
+          concurrency: c.group_concurrency,
+          ordered: c.group_ordered !== 0
+        })
       if (rows.length > 0 && c.rate_limit !== null) yield* exec(sqliteTakeSlots, [c.kind, rows.length])
       limitedLeft -= rows.length
       claimed.push(...rows)

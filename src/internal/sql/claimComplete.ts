@@ -46,14 +46,14 @@ moved AS (
   DELETE FROM docket_items i WHERE ${pgHeld("i")}
   RETURNING i.id, i.kind, i.payload, i.dedupe_key, i.priority, i.run_at, i.attempts, i.max_attempts, i.last_error,
     i.claimed_by, i.lease_seq, i.created_at, i.max_attempts_given, i.trace_context, i.snoozes,
-    ${pgGiven("i", "$3::text[]")} AS result, i.errors
+    ${pgGiven("i", "$3::text[]")} AS result, i.errors, i.group_key
 )
 INSERT INTO docket_done (id, kind, payload, dedupe_key, priority, state, run_at, attempts, max_attempts, last_error,
   claimed_by, lease_until, lease_seq, created_at, updated_at, max_attempts_given, trace_context, snoozes,
-  finished_at, result, errors)
+  finished_at, result, errors, group_key)
 SELECT m.id, m.kind, m.payload, m.dedupe_key, m.priority, 'done', m.run_at, m.attempts, m.max_attempts, m.last_error,
   m.claimed_by, NULL, m.lease_seq, m.created_at, now.ms, m.max_attempts_given, m.trace_context, m.snoozes,
-  now.ms, m.result, m.errors
+  now.ms, m.result, m.errors, m.group_key
 FROM moved m, now
 RETURNING id, lease_seq`
 

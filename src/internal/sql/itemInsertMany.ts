@@ -22,6 +22,8 @@ export interface InsertRow {
   readonly delayMs: number
   /** Null when the request gave none (its claimer decides). */
   readonly maxAttempts: number | null
+  /** The item's group inside its kind (stored as group_key), or null. */
+  readonly group: string | null
 }
 
 /** The operation: rows inserted, in id order. */
@@ -51,17 +53,17 @@ const STORED_DEFAULT = 8
 // One NOTIFY per statement, delivered when the enclosing transaction commits.
 // A NULL max attempts is one not given ($12 NULL too: none of the batch gave
 // one); the batch shares one span context ($13, NULL outside a trace).
-const pgMany = (keyed: boolean) => `
+const pgMany = (keyed: boolean, grouped: boolean) => `
 WITH ins AS (
   INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
-                            trace_context, created_at, updated_at)
+                            trace_context, created_at, updated_at${grouped ? ", group_key" : ""})
   SELECT coalesce(t.kind, $8), t.payload::text, t.dedupe_key, coalesce(t.priority, $9),
          coalesce(t.run_at, $10, ${Now.pg} + coalesce(t.delay_ms, $11)),
          coalesce(t.max_attempts, $12, ${STORED_DEFAULT}), coalesce(t.max_attempts, $12) IS NOT NULL,
-         $13::text, ${Now.pg}, ${Now.pg}
+         $13::text, ${Now.pg}, ${Now.pg}${grouped ? ", t.group_key" : ""}
   FROM ROWS FROM (json_array_elements($2::json), unnest($1::text[]), unnest($3::text[]), unnest($4::int[]),
-                  unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::int[]))
-    WITH ORDINALITY AS t(payload, kind, dedupe_key, priority, run_at, delay_ms, max_attempts, ord)
+                  unnest($5::bigint[]), unnest($6::bigint[]), unnest($7::int[])${grouped ? ", unnest($14::text[])" : ""})
+    WITH ORDINALITY AS t(payload, kind, dedupe_key, priority, run_at, delay_ms, max_attempts${grouped ? ", group_key" : ""}, ord)
   ORDER BY t.ord
   ${keyed ? "ON CONFLICT DO NOTHING" : ""}
   RETURNING id, kind, dedupe_key
@@ -73,10 +75,20 @@ ${
 }`
 
 /** PostgreSQL, a batch with at least one key: returns the inserted rows (`KeyRow`) in id order. */
-export const pgKeyed = pgMany(true)
+export const pgKeyed = pgMany(true, false)
 
 /** PostgreSQL, a batch without keys: returns one row, `ids`, every inserted id as an array in id order. */
-export const pgPlain = pgMany(false)
+export const pgPlain = pgMany(false, false)
+
+/**
+ * PostgreSQL, the two batches above with groups ($14, every row's group or
+ * NULL): a batch of ungrouped items keeps the texts above, so it sends and
+ * writes nothing more than before groups existed. A single grouped item goes
+ * this way too (docket_enqueue_one knows no groups).
+ */
+export const pgKeyedGrouped = pgMany(true, true)
+/** PostgreSQL: see `pgKeyedGrouped`. */
+export const pgPlainGrouped = pgMany(false, true)
 
 /**
  * PostgreSQL, one item (the common case): a server-side function with a kept
@@ -91,16 +103,16 @@ FROM docket_enqueue_one($1::text, $2::text, $3::text, $4::int, $5::bigint, $6::b
 
 /**
  * SQLite, any batch: ?1 is a JSON array of [kind, payload, key, priority,
- * runAt, delayMs, maxAttempts (null: not given)] rows, ?2 the batch's span
+ * runAt, delayMs, maxAttempts (null: not given), group (left out for none)] rows, ?2 the batch's span
  * context or NULL. `WHERE true` is SQLite's documented way to let ON CONFLICT
  * follow INSERT ... SELECT.
  */
 export const sqlite = `
 INSERT INTO docket_items (kind, payload, dedupe_key, priority, run_at, max_attempts, max_attempts_given,
-                          trace_context, created_at, updated_at)
+                          trace_context, created_at, updated_at, group_key)
 SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,
        coalesce(j.value ->> 4, n.ms + (j.value ->> 5)), coalesce(j.value ->> 6, ${STORED_DEFAULT}),
-       j.value ->> 6 IS NOT NULL, ?2, n.ms, n.ms
+       j.value ->> 6 IS NOT NULL, ?2, n.ms, n.ms, j.value ->> 7
 FROM json_each(?1) j, (SELECT ${Now.sqlite} AS ms) n
 WHERE true
 ORDER BY j.key
@@ -110,7 +122,12 @@ RETURNING id, kind, dedupe_key`
 // The parameters of a batch insert (pgKeyed, pgPlain): payloads as one JSON array, each other column
 // as an array, or as a NULL array and a scalar when the batch shares its value;
 // the span context, one for the batch.
-const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean, traceContext: string | null): Array<unknown> => {
+const batchParams = (
+  rows: ReadonlyArray<InsertRow>,
+  keyed: boolean,
+  grouped: boolean,
+  traceContext: string | null
+): Array<unknown> => {
   let payloads = "["
   for (let i = 0; i < rows.length; i++) payloads += (i === 0 ? "" : ",") + rows[i].payload
   payloads += "]"
@@ -126,7 +143,9 @@ const batchParams = (rows: ReadonlyArray<InsertRow>, keyed: boolean, traceContex
   const [delays, delay] = column((r) => r.delayMs, intArray)
   const [maxAttempts, maxAttempt] = column((r) => r.maxAttempts, intArray)
   const keys = keyed ? rows.map((r) => r.key) : null
-  return [kinds, payloads, keys, priorities, runAts, delays, maxAttempts, kind, priority, runAt, delay, maxAttempt, traceContext]
+  const params = [kinds, payloads, keys, priorities, runAts, delays, maxAttempts, kind, priority, runAt, delay, maxAttempt, traceContext]
+  if (grouped) params.push(rows.map((r) => r.group))
+  return params
 }
 
 // An unkeyed batch inserts every row, in input order: its ids (one array,
@@ -142,18 +161,25 @@ const idsAsRows = (rows: ReadonlyArray<InsertRow>, ids: string | null): Array<Ke
 /** `itemInsertMany` for a dialect. */
 export const make = op<ItemInsertMany>({
   pg: ({ run }) => (rows, traceContext) => {
-    if (rows.length === 1) {
+    const grouped = rows.some((r) => r.group !== null)
+    if (rows.length === 1 && !grouped) {
       const r = rows[0]
       return run<KeyRow>(pgOne, [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts, traceContext])
     }
     const keyed = rows.some((r) => r.key !== null)
-    const params = batchParams(rows, keyed, traceContext)
-    if (keyed) return run<KeyRow>(pgKeyed, params)
-    return run<{ ids: string | null }>(pgPlain, params).pipe(Effect.map((result) => idsAsRows(rows, result[0].ids)))
+    const params = batchParams(rows, keyed, grouped, traceContext)
+    if (keyed) return run<KeyRow>(grouped ? pgKeyedGrouped : pgKeyed, params)
+    return run<{ ids: string | null }>(grouped ? pgPlainGrouped : pgPlain, params).pipe(
+      Effect.map((result) => idsAsRows(rows, result[0].ids))
+    )
   },
   sqlite: ({ run }) => (rows, traceContext) =>
     run<KeyRow>(sqlite, [
-      JSON.stringify(rows.map((r) => [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts])),
+      JSON.stringify(rows.map((r) =>
+        r.group === null
+          ? [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts]
+          : [r.kind, r.payload, r.key, r.priority, r.runAt, r.delayMs, r.maxAttempts, r.group]
+      )),
       traceContext
     ]).pipe(Effect.map((inserted) => [...inserted].sort((a, b) => Number(a.id) - Number(b.id))))
 })

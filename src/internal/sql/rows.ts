@@ -34,6 +34,8 @@ export interface ItemRow {
   readonly result: string | null
   /** The attempts' errors: pg returns jsonb parsed, SQLite the JSON text. */
   readonly errors: unknown
+  /** Its group inside its kind (migration 0017); NULL for none. */
+  readonly group_key: string | null
 }
 
 /** What a claim returns: the item's columns a run needs (state, claimer and update time are known). */
@@ -130,6 +132,7 @@ export const toItem = (row: ItemRow): Item => ({
   kind: row.kind,
   payload: parsePayload(row.payload),
   key: row.dedupe_key,
+  group: row.group_key ?? null,
   priority: num(row.priority),
   state: row.state,
   runAt: num(row.run_at),

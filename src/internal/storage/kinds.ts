@@ -9,17 +9,20 @@ import type { Db } from "../sql/db.js"
 import * as KindList from "../sql/kindList.js"
 import * as KindSetPaused from "../sql/kindSetPaused.js"
 import * as KindSetLimits from "../sql/kindSetLimits.js"
+import * as KindSetGroups from "../sql/kindSetGroups.js"
 
 /** The kinds operations. */
 export interface Kinds {
   readonly kindList: KindList.KindList
   readonly kindSetPaused: KindSetPaused.KindSetPaused
   readonly kindSetLimits: KindSetLimits.KindSetLimits
+  readonly kindSetGroups: KindSetGroups.KindSetGroups
 }
 
 /** The kinds operations of `db`'s dialect. */
 export const make = (db: Db): Kinds => ({
   kindList: KindList.make(db),
   kindSetPaused: KindSetPaused.make(db),
-  kindSetLimits: KindSetLimits.make(db)
+  kindSetLimits: KindSetLimits.make(db),
+  kindSetGroups: KindSetGroups.make(db)
 })

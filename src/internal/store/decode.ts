@@ -29,6 +29,7 @@ export const toClaim = (
   kind: row.kind,
   payloadJson: row.payload,
   key: row.dedupe_key,
+  group: row.group_key ?? null,
   priority: num(row.priority),
   attempt: num(row.attempts),
   maxAttempts: row.max_attempts === null ? budgets?.get(row.kind) ?? fallback : num(row.max_attempts),

@@ -5,7 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type { GlobalLimits, Rate } from "../../Domain.js"
+import type { GlobalLimits, PerGroup, Rate } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Wakeups from "../../Wakeups.js"
 import type { LimitsRow } from "../sql/kindSetLimits.js"
@@ -24,8 +24,28 @@ export const MAX_RATE_PERIOD_MS = 31 * 24 * 3600 * 1000
 /** The operations on kinds. */
 export type Kinds = Pick<
   Service,
-  "listKinds" | "pauseKind" | "resumeKind" | "setKindLimits" | "declareKindLimits" | "resetKindLimits"
+  "listKinds" | "pauseKind" | "resumeKind" | "setKindLimits" | "declareKindLimits" | "resetKindLimits" | "declarePerGroup"
 >
+
+/** Checks a `perGroup` declaration: none (undefined or null), or its concurrency and order. */
+export const checkPerGroup = (
+  perGroup: PerGroup | null | undefined
+): Either.Either<{ readonly concurrency: number; readonly ordered: boolean } | null, InvalidInput> =>
+  Either.gen(function*() {
+    if (perGroup === undefined || perGroup === null) return null
+    if (typeof perGroup !== "object") {
+      return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "must be { concurrency, ordered? }" }))
+    }
+    const concurrency = yield* Either.mapLeft(
+      V.checkIntegerIn("concurrency", perGroup.concurrency, 1, V.MAX_GROUP_CONCURRENCY),
+      (e) => new InvalidInput({ field: "perGroup", reason: `concurrency ${e.reason}` })
+    )
+    const ordered = perGroup.ordered ?? false
+    if (typeof ordered !== "boolean") {
+      return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "ordered must be true or false" }))
+    }
+    return { concurrency, ordered }
+  })
 
 const checkRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
   Either.gen(function*() {
@@ -61,7 +81,10 @@ export const checkLimits = (limits: GlobalLimits): Either.Either<LimitsRow, Inva
  * resume, a limit set, reset or declared) wakes this process's pools; on
  * PostgreSQL its statement notifies every process's.
  */
-export const make = (store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits">, wakeups: Wakeups.Service): Kinds => {
+export const make = (
+  store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits" | "kindSetGroups">,
+  wakeups: Wakeups.Service
+): Kinds => {
   const kindOf = (kind: string) => V.lift(V.checkKind(kind))
   const limits = (kind: string, given: GlobalLimits, by: "person" | "code") =>
     Effect.gen(function*() {
@@ -83,6 +106,16 @@ export const make = (store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSe
         store.kindSetPaused(k, false).pipe(Effect.mapError(storage("resumeKind")), Effect.zipRight(wakeups.enqueued))),
     setKindLimits: (kind, given) => Effect.asVoid(limits(kind, given, "person")),
     declareKindLimits: (kind, given) => limits(kind, given, "code"),
+    declarePerGroup: (kind, given) =>
+      Effect.gen(function*() {
+        const k = yield* kindOf(kind)
+        const checked = yield* V.lift(checkPerGroup(given))
+        const changed = yield* store.kindSetGroups(k, checked?.concurrency ?? null, checked?.ordered ?? false).pipe(
+          Effect.mapError(storage("declarePerGroup"))
+        )
+        if (changed) yield* wakeups.enqueued
+        return changed
+      }),
     resetKindLimits: (kind) =>
       Effect.gen(function*() {
         const k = yield* kindOf(kind)

@@ -34,6 +34,8 @@ export const make = ({ maxPayloadBytes }: Limits): Prepare => (request, index) =
   if (Either.isLeft(payload)) return refuse(payload.left, index)
   const key = V.checkKey(request.key)
   if (Either.isLeft(key)) return refuse(key.left, index)
+  const group = V.checkGroup(request.group)
+  if (Either.isLeft(group)) return refuse(group.left, index)
   if (request.delay !== undefined && request.runAt !== undefined) {
     return refuse(new InvalidInput({ field: "delay", reason: "give delay or runAt, not both" }), index)
   }
@@ -62,5 +64,14 @@ export const make = ({ maxPayloadBytes }: Limits): Prepare => (request, index) =
     if (Either.isLeft(checked)) return refuse(checked.left, index)
     maxAttempts = checked.right
   }
-  return Either.right({ kind: kind.right, payload: payload.right, key: key.right, priority, runAt, delayMs, maxAttempts })
+  return Either.right({
+    kind: kind.right,
+    payload: payload.right,
+    key: key.right,
+    priority,
+    runAt,
+    delayMs,
+    maxAttempts,
+    group: group.right
+  })
 }

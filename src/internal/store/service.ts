@@ -9,7 +9,7 @@ import type * as Option from "effect/Option"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
-  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage,
+  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage, PerGroup,
   HorizonReport, HorizonThreshold, KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
   SnoozeRequest, Stats, TickPass, Total, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
@@ -128,6 +128,12 @@ export interface Service {
    * unless a person set the kind's limits. True when something changed.
    */
   readonly declareKindLimits: (kind: string, limits: GlobalLimits) => Effect.Effect<boolean, EI>
+  /**
+   * A handler's declared group limits (`Handler.Options.perGroup`; undefined:
+   * none), written by a worker pool at start: the last pool to start wins.
+   * True when something changed. An `InvalidInput` on `perGroup` changes nothing.
+   */
+  readonly declarePerGroup: (kind: string, perGroup: PerGroup | undefined) => Effect.Effect<boolean, EI>
   /** Hands the kind's limits back to its code: none until a worker declaring some starts. */
   readonly resetKindLimits: (kind: string) => Effect.Effect<void, EI>
   /**

@@ -51,6 +51,8 @@ export interface ClaimerDeps {
   readonly release: (claims: ReadonlyArray<Claim>) => Effect.Effect<void>
   /** Resumes parked slots. */
   readonly dispatch: () => void
+  /** The monotonic clock (ms): performance.now, unless a test gives its own. */
+  readonly now?: (() => number) | undefined
   /** The pool may be idle now. */
   readonly checkIdle: () => void
 }
@@ -135,10 +137,21 @@ export class Claimer implements Part {
     return this.deps.handlerKinds.filter((k) => !saturated.includes(k))
   }
 
+  private now(): number {
+    return this.deps.now === undefined ? performance.now() : this.deps.now()
+  }
+
+  // Gives back the items that waited the hold in the buffer with no slot to
+  // go to (state.ts, `takeHeldTooLong`): the items free slots take next stay.
   private readonly sweep = Effect.suspend(() => {
-    const { holdMs, prefetch, release, state } = this.deps
+    const { concurrency, holdMs, prefetch, release, state } = this.deps
     if (state.buffer.size === 0) return Effect.void
-    const old = state.buffer.takeOlderThan(performance.now() - holdMs)
+    const cutoff = this.now() - holdMs
+    const old = state.takeHeldTooLong(cutoff, concurrency)
+    // Old items kept for free slots: wake any parked one (it was woken when
+    // they came; should it have missed that, they would otherwise wait for
+    // the next claim or run's end, where before they were given back).
+    if ((state.buffer.oldest() ?? Infinity) < cutoff) this.deps.dispatch()
     if (old.length === 0) return Effect.void
     prefetch.pause()
     return release(old)
@@ -149,7 +162,7 @@ export class Claimer implements Part {
       this.deps
     this.woken = false
     yield* this.sweep
-    prefetch.adapt(performance.now(), state.starts)
+    prefetch.adapt(this.now(), state.starts)
     const starving = state.running.size < concurrency && state.buffer.size === 0
     if (starving && state.mode === "claiming" && !prefetch.paused) prefetch.grow()
     const room = Prefetch.room({
@@ -166,7 +179,7 @@ export class Claimer implements Part {
     }
     const kinds = this.kinds()
     if (kinds !== undefined && kinds.length === 0) return yield* wakeup.wait(pollMs)
-    const sentAt = performance.now()
+    const sentAt = this.now()
     // Items of globally limited kinds only for free slots: prefetched, they
     // would hold the kind's places (or have used its starts) without running.
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
@@ -185,7 +198,9 @@ export class Claimer implements Part {
     // A claim that ends once shutdown began leaves the mode as it is (mode.ts).
     if (!state.stopping) state.setMode(Mode.afterClaim(claims.length, room))
     if (claims.length > 0) {
-      for (const claim of claims) state.buffer.push(claim, sentAt)
+      // The lease counts from the send, the hold from now (buffer.ts, `Entry`).
+      const since = this.now()
+      for (const claim of claims) state.buffer.push(claim, sentAt, since)
       state.counts.claimed += claims.length
       yield* Metric.incrementBy(metrics.claimed, claims.length)
       if (publisher.wants("Claimed")) {

@@ -55,7 +55,10 @@ export interface PoolOptions {
    * jobs/s (docs/benchmarks.md).
    */
   readonly prefetch?: number | undefined
-  /** How long a prefetched item may wait for a slot before it is released (default 1 s). */
+  /**
+   * How long a prefetched item may wait for a slot before it is released
+   * (default 1 s), from the claim's return; an item a free slot takes next is kept.
+   */
   readonly prefetchHold?: Duration.DurationInput | undefined
   /** Lease length; renewed every third of it while the handler runs (default 30 s). */
   readonly lease?: Duration.DurationInput | undefined

@@ -63,6 +63,7 @@ class RunJob implements Handler.Job {
   readonly attempt: number
   readonly maxAttempts: number
   readonly key: string | null
+  readonly group: string | null
   readonly priority: number
   readonly createdAt: number
   readonly runAt: number
@@ -75,6 +76,7 @@ class RunJob implements Handler.Job {
     this.attempt = claim.attempt
     this.maxAttempts = claim.maxAttempts
     this.key = claim.key
+    this.group = claim.group
     this.priority = claim.priority
     this.createdAt = claim.createdAt
     this.runAt = claim.runAt

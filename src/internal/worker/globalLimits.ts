@@ -1,6 +1,7 @@
 /**
  * Writing the handlers' declared global limits when a pool starts
- * (`Handler.Options.global`): each handled kind's declaration, which the
+ * (`Handler.Options.global`, and the group limits of `perGroup`, which no
+ * person's setting overrides yet): each handled kind's declaration, which the
  * storage applies unless a person set the kind's limits. A kind whose handler
  * declares none has limits an earlier declaration left cleared.
  *
@@ -13,7 +14,7 @@ import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { GlobalLimits } from "../../Domain.js"
+import type { GlobalLimits, PerGroup } from "../../Domain.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import { type Budget, forkDetached, interruptWithin } from "./bounded.js"
 import type { Part } from "./part.js"
@@ -23,6 +24,8 @@ export interface GlobalLimitsDeps {
   readonly repo: QueueRepo.Service
   /** Every handled kind's declaration (the handler table's `globalLimits`). */
   readonly limits: ReadonlyMap<string, GlobalLimits>
+  /** Every handled kind's group limits (the handler table's `perGroup`; undefined for none). */
+  readonly perGroup?: ReadonlyMap<string, PerGroup | undefined> | undefined
 }
 
 /** The declaration as a part: written at start (waited for), retried in the background if it failed. */
@@ -35,8 +38,11 @@ export class Declaration implements Part {
 
   /** Writes every kind's declaration (see the module doc). */
   start(scope: Scope.Scope): Effect.Effect<void> {
-    const { limits, repo } = this.deps
-    const once = Effect.forEach(limits, ([kind, l]) => repo.declareKindLimits(kind, l), { discard: true })
+    const { limits, perGroup = new Map<string, PerGroup | undefined>(), repo } = this.deps
+    const once = Effect.zipRight(
+      Effect.forEach(limits, ([kind, l]) => repo.declareKindLimits(kind, l), { discard: true }),
+      Effect.forEach(perGroup, ([kind, g]) => repo.declarePerGroup(kind, g), { discard: true })
+    )
     return once.pipe(
       Effect.catchAll((error) =>
         Effect.zipRight(

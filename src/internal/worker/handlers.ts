@@ -7,10 +7,10 @@
 import type * as Context from "effect/Context"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import type { GlobalLimits } from "../../Domain.js"
+import type { GlobalLimits, PerGroup } from "../../Domain.js"
 import { InvalidInput } from "../../Errors.js"
 import type * as Handler from "../../Handler.js"
-import { checkLimits } from "../store/kinds.js"
+import { checkLimits, checkPerGroup } from "../store/kinds.js"
 import { HANDLER_KEY_PREFIX } from "../handlerKey.js"
 import { checkMaxSnoozes, DEFAULT_MAX_SNOOZES, EncodedResult, encodeResult, MAX_ATTEMPTS_LIMIT } from "../validate.js"
 
@@ -81,6 +81,8 @@ export interface HandlerTable {
   readonly maxAttempts: ReadonlyMap<string, number>
   /** Every kind's declared global limits (empty for none: a pool start clears limits an earlier code declared). */
   readonly globalLimits: ReadonlyMap<string, GlobalLimits>
+  /** Every kind's declared group limits (undefined for none: a pool start clears what an earlier code declared). */
+  readonly perGroup: ReadonlyMap<string, PerGroup | undefined>
   /** Every kind's cap on snoozes: its handler's `maxSnoozes`, else DEFAULT_MAX_SNOOZES. */
   readonly maxSnoozes: ReadonlyMap<string, number>
 }
@@ -124,6 +126,14 @@ export const table = (
     if (Either.isLeft(checked)) throw new Error(`Docket worker: the handler of ${kind}: global ${checked.left.message}`)
     globalLimits.set(kind, h.global ?? {})
   }
+  const perGroup = new Map<string, PerGroup | undefined>()
+  for (const [kind, h] of byKind) {
+    const checked = checkPerGroup(h.perGroup)
+    if (Either.isLeft(checked)) {
+      throw new InvalidInput({ field: "perGroup", reason: `the handler of ${kind}: ${checked.left.reason}` })
+    }
+    perGroup.set(kind, h.perGroup)
+  }
   const maxSnoozes = new Map<string, number>()
   for (const [kind, h] of byKind) {
     const checked = checkMaxSnoozes(h.maxSnoozes ?? DEFAULT_MAX_SNOOZES)
@@ -132,5 +142,5 @@ export const table = (
     }
     maxSnoozes.set(kind, checked.right)
   }
-  return { byKind, decoders, encoders, kindLimits, maxAttempts, maxSnoozes, globalLimits }
+  return { byKind, decoders, encoders, kindLimits, maxAttempts, maxSnoozes, globalLimits, perGroup }
 }

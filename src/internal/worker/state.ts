@@ -118,6 +118,30 @@ export class PoolState {
     return taken
   }
 
+  /**
+   * The buffered items that came back before `cutoff` and that no free slot
+   * will take: the free slots (`concurrency` less the runs) take the first
+   * items their kinds admit, so as many of the oldest admitted ones are kept.
+   * A free slot may not have taken its item yet only because it waits for
+   * its turn (slots.ts: the event loop's turn, or the one a finishing slot
+   * gives the claimer, whose round begins with this sweep): its item has a
+   * slot, and giving it back would only claim it again.
+   */
+  takeHeldTooLong(cutoff: number, concurrency: number): Array<Claim> {
+    const free = concurrency - this.running.size
+    if (free <= 0 || this.admit === undefined) return this.buffer.takeOlderThan(cutoff, free)
+    // A kind's limit, counting the items kept for it so far.
+    const kept = new Map<string, number>()
+    return this.buffer.takeOlderThan(cutoff, free, (claim) => {
+      const limit = this.kindLimits.get(claim.kind)
+      if (limit === undefined) return true
+      const n = kept.get(claim.kind) ?? 0
+      if (this.kindCount(claim.kind) + n >= limit) return false
+      kept.set(claim.kind, n + 1)
+      return true
+    })
+  }
+
   /** Whether a parked slot has something to start (or must wake to end). */
   hasStartable(): boolean {
     return this.stopping || this.buffer.some(this.admit)
