@@ -15,7 +15,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Context, Deferred, Effect, Fiber, Layer, Option, Schedule, Schema } from "effect"
+import { ConfigProvider, Context, Deferred, Duration, Effect, Fiber, Layer, Option, Schedule, Schema } from "effect"
 import pg from "pg"
 import * as Database from "../src/Database.js"
 import * as Docket from "../src/Docket.js"
@@ -170,13 +170,17 @@ describe.skipIf(!pgAvailable || !pgbouncerAvailable)("Docket behind PgBouncer", 
              WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%docket_enqueue_one(%'`
           )
         ).pipe(Effect.map((r) => r.rows[0].n))
-        const until = (n: number) =>
-          waiters.pipe(Effect.repeat({ until: (m) => m === n, schedule: Schedule.spaced("10 millis") }), Effect.timeout("4 seconds"))
+        const until = (n: number, bound: Duration.DurationInput) =>
+          waiters.pipe(
+            Effect.repeat({ until: (m) => m === n, schedule: Schedule.spaced("10 millis") }),
+            Effect.timeoutFail({ duration: bound, onTimeout: () => new Error(`not ${n} enqueue(s) waiting on the lock within ${Duration.format(Duration.decode(bound))}`) })
+          )
         const blocked = yield* Effect.fork(repo.enqueue("job", 1))
-        yield* until(1)
+        // The pool's first connection through PgBouncer, then the wait: a bound for a loaded machine.
+        yield* until(1, "20 seconds")
         // Within 4 s: before the 5 s after which an unanswered cancel closes the connection instead.
         yield* Fiber.interrupt(blocked)
-        yield* until(0)
+        yield* until(0, "4 seconds")
         yield* Effect.promise(() => locker.query("COMMIT"))
         // Cancelled, not left to insert once the lock went.
         const rows = yield* Effect.promise(() => locker.query<{ n: number }>("SELECT count(*)::int AS n FROM docket_items"))
