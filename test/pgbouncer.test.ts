@@ -164,8 +164,14 @@ describe.skipIf(!pgAvailable || !pgbouncerAvailable)("Docket behind PgBouncer", 
         yield* Effect.promise(() => locker.connect())
         yield* Effect.addFinalizer(() => Effect.promise(() => locker.end()))
         yield* Effect.promise(() => locker.query("BEGIN; LOCK TABLE docket_items IN ACCESS EXCLUSIVE MODE"))
+        // Read from a session of its own, outside the locker's transaction:
+        // inside it, pg_stat_activity is read once and kept for the
+        // transaction (a snapshot), so the waits would never be seen to change.
+        const watcher = new pg.Client({ connectionString: direct })
+        yield* Effect.promise(() => watcher.connect())
+        yield* Effect.addFinalizer(() => Effect.promise(() => watcher.end()))
         const waiters = Effect.promise(() =>
-          locker.query<{ n: number }>(
+          watcher.query<{ n: number }>(
             `SELECT count(*)::int AS n FROM pg_stat_activity
              WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%docket_enqueue_one(%'`
           )
