@@ -15,23 +15,14 @@ import { afterAll, describe, expect, it } from "vitest"
 import * as Database from "../src/Database.js"
 import * as Docket from "../src/Docket.js"
 import * as Handler from "../src/Handler.js"
-import { freshPgDatabase, pgAvailable, PG_ADMIN_URL } from "./support/db.js"
+import { freshPgDatabase, pgAvailable, PG_ADMIN_URL, withClient } from "./support/db.js"
 
 const cleanups: Array<() => Promise<void>> = []
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c()
 })
 
-const admin = async <A>(url: string, f: (client: pg.Client) => Promise<A>): Promise<A> => {
-  const client = new pg.Client({ connectionString: url })
-  client.on("error", () => {})
-  await client.connect()
-  try {
-    return await f(client)
-  } finally {
-    await client.end()
-  }
-}
+const admin = <A>(url: string, f: (client: pg.Client) => Promise<A>) => withClient(url, f)
 
 /** A fresh database owned by a fresh role with the limits set on it; the role's URL. */
 const limitedRole = async (limits: { statement: string; idleInTransaction: string; idleSession: string }) => {

@@ -21,7 +21,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import pg from "pg"
-import { IN_CI } from "./db.js"
+import { IN_CI, withClient } from "./db.js"
 
 const execFileAsync = promisify(execFile)
 
@@ -136,16 +136,7 @@ const started = async (dir: string, port: number): Promise<Cluster> => {
     throw error
   }
   const url = (database = "postgres") => `postgres://root@127.0.0.1:${port}/${database}`
-  const query = async <A>(f: (client: pg.Client) => Promise<A>, database?: string): Promise<A> => {
-    const client = new pg.Client({ connectionString: url(database) })
-    client.on("error", () => {})
-    await client.connect()
-    try {
-      return await f(client)
-    } finally {
-      await client.end()
-    }
-  }
+  const query = <A>(f: (client: pg.Client) => Promise<A>, database?: string): Promise<A> => withClient(url(database), f)
   return {
     port,
     adminUrl: url(),

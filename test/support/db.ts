@@ -20,8 +20,14 @@ import * as QueueRepo from "../../src/QueueRepo.js"
 export const PG_ADMIN_URL = process.env.DOCKET_TEST_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
 export const IN_CI = process.env.CI === "true" || process.env.CI === "1"
 
-const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>): Promise<A> => {
-  const client = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 5000 })
+/** A session of its own on `url` for `f`, ended after (an error the server sends it once ended is ignored). */
+export const withClient = async <A>(
+  url: string,
+  f: (client: pg.Client) => Promise<A>,
+  connectionTimeoutMillis?: number
+): Promise<A> => {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis })
+  client.on("error", () => {})
   await client.connect()
   try {
     return await f(client)
@@ -29,6 +35,8 @@ const withAdmin = async <A>(f: (client: pg.Client) => Promise<A>): Promise<A> =>
     await client.end()
   }
 }
+
+const withAdmin = <A>(f: (client: pg.Client) => Promise<A>): Promise<A> => withClient(PG_ADMIN_URL, f, 5000)
 
 /** Whether PostgreSQL can be reached (checked once per test file). */
 export const pgAvailable: boolean = await withAdmin(async () => true).catch((error: unknown) => {
