@@ -54,6 +54,22 @@ export const layer = <H extends Handler.Any>(
   Worker.Worker | QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
   Database.DatabaseUnavailable | MigrationFailed | InvalidInput | InvalidSchedule,
   Handler.Requirements<H>
+> => Worker.layer(options).pipe(Layer.provideMerge(layerStore(options)))
+
+/** `layerStore`'s options: the database and the repository's, as `layer` takes them. */
+export type StoreOptions = Pick<LayerOptions<Handler.Any>, "database" | "databaseOptions" | "repo" | "retention">
+
+/**
+ * The database (migrated) and the `QueueRepo` of `layer`, without a worker
+ * pool: for a pool built on top of it (docket/Workflows builds its engine
+ * between the two). The database is `options.database`, else
+ * DOCKET_DATABASE_URL, else ./docket.db.
+ */
+export const layerStore = (
+  options: StoreOptions
+): Layer.Layer<
+  QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
+  Database.DatabaseUnavailable | MigrationFailed | InvalidInput
 > => {
   const database = options.database === undefined
     ? Database.layerConfig(options.databaseOptions).pipe(
@@ -65,8 +81,7 @@ export const layer = <H extends Handler.Any>(
     )
     : Database.layer(options.database, options.databaseOptions)
   const repoOptions = options.retention === undefined ? options.repo : { ...options.repo, retention: options.retention }
-  const store = QueueRepo.layer(repoOptions).pipe(Layer.provideMerge(database))
-  return Worker.layer(options).pipe(Layer.provideMerge(store))
+  return QueueRepo.layer(repoOptions).pipe(Layer.provideMerge(database))
 }
 
 /** The queue without a worker pool (for processes that only enqueue). */

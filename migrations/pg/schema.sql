@@ -771,6 +771,49 @@ CREATE TABLE public.docket_workers (
 );
 
 --
+-- Name: docket_workflow_activities; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.docket_workflow_activities (
+    execution_id text NOT NULL,
+    name text NOT NULL,
+    attempt integer NOT NULL,
+    result text NOT NULL,
+    created_at bigint NOT NULL
+);
+
+--
+-- Name: docket_workflow_deferreds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.docket_workflow_deferreds (
+    execution_id text NOT NULL,
+    name text NOT NULL,
+    exit text NOT NULL,
+    created_at bigint NOT NULL
+);
+
+--
+-- Name: docket_workflow_executions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.docket_workflow_executions (
+    execution_id text NOT NULL,
+    workflow text NOT NULL,
+    payload text NOT NULL,
+    state text NOT NULL,
+    result text,
+    parent_workflow text,
+    parent_execution text,
+    wakes integer DEFAULT 0 NOT NULL,
+    runs integer DEFAULT 0 NOT NULL,
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL,
+    completed_at bigint,
+    CONSTRAINT docket_workflow_executions_state_check CHECK ((state = ANY (ARRAY['running'::text, 'suspended'::text, 'complete'::text])))
+);
+
+--
 -- Name: docket_counts docket_counts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -839,6 +882,27 @@ ALTER TABLE ONLY public.docket_schedules
 
 ALTER TABLE ONLY public.docket_workers
     ADD CONSTRAINT docket_workers_pkey PRIMARY KEY (id);
+
+--
+-- Name: docket_workflow_activities docket_workflow_activities_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.docket_workflow_activities
+    ADD CONSTRAINT docket_workflow_activities_pkey PRIMARY KEY (execution_id, name, attempt);
+
+--
+-- Name: docket_workflow_deferreds docket_workflow_deferreds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.docket_workflow_deferreds
+    ADD CONSTRAINT docket_workflow_deferreds_pkey PRIMARY KEY (execution_id, name);
+
+--
+-- Name: docket_workflow_executions docket_workflow_executions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.docket_workflow_executions
+    ADD CONSTRAINT docket_workflow_executions_pkey PRIMARY KEY (execution_id);
 
 --
 -- Name: docket_done_finished; Type: INDEX; Schema: public; Owner: -
@@ -911,6 +975,18 @@ CREATE INDEX docket_items_scheduled ON public.docket_items USING btree (run_at) 
 --
 
 CREATE UNIQUE INDEX docket_items_waiting_key ON public.docket_items USING btree (kind, dedupe_key) WHERE ((state = 'waiting'::text) AND (dedupe_key IS NOT NULL));
+
+--
+-- Name: docket_workflow_executions_parent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_workflow_executions_parent ON public.docket_workflow_executions USING btree (parent_execution) WHERE (parent_execution IS NOT NULL);
+
+--
+-- Name: docket_workflow_executions_state; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_workflow_executions_state ON public.docket_workflow_executions USING btree (state, workflow, updated_at);
 
 --
 -- Name: docket_kind_slots docket_kind_slots_kind_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -89,6 +89,38 @@ CREATE TABLE docket_workers (
   heartbeat_at INTEGER NOT NULL
 );
 
+CREATE TABLE docket_workflow_activities (
+  execution_id TEXT    NOT NULL,
+  name         TEXT    NOT NULL,
+  attempt      INTEGER NOT NULL,
+  result       TEXT    NOT NULL,
+  created_at   INTEGER NOT NULL,
+  PRIMARY KEY (execution_id, name, attempt)
+);
+
+CREATE TABLE docket_workflow_deferreds (
+  execution_id TEXT   NOT NULL,
+  name         TEXT   NOT NULL,
+  exit         TEXT   NOT NULL,
+  created_at   INTEGER NOT NULL,
+  PRIMARY KEY (execution_id, name)
+);
+
+CREATE TABLE docket_workflow_executions (
+  execution_id     TEXT    PRIMARY KEY,
+  workflow         TEXT    NOT NULL,
+  payload          TEXT    NOT NULL,
+  state            TEXT    NOT NULL CHECK (state IN ('running', 'suspended', 'complete')),
+  result           TEXT,
+  parent_workflow  TEXT,
+  parent_execution TEXT,
+  wakes            INTEGER NOT NULL DEFAULT 0,
+  runs             INTEGER NOT NULL DEFAULT 0,
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  completed_at     INTEGER
+);
+
 CREATE TABLE sqlite_sequence(name,seq);
 
 CREATE TABLE sqlite_stat1(tbl,idx,stat);
@@ -123,6 +155,11 @@ CREATE INDEX docket_items_scheduled ON docket_items (run_at)
 
 CREATE UNIQUE INDEX docket_items_waiting_key ON docket_items (kind, dedupe_key)
   WHERE state = 'waiting' AND dedupe_key IS NOT NULL;
+
+CREATE INDEX docket_workflow_executions_parent ON docket_workflow_executions (parent_execution)
+  WHERE parent_execution IS NOT NULL;
+
+CREATE INDEX docket_workflow_executions_state ON docket_workflow_executions (state, workflow, updated_at);
 
 CREATE VIEW docket_items_all AS SELECT * FROM docket_items;
 

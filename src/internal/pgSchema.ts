@@ -24,7 +24,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../Errors.js"
-import { CANCEL_CHANNEL, NOTIFY_CHANNEL } from "./sql/notify.js"
+import { CANCEL_CHANNEL, NOTIFY_CHANNEL, WORKFLOW_CHANNEL } from "./sql/notify.js"
 
 /** The default schema: where every database made before the option has its objects. */
 export const PUBLIC = "public"
@@ -52,7 +52,10 @@ export const RELATIONS = [
   "docket_workers",
   "docket_minute_counts",
   "docket_counts",
-  "docket_migrations"
+  "docket_migrations",
+  "docket_workflow_executions",
+  "docket_workflow_activities",
+  "docket_workflow_deferreds"
 ] as const
 
 /** Docket's sequences (the identity of docket_items.id). */
@@ -109,6 +112,8 @@ export interface PgSchema {
   readonly itemsChannel: string
   /** The channel cancels of running items notify. */
   readonly cancelChannel: string
+  /** The channel a workflow execution's completion notifies (its id the payload). */
+  readonly workflowChannel: string
   /** An object of Docket's, qualified (`"docket".docket_items`; bare in public). */
   readonly object: (name: string) => string
 }
@@ -136,7 +141,12 @@ export const make = (name: string): PgSchema => {
   const quoted = `"${name}"`
   const itemsChannel = isPublic ? NOTIFY_CHANNEL : `${name}.${NOTIFY_CHANNEL}`
   const cancelChannel = isPublic ? CANCEL_CHANNEL : `${name}.${CANCEL_CHANNEL}`
-  const literals = new Map([[`'${NOTIFY_CHANNEL}'`, `'${itemsChannel}'`], [`'${CANCEL_CHANNEL}'`, `'${cancelChannel}'`]])
+  const workflowChannel = isPublic ? WORKFLOW_CHANNEL : `${name}.${WORKFLOW_CHANNEL}`
+  const literals = new Map([
+    [`'${NOTIFY_CHANNEL}'`, `'${itemsChannel}'`],
+    [`'${CANCEL_CHANNEL}'`, `'${cancelChannel}'`],
+    [`'${WORKFLOW_CHANNEL}'`, `'${workflowChannel}'`]
+  ])
   const memo = new Map<string, string>()
   const rewrite = (text: string) =>
     text.replace(TOKENS, (token: string, object: string | undefined) =>
@@ -156,6 +166,7 @@ export const make = (name: string): PgSchema => {
     },
     itemsChannel,
     cancelChannel,
+    workflowChannel,
     object: (object) => (isPublic ? object : `${quoted}.${object}`)
   }
 }

@@ -24,3 +24,11 @@ export const CANCEL_IDS_PER_NOTICE = 300
 /** The ids of a cancel notice (comma separated, as sql/itemCancelMany.ts sends them); anything else in it is ignored. */
 export const parseCancelIds = (payload: string): ReadonlyArray<number> =>
   payload.split(",").map(Number).filter((id) => Number.isSafeInteger(id) && id > 0)
+
+/**
+ * A workflow execution's completion notifies here, its payload the execution
+ * id: a process waiting for that execution's result (`execute` without
+ * `discard`) reads it at once (src/internal/workflow/waiters.ts). Shorter
+ * than `docket_cancel`, so the longest schema name stays as it was.
+ */
+export const WORKFLOW_CHANNEL = "docket_wf"

@@ -1,0 +1,252 @@
+/**
+ * The engine's operations (`WorkflowEngine.Encoded`, which Effect's
+ * `makeUnsafe` turns into the `WorkflowEngine` service), durably, with the
+ * meaning Effect's in-memory engine gives each:
+ * - `execute`: the execution's row and its first run's item in one
+ *   transaction, once per execution id (a second `execute` joins: it waits
+ *   for the same result); the caller waits for the stored result, pushed
+ *   (waiters.ts). A child (called from a parent's run) does not wait: it is
+ *   `Suspended` until it finishes, and its finishing wakes the parent.
+ * - `activityExecute`: an attempt's stored result if there is one (never run
+ *   twice once finished), else the activity runs and its result is stored
+ *   (the first stored wins: two runs that raced agree on it).
+ * - `deferredResult` / `deferredDone`: the deferred's row; completing it
+ *   wakes the execution (another run's item), unless the run completing it
+ *   is that execution's own.
+ * - `scheduleClock`: an item of the clock kind due at the clock's time: held
+ *   by no process while it waits; its run completes the clock's deferred.
+ * - `interrupt`: the interrupt signal (a deferred) and a wake-up; the run
+ *   that finds it at a suspension interrupts itself, so compensations run.
+ * - `resume`: a wake-up of a suspended execution.
+ * A storage failure inside an operation is retried three times and then is
+ * a `WorkflowStorageFailure` defect; the run that meets one (runner.ts)
+ * stores nothing and is retried as an item, instead of completing the
+ * workflow with the defect.
+ */
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import { InvalidInput } from "../../Errors.js"
+import type * as QueueRepo from "../../QueueRepo.js"
+import type { Unit } from "../sql/db.js"
+import * as Codec from "./codec.js"
+import type { WorkflowSql } from "./sql.js"
+import { FALLBACK_MS, type Waiters } from "./waiters.js"
+
+/** The kind of a clock's item: its run completes the clock's deferred. */
+export const CLOCK_KIND = "docket.workflow.clock"
+
+/** The deferred `interrupt` completes (the name Effect's cluster engine gives its own). */
+export const InterruptSignal = DurableDeferred.make("Workflow/InterruptSignal")
+
+/** A storage failure inside an engine operation (after its retries): the run stores nothing and is retried. */
+export class WorkflowStorageFailure extends Data.TaggedError("WorkflowStorageFailure")<{ readonly reason: string }> {}
+
+/** `deferredDone` (or a deferred's token) for an execution that does not exist: nothing is written. */
+export class ExecutionNotFound extends Data.TaggedError("ExecutionNotFound")<{
+  readonly workflow: string
+  readonly executionId: string
+}> {
+  override get message() {
+    return `no execution ${this.executionId} of workflow ${this.workflow}`
+  }
+}
+
+/** A workflow's kind: `workflow:` and its name (runs of its executions are items of it). */
+export const kindOf = (name: string): string => {
+  const plain = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(name) && name.length <= 200
+  if (plain) return `workflow:${name}`
+  // A name a kind cannot hold: its letters that can, and a digest that keeps it unique.
+  let hash = 0x811c9dc5
+  for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193) >>> 0
+  const kept = name.replace(/[^A-Za-z0-9_.:-]/g, "_").slice(0, 150)
+  return `workflow:${kept}-${hash.toString(16).padStart(8, "0")}`
+}
+
+/** A registered workflow: what `Workflow.toLayer` gave the engine. */
+export interface Entry {
+  readonly workflow: Workflow.Any
+  readonly execute: (
+    payload: object,
+    executionId: string
+  ) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
+}
+
+/** What the engine runs on. */
+export interface Deps {
+  readonly sql: WorkflowSql
+  readonly transaction: Unit
+  readonly repo: QueueRepo.Service
+  readonly waiters: Waiters
+  /** The workflows registered in this process, by name. */
+  readonly registry: Map<string, Entry>
+}
+
+const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
+  effect.pipe(
+    Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }),
+    Effect.catchAll((error) =>
+      Effect.die(new WorkflowStorageFailure({ reason: `${what}: ${error instanceof Error ? error.message : String(error)}` }))
+    )
+  )
+
+/** The engine's storage steps, shared by the operations and the runs. */
+export const steps = (deps: Deps) => {
+  const { repo, sql, transaction } = deps
+  const enqueueRun = (workflow: string, executionId: string) =>
+    repo.enqueue(kindOf(workflow), { executionId }, { key: executionId, group: executionId })
+  /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
+  const wake = (executionId: string) =>
+    storage(
+      "wake",
+      transaction(Effect.flatMap(sql.wake(executionId), (workflow) =>
+        workflow === undefined ? Effect.void : Effect.asVoid(enqueueRun(workflow, executionId))))
+    )
+  /** Completes a deferred of an execution that exists (the first wins) and wakes it unless `self`. */
+  const complete = (workflow: string, executionId: string, name: string, exit: string, self: boolean) =>
+    storage(
+      "complete a deferred",
+      transaction(Effect.gen(function*() {
+        const row = yield* sql.get(executionId)
+        if (row === undefined) return false
+        yield* sql.deferredPut(executionId, name, exit)
+        if (!self && row.state !== "complete") {
+          const woken = yield* sql.wake(executionId)
+          if (woken !== undefined) yield* enqueueRun(woken, executionId)
+        }
+        return true
+      }))
+    ).pipe(Effect.flatMap((found) => found ? Effect.void : Effect.die(new ExecutionNotFound({ workflow, executionId }))))
+  return { enqueueRun, wake, complete }
+}
+
+/** The engine's operations over `deps`. */
+export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
+  const { registry, repo, sql, transaction, waiters } = deps
+  const { complete, enqueueRun, wake } = steps(deps)
+
+  const resultOf = (workflow: Workflow.Any, executionId: string) =>
+    Effect.flatMap(storage("read an execution", sql.get(executionId)), (row) =>
+      row?.state === "complete" && row.result !== null
+        ? Effect.map(Codec.decodeResult(workflow, row.result), Option.some)
+        : Effect.succeed(Option.none()))
+
+  // Waits for the stored result, pushed (waiters.ts), reading again at each push.
+  const awaitResult = (workflow: Workflow.Any, executionId: string) =>
+    Effect.scoped(Effect.gen(function*() {
+      const ticket = yield* waiters.ticket(executionId)
+      while (true) {
+        const result = yield* resultOf(workflow, executionId)
+        if (Option.isSome(result)) return result.value
+        yield* ticket.wait(FALLBACK_MS)
+      }
+    }))
+
+  const engine: WorkflowEngine.WorkflowEngine["Type"] = WorkflowEngine.makeUnsafe({
+    register: (workflow, execute) =>
+      Effect.acquireRelease(
+        Effect.sync(() => registry.set(workflow.name, { workflow, execute })),
+        () => Effect.sync(() => registry.delete(workflow.name))
+      ),
+    execute: <const Discard extends boolean>(
+      workflow: Workflow.Any,
+      options: {
+        readonly executionId: string
+        readonly payload: object
+        readonly discard: Discard
+        readonly parent?: WorkflowEngine.WorkflowInstance["Type"] | undefined
+      }
+    ) =>
+      Effect.gen(function*() {
+        const { executionId, parent } = options
+        const payload = yield* Codec.encodePayload(workflow, options.payload).pipe(
+          Effect.catchAll((error) =>
+            Effect.die(new InvalidInput({ field: "payload", reason: `does not match workflow ${workflow.name}: ${error.message}` }))
+          )
+        )
+        yield* storage(
+          "start an execution",
+          transaction(Effect.flatMap(
+            sql.insert({
+              executionId,
+              workflow: workflow.name,
+              payload,
+              parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
+            }),
+            (created) => created ? Effect.asVoid(enqueueRun(workflow.name, executionId)) : Effect.void
+          ))
+        )
+        if (options.discard) return undefined
+        if (parent !== undefined) {
+          return Option.getOrElse(yield* resultOf(workflow, executionId), () => new Workflow.Suspended({}))
+        }
+        return yield* awaitResult(workflow, executionId)
+      }) as Effect.Effect<Discard extends true ? void : Workflow.Result<unknown, unknown>>,
+    poll: (workflow, executionId) =>
+      Effect.flatMap(storage("poll", sql.get(executionId)), (row) => {
+        if (row === undefined || row.state === "running") return Effect.succeed(undefined)
+        if (row.state === "suspended") return Effect.succeed(new Workflow.Suspended({}))
+        return row.result === null ? Effect.succeed(undefined) : Codec.decodeResult(workflow, row.result)
+      }),
+    interrupt: (workflow, executionId) =>
+      Effect.flatMap(storage("interrupt", sql.get(executionId)), (row) =>
+        row === undefined || row.state === "complete"
+          ? Effect.void
+          : Effect.flatMap(Codec.encodeExit(Exit.void), (exit) =>
+            complete(workflow.name, executionId, InterruptSignal.name, exit, false))),
+    resume: (_workflow, executionId) =>
+      Effect.flatMap(storage("resume", sql.get(executionId)), (row) =>
+        row?.state === "suspended" ? wake(executionId) : Effect.void),
+    activityExecute: (activity, attempt) =>
+      Effect.gen(function*() {
+        const instance = yield* WorkflowEngine.WorkflowInstance
+        const id = instance.executionId
+        const stored = yield* storage("read an activity", sql.activityGet(id, activity.name, attempt))
+        if (stored !== undefined) return yield* Codec.decodeActivity(stored)
+        const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, id)
+        activityInstance.interrupted = instance.interrupted
+        const result = yield* activity.executeEncoded.pipe(
+          Workflow.intoResult,
+          Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance)
+        ) as Effect.Effect<Workflow.Result<unknown, unknown>>
+        if (!Codec.isComplete(result)) return result
+        const text = yield* Codec.encodeActivity(result)
+        yield* storage("store an activity", sql.activityPut(id, activity.name, attempt, text))
+        // The stored one: a run that raced this one may have stored first.
+        const kept = yield* storage("read an activity", sql.activityGet(id, activity.name, attempt))
+        return kept === undefined || kept === text ? result : yield* Codec.decodeActivity(kept)
+      }),
+    deferredResult: (deferred) =>
+      Effect.gen(function*() {
+        const instance = yield* WorkflowEngine.WorkflowInstance
+        const text = yield* storage("read a deferred", sql.deferredGet(instance.executionId, deferred.name))
+        return text === undefined ? undefined : yield* Codec.decodeExit(text)
+      }),
+    deferredDone: (options) =>
+      Effect.gen(function*() {
+        const exit = yield* Codec.encodeExit(options.exit)
+        const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+        const self = Option.isSome(current) && current.value.executionId === options.executionId
+        yield* complete(options.workflowName, options.executionId, options.deferredName, exit, self)
+      }),
+    scheduleClock: (workflow, options) =>
+      Effect.gen(function*() {
+        const { clock, executionId } = options
+        const fired = yield* storage("read a clock", sql.deferredGet(executionId, clock.deferred.name))
+        if (fired !== undefined) return
+        yield* storage(
+          "schedule a clock",
+          repo.enqueue(CLOCK_KIND, { workflow: workflow.name, executionId, deferred: clock.deferred.name }, {
+            key: `${executionId}/${clock.deferred.name}`,
+            delay: clock.duration
+          })
+        )
+      })
+  })
+  return engine
+}

@@ -1,0 +1,142 @@
+/**
+ * The handlers that run workflows in Docket's worker pools: one per
+ * registered workflow (its kind `workflow:<name>`, engine.ts `kindOf`), whose
+ * items are runs of its executions, and the clock kind's.
+ *
+ * A run replays the execution from its start: finished activities and
+ * completed deferreds are read back, not run again, so the run goes as far
+ * as it can and then finishes (the result stored, waiters and the parent
+ * woken) or suspends (the execution marked suspended; the item is done, and
+ * what it waits for enqueues the next run). Runs of one execution are items
+ * of one group with one run at a time (`perGroup.concurrency: 1`), so two
+ * never overlap across processes; a crash leaves the run's item to its lease
+ * and the next run replays from the stored steps.
+ */
+import * as Workflow from "@effect/workflow/Workflow"
+import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Handler from "../../Handler.js"
+import { Permanent, Retry } from "../../Outcome.js"
+import * as Codec from "./codec.js"
+import {
+  CLOCK_KIND,
+  type Deps,
+  type Entry,
+  ExecutionNotFound,
+  InterruptSignal,
+  kindOf,
+  steps,
+  WorkflowStorageFailure
+} from "./engine.js"
+
+const RunPayload = Schema.Struct({ executionId: Schema.String })
+const ClockPayload = Schema.Struct({ workflow: Schema.String, executionId: Schema.String, deferred: Schema.String })
+
+/** Attempts of a run's item: a run fails only when storage does (a workflow's own failure is its result). */
+const RUN_ATTEMPTS = 1000
+
+const retryable = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
+  Effect.mapError(effect, (error) => new Retry({ reason: `${what}: ${error instanceof Error ? error.message : String(error)}` }))
+
+const storageFailure = (result: Workflow.Result<unknown, unknown>): WorkflowStorageFailure | undefined => {
+  if (result._tag !== "Complete" || Exit.isSuccess(result.exit)) return undefined
+  for (const defect of Cause.defects(result.exit.cause)) if (defect instanceof WorkflowStorageFailure) return defect
+  return undefined
+}
+
+/** Runs one execution as far as it goes (see the module doc). */
+export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["Type"]) => {
+  const { registry, sql, transaction, waiters } = deps
+  const { enqueueRun } = steps(deps)
+  const signalled = (executionId: string) =>
+    Effect.map(Effect.orDie(sql.deferredGet(executionId, InterruptSignal.name)), (exit) => exit !== undefined)
+
+  // As Effect's engines: a run that suspends after an interrupt was asked for
+  // interrupts itself instead, so the workflow's compensations run.
+  const replay = (entry: Entry, payload: object, executionId: string, interrupted: boolean) => {
+    const instance = WorkflowEngine.WorkflowInstance.initial(entry.workflow, executionId)
+    instance.interrupted = interrupted
+    return entry.execute(payload, executionId).pipe(
+      Effect.onExit(() =>
+        !instance.suspended ? Effect.void : Effect.flatMap(signalled(executionId), (signal) => {
+          if (!signal && !instance.interrupted) return Effect.void
+          instance.suspended = false
+          instance.interrupted = true
+          return Effect.withFiberRuntime<void>((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
+        })
+      ),
+      Workflow.intoResult,
+      Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
+      Effect.provideService(WorkflowEngine.WorkflowEngine, engine)
+    )
+  }
+
+  const finish = (executionId: string, text: string) =>
+    transaction(Effect.gen(function*() {
+      const { parent, stored } = yield* sql.complete(executionId, text)
+      if (!stored || parent === null) return
+      const woken = yield* sql.wake(parent)
+      if (woken !== undefined) yield* enqueueRun(woken, parent)
+    }))
+
+  return (executionId: string): Effect.Effect<void, Retry | Permanent> =>
+    Effect.gen(function*() {
+      const row = yield* retryable("start a run", sql.startRun(executionId))
+      if (row === undefined) return yield* new Permanent({ reason: `no execution ${executionId}` })
+      if (row.state === "complete") return
+      const entry = registry.get(row.workflow)
+      if (entry === undefined) {
+        return yield* new Retry({ reason: `workflow ${row.workflow} is not registered in this process` })
+      }
+      const payload = yield* Codec.decodePayload(entry.workflow, row.payload).pipe(
+        Effect.mapError((error) =>
+          new Permanent({ reason: `the payload of execution ${executionId} does not decode: ${error.message}` })
+        )
+      )
+      const interrupted = yield* retryable("read the interrupt signal", signalled(executionId))
+      const result = yield* replay(entry, payload as object, executionId, interrupted)
+      const failure = storageFailure(result)
+      if (failure !== undefined) return yield* new Retry({ reason: failure.reason })
+      if (result._tag === "Complete") {
+        const text = yield* Codec.encodeResult(entry.workflow, result)
+        yield* retryable("store the result", finish(executionId, text))
+        waiters.notify(executionId)
+      } else {
+        yield* retryable("suspend", sql.suspend(executionId, row.wakes))
+      }
+    })
+}
+
+/** The handlers of the registered workflows' kinds and of the clock kind. */
+export const handlers = (
+  deps: Deps,
+  engine: WorkflowEngine.WorkflowEngine["Type"]
+): ReadonlyArray<Handler.Any> => {
+  const run = runExecution(deps, engine)
+  const { complete } = steps(deps)
+  const runs = [...deps.registry.values()].map((entry) =>
+    Handler.make(kindOf(entry.workflow.name), {
+      payload: RunPayload,
+      run: ({ executionId }) => run(executionId),
+      perGroup: { concurrency: 1 },
+      maxAttempts: RUN_ATTEMPTS
+    })
+  )
+  const clock = Handler.make(CLOCK_KIND, {
+    payload: ClockPayload,
+    run: ({ deferred, executionId, workflow }) =>
+      Effect.flatMap(Codec.encodeExit(Exit.void), (exit) => complete(workflow, executionId, deferred, exit, false)).pipe(
+        // An execution deleted while its clock waited: nothing to wake.
+        Effect.catchSomeDefect((defect) =>
+          defect instanceof ExecutionNotFound ? Option.some(Effect.void) : Option.none()
+        )
+      ),
+    maxAttempts: RUN_ATTEMPTS
+  })
+  return [...runs, clock]
+}

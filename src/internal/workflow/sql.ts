@@ -1,0 +1,177 @@
+/**
+ * The workflow engine's statements (migrations/pg/0018_workflows.sql): the
+ * executions, their activities' results and their deferreds. Each is one
+ * constant text per dialect with positional parameters, run through the
+ * storage's `Db` (so on PostgreSQL they name the schema's objects and
+ * channel). The engine (engine.ts) composes them; a run's item is enqueued
+ * through the `QueueRepo` in the same transaction where it must be.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Now from "../sql/clock.js"
+import { type Db, type Run, texts } from "../sql/db.js"
+import { WORKFLOW_CHANNEL } from "../sql/notify.js"
+
+/** An execution's state: a run waiting or running, waiting for a wake-up, or finished. */
+export type ExecutionState = "running" | "suspended" | "complete"
+
+/** An execution as stored. */
+export interface ExecutionRow {
+  readonly execution_id: string
+  readonly workflow: string
+  readonly payload: string
+  readonly state: ExecutionState
+  readonly result: string | null
+  readonly parent_workflow: string | null
+  readonly parent_execution: string | null
+  readonly wakes: number
+  readonly runs: number
+  readonly created_at: number | string
+  readonly updated_at: number | string
+  readonly completed_at: number | string | null
+}
+
+const COLUMNS = "execution_id, workflow, payload, state, result, parent_workflow, parent_execution, wakes, runs, " +
+  "created_at, updated_at, completed_at"
+
+// $1 id, $2 workflow, $3 payload, $4 parent workflow, $5 parent execution.
+const insertPg = `INSERT INTO docket_workflow_executions
+  (execution_id, workflow, payload, state, parent_workflow, parent_execution, created_at, updated_at)
+VALUES ($1, $2, $3, 'running', $4, $5, ${Now.pg}, ${Now.pg})
+ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id`
+const insertSqlite = `INSERT INTO docket_workflow_executions
+  (execution_id, workflow, payload, state, parent_workflow, parent_execution, created_at, updated_at)
+VALUES (?1, ?2, ?3, 'running', ?4, ?5, ${Now.sqlite}, ${Now.sqlite})
+ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id`
+
+const getPg = `SELECT ${COLUMNS} FROM docket_workflow_executions WHERE execution_id = $1`
+const getSqlite = `SELECT ${COLUMNS} FROM docket_workflow_executions WHERE execution_id = ?1`
+
+// A run starts: counted, and its wake-ups read (suspend compares them).
+const startRunPg = `UPDATE docket_workflow_executions SET runs = runs + 1, updated_at = ${Now.pg}
+WHERE execution_id = $1 RETURNING ${COLUMNS}`
+const startRunSqlite = `UPDATE docket_workflow_executions SET runs = runs + 1, updated_at = ${Now.sqlite}
+WHERE execution_id = ?1 RETURNING ${COLUMNS}`
+
+// The result, once; its parent to wake. PostgreSQL notifies the waiters at commit.
+const completePg = `WITH done AS (
+  UPDATE docket_workflow_executions
+  SET state = 'complete', result = $2, completed_at = ${Now.pg}, updated_at = ${Now.pg}
+  WHERE execution_id = $1 AND state <> 'complete'
+  RETURNING parent_workflow, parent_execution
+)
+SELECT parent_workflow, parent_execution, pg_notify('${WORKFLOW_CHANNEL}', $1) AS notified FROM done`
+const completeSqlite = `UPDATE docket_workflow_executions
+SET state = 'complete', result = ?2, completed_at = ${Now.sqlite}, updated_at = ${Now.sqlite}
+WHERE execution_id = ?1 AND state <> 'complete'
+RETURNING parent_workflow, parent_execution`
+
+// Suspended only if no wake-up came since the run started ($2 the wakes it read).
+const suspendPg = `UPDATE docket_workflow_executions SET state = 'suspended', updated_at = ${Now.pg}
+WHERE execution_id = $1 AND state = 'running' AND wakes = $2`
+const suspendSqlite = `UPDATE docket_workflow_executions SET state = 'suspended', updated_at = ${Now.sqlite}
+WHERE execution_id = ?1 AND state = 'running' AND wakes = ?2`
+
+const wakePg = `UPDATE docket_workflow_executions SET state = 'running', wakes = wakes + 1, updated_at = ${Now.pg}
+WHERE execution_id = $1 AND state <> 'complete' RETURNING workflow`
+const wakeSqlite = `UPDATE docket_workflow_executions SET state = 'running', wakes = wakes + 1, updated_at = ${Now.sqlite}
+WHERE execution_id = ?1 AND state <> 'complete' RETURNING workflow`
+
+const activityGetPg = `SELECT result FROM docket_workflow_activities WHERE execution_id = $1 AND name = $2 AND attempt = $3`
+const activityGetSqlite =
+  `SELECT result FROM docket_workflow_activities WHERE execution_id = ?1 AND name = ?2 AND attempt = ?3`
+const activityPutPg = `INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at)
+VALUES ($1, $2, $3, $4, ${Now.pg}) ON CONFLICT DO NOTHING`
+const activityPutSqlite = `INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at)
+VALUES (?1, ?2, ?3, ?4, ${Now.sqlite}) ON CONFLICT DO NOTHING`
+
+const deferredGetPg = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = $1 AND name = $2`
+const deferredGetSqlite = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = ?1 AND name = ?2`
+// Only for an execution that exists; the first completion wins.
+const deferredPutPg = `INSERT INTO docket_workflow_deferreds (execution_id, name, exit, created_at)
+SELECT $1, $2, $3, ${Now.pg} WHERE EXISTS (SELECT 1 FROM docket_workflow_executions WHERE execution_id = $1)
+ON CONFLICT DO NOTHING`
+const deferredPutSqlite = `INSERT INTO docket_workflow_deferreds (execution_id, name, exit, created_at)
+SELECT ?1, ?2, ?3, ${Now.sqlite} WHERE EXISTS (SELECT 1 FROM docket_workflow_executions WHERE execution_id = ?1)
+ON CONFLICT DO NOTHING`
+
+/** The statements over one `Db`. */
+export interface WorkflowSql {
+  /** Adds the execution unless it exists: true if added. */
+  readonly insert: (row: {
+    readonly executionId: string
+    readonly workflow: string
+    readonly payload: string
+    readonly parent: { readonly workflow: string; readonly executionId: string } | undefined
+  }) => Effect.Effect<boolean, SqlError>
+  readonly get: (executionId: string) => Effect.Effect<ExecutionRow | undefined, SqlError>
+  /** Counts a run and reads the execution as the run starts. */
+  readonly startRun: (executionId: string) => Effect.Effect<ExecutionRow | undefined, SqlError>
+  /** Stores the result (once): the parent to wake, if it was stored now. */
+  readonly complete: (
+    executionId: string,
+    result: string
+  ) => Effect.Effect<{ readonly stored: boolean; readonly parent: string | null }, SqlError>
+  readonly suspend: (executionId: string, wakes: number) => Effect.Effect<void, SqlError>
+  /** Marks an unfinished execution running again: its workflow's name, or undefined (none, or finished). */
+  readonly wake: (executionId: string) => Effect.Effect<string | undefined, SqlError>
+  readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
+  readonly activityPut: (executionId: string, name: string, attempt: number, result: string) => Effect.Effect<void, SqlError>
+  readonly deferredGet: (executionId: string, name: string) => Effect.Effect<string | undefined, SqlError>
+  readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<void, SqlError>
+}
+
+const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
+
+type Texts = Record<keyof WorkflowSql, string>
+
+const bind = (run: Run, t: Texts): WorkflowSql => ({
+  insert: ({ executionId, parent, payload, workflow }) =>
+    Effect.map(
+      run(t.insert, [executionId, workflow, payload, parent?.workflow ?? null, parent?.executionId ?? null]),
+      (rows) => rows.length > 0
+    ),
+  get: (id) => Effect.map(run<ExecutionRow>(t.get, [id]), first),
+  startRun: (id) => Effect.map(run<ExecutionRow>(t.startRun, [id]), first),
+  complete: (id, result) =>
+    Effect.map(run<{ parent_execution: string | null }>(t.complete, [id, result]), (rows) => ({
+      stored: rows.length > 0,
+      parent: rows[0]?.parent_execution ?? null
+    })),
+  suspend: (id, wakes) => Effect.asVoid(run(t.suspend, [id, wakes])),
+  wake: (id) => Effect.map(run<{ workflow: string }>(t.wake, [id]), (rows) => rows[0]?.workflow),
+  activityGet: (id, name, attempt) =>
+    Effect.map(run<{ result: string }>(t.activityGet, [id, name, attempt]), (rows) => rows[0]?.result),
+  activityPut: (id, name, attempt, result) => Effect.asVoid(run(t.activityPut, [id, name, attempt, result])),
+  deferredGet: (id, name) => Effect.map(run<{ exit: string }>(t.deferredGet, [id, name]), (rows) => rows[0]?.exit),
+  deferredPut: (id, name, exit) => Effect.asVoid(run(t.deferredPut, [id, name, exit]))
+})
+
+/** The statements for a dialect. */
+export const make: (db: Db) => WorkflowSql = texts<Texts, WorkflowSql>(
+  {
+    insert: insertPg,
+    get: getPg,
+    startRun: startRunPg,
+    complete: completePg,
+    suspend: suspendPg,
+    wake: wakePg,
+    activityGet: activityGetPg,
+    activityPut: activityPutPg,
+    deferredGet: deferredGetPg,
+    deferredPut: deferredPutPg
+  },
+  {
+    insert: insertSqlite,
+    get: getSqlite,
+    startRun: startRunSqlite,
+    complete: completeSqlite,
+    suspend: suspendSqlite,
+    wake: wakeSqlite,
+    activityGet: activityGetSqlite,
+    activityPut: activityPutSqlite,
+    deferredGet: deferredGetSqlite,
+    deferredPut: deferredPutSqlite
+  },
+  bind
+)

@@ -1,0 +1,157 @@
+/**
+ * Waiting for an execution's result (`execute` without `discard`), pushed,
+ * not polled: a caller takes a ticket for the execution before it reads the
+ * execution's row, so a completion between the read and the wait is not
+ * missed, and the ticket is punched by
+ * - a completion in this process (the run that stored the result);
+ * - on PostgreSQL, the completion's notification from any process (the
+ *   result's UPDATE notifies `docket_wf` with the execution id at its commit;
+ *   one LISTEN connection per engine, opened for the first waiter and kept
+ *   for the engine's life, through `listen`'s probe and reconnects);
+ * - on a SQLite file, any commit by another process (the file watch the
+ *   worker pools use): every waiter reads its row again.
+ * A ticket not punched within `FALLBACK_MS` returns anyway and the caller
+ * reads again: the safety net for a notification lost while the LISTEN
+ * connection was reconnecting, not the way results arrive.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import { listen, ListenDatabase, type Probe } from "../listen.js"
+import * as PgSchema from "../pgSchema.js"
+import * as SqliteWatch from "../sqliteWatch.js"
+
+/** How long a waiter waits for a push before it reads the row again. */
+export const FALLBACK_MS = 10_000
+
+/** The waiters of one engine. */
+export interface Waiters {
+  /** An execution finished in this process. */
+  readonly notify: (executionId: string) => void
+  /**
+   * A ticket for `executionId`, for the scope: `wait` returns when it is
+   * punched (or at once if it was since the last wait), or after `ms`.
+   */
+  readonly ticket: (executionId: string) => Effect.Effect<{ readonly wait: (ms: number) => Effect.Effect<void> }, never, Scope.Scope>
+}
+
+class Ticket {
+  punched = false
+  private wake: (() => void) | undefined
+  punch = () => {
+    this.punched = true
+    const wake = this.wake
+    this.wake = undefined
+    wake?.()
+  }
+  wait = (ms: number) =>
+    Effect.async<void>((resume) => {
+      if (this.punched) {
+        this.punched = false
+        return resume(Effect.void)
+      }
+      const timer = setTimeout(() => {
+        this.wake = undefined
+        resume(Effect.void)
+      }, ms)
+      this.wake = () => {
+        clearTimeout(timer)
+        this.punched = false
+        resume(Effect.void)
+      }
+      return Effect.sync(() => {
+        clearTimeout(timer)
+        this.wake = undefined
+      })
+    })
+}
+
+// @effect/sql-pg's and @effect/sql-sqlite-node's tags by their keys (as Wakeups.ts): no driver loaded for nothing.
+const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
+const SqliteClientTag = Context.GenericTag<{ readonly config: { readonly filename: string } }>(
+  "@effect/sql-sqlite-node/SqliteClient"
+)
+
+/**
+ * What pushes other processes' completions, for the database in context:
+ * run (in the engine's scope) with the punch of one execution and of all.
+ */
+type Remote = (one: (executionId: string) => void, all: () => void) => Effect.Effect<void>
+
+const remoteFor = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const pg = yield* Effect.serviceOption(PgClientTag)
+  const sqlite = yield* Effect.serviceOption(SqliteClientTag)
+  if (Option.isSome(pg) && sql.onDialectOrElse({ pg: () => true, orElse: () => false })) {
+    const given = Option.map(yield* Effect.serviceOption(ListenDatabase), (d) => d.url)
+    const config = Option.match(given, {
+      onNone: () => pg.value.config,
+      onSome: (url) => ({ ...pg.value.config, url: Redacted.make(url) })
+    })
+    const channel = (yield* PgSchema.current).workflowChannel
+    const probe: Probe = (ch, payload) => sql.unsafe("SELECT pg_notify($1, $2)", [ch, payload])
+    const remote: Remote = (one, all) =>
+      listen(config, [channel], probe, all, (_, payload) => one(payload)).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning(`docket workflows: ${error.message}; results are read every ${FALLBACK_MS / 1000} s meanwhile`)
+        ),
+        Effect.zipRight(Effect.sleep("1 second")),
+        Effect.forever
+      )
+    return Option.some(remote)
+  }
+  if (Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
+    const watch = SqliteWatch.make(sqlite.value.config.filename)
+    const remote: Remote = (_, all) => Effect.scoped(Effect.zipRight(watch.subscribe(all), Effect.never))
+    return Option.some(remote)
+  }
+  return Option.none<Remote>()
+})
+
+/** The waiters over the database in context; their push from other processes runs in `scope`, from the first ticket. */
+export const make = (
+  scope: Scope.Scope
+): Effect.Effect<Waiters, never, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const remote = yield* remoteFor
+    const tickets = new Map<string, Set<Ticket>>()
+    const one = (executionId: string) => {
+      const set = tickets.get(executionId)
+      if (set !== undefined) for (const ticket of set) ticket.punch()
+    }
+    const all = () => {
+      for (const set of tickets.values()) for (const ticket of set) ticket.punch()
+    }
+    let started = false
+    const start = Effect.suspend(() => {
+      if (started || Option.isNone(remote)) return Effect.void
+      started = true
+      return Effect.asVoid(Effect.forkIn(remote.value(one, all), scope))
+    })
+    return {
+      notify: one,
+      ticket: (executionId) =>
+        Effect.zipRight(
+          start,
+          Effect.acquireRelease(
+            Effect.sync(() => {
+              const ticket = new Ticket()
+              let set = tickets.get(executionId)
+              if (set === undefined) tickets.set(executionId, set = new Set())
+              set.add(ticket)
+              return ticket
+            }),
+            (ticket) =>
+              Effect.sync(() => {
+                const set = tickets.get(executionId)
+                set?.delete(ticket)
+                if (set?.size === 0) tickets.delete(executionId)
+              })
+          )
+        )
+    }
+  })
