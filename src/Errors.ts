@@ -22,6 +22,8 @@ export type InvalidField =
   | "priority"
   | "maxAttempts"
   | "maxSnoozes"
+  /** A workflow deferred's token (`DurableDeferred.token`): not one. */
+  | "token"
   | "limit"
   | "lease"
   | "worker"

@@ -30,6 +30,7 @@ import * as Docket from "./Docket.js"
 import type { InvalidInput, InvalidSchedule, MigrationFailed } from "./Errors.js"
 import type * as Handler from "./Handler.js"
 import * as Db from "./internal/sql/db.js"
+import * as Admin from "./internal/workflow/admin.js"
 import * as Engine from "./internal/workflow/engine.js"
 import { handlers } from "./internal/workflow/runner.js"
 import * as WorkflowSql from "./internal/workflow/sql.js"
@@ -51,6 +52,25 @@ class Parts extends Context.Tag("docket/Workflows/Parts")<Parts, {
   readonly deps: Engine.Deps
   readonly engine: WorkflowEngine["Type"]
 }>() {}
+
+/**
+ * Operating workflows by execution id, without their code (what `docket
+ * workflow` and the dashboard do): `list` (newest first, by state and
+ * workflow, paged), `show` (activities, deferreds, clocks, children),
+ * `interrupt`, `resume`, and `completeDeferred` by a deferred's token.
+ */
+export type Control = Admin.Admin
+
+/** The operations over the queue in context. */
+export const control: Effect.Effect<Control, never, QueueRepo.QueueRepo | SqlClient.SqlClient> = Effect.gen(
+  function*() {
+    const db = yield* Db.make(yield* SqlClientTag.SqlClient)
+    return Admin.make({ sql: WorkflowSql.make(db), transaction: db.transaction, repo: yield* QueueRepo.QueueRepo }, db)
+  }
+)
+
+/** An execution as `Control.list` gives it, and with everything stored about it (`Control.show`). */
+export type { Execution, ExecutionDetail } from "./internal/workflow/admin.js"
 
 /** The engine over the queue in context (its database, its `QueueRepo`). */
 const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRepo | SqlClient.SqlClient> = Layer

@@ -13,7 +13,7 @@ import { AllLive } from "./workflows.js"
 const backend = pgBackend({ schema: "docket_wf" })
 afterAll(() => backend.cleanup())
 
-describe.skipIf(!pgAvailable)("PostgreSQL", () =>
+describe.skipIf(!pgAvailable)("PostgreSQL", () => {
   differentialSuite("PostgreSQL", async () => {
     const url = await backend.fresh()
     return Workflows.layer({
@@ -23,4 +23,5 @@ describe.skipIf(!pgAvailable)("PostgreSQL", () =>
       workflows: AllLive,
       concurrency: 20
     })
-  }))
+  })
+})

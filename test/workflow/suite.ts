@@ -23,7 +23,10 @@ let runs = 0
 const freshTag = (scenario: string) => `${scenario}-${process.pid}-${++runs}-${Math.random().toString(36).slice(2, 8)}`
 
 /** Waits (polling the engine, up to 20 s) until the execution is suspended or finished. */
-const settled = <W extends Workflow.Any>(workflow: W, executionId: string) =>
+const settled = (
+  workflow: { readonly name: string; readonly poll: (id: string) => Effect.Effect<Workflow.Result<unknown, unknown> | undefined, never, WorkflowEngine> },
+  executionId: string
+) =>
   Effect.gen(function*() {
     for (let i = 0; i < 1000; i++) {
       const result = yield* workflow.poll(executionId)

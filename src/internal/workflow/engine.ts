@@ -95,8 +95,8 @@ const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.
     )
   )
 
-/** The engine's storage steps, shared by the operations and the runs. */
-export const steps = (deps: Deps) => {
+/** The engine's storage steps, shared by the operations, the runs and the control (admin.ts). */
+export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
   const { repo, sql, transaction } = deps
   const enqueueRun = (workflow: string, executionId: string) =>
     repo.enqueue(kindOf(workflow), { executionId }, { key: executionId, group: executionId })
