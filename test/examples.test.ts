@@ -244,4 +244,53 @@ describe.concurrent("examples", () => {
     expect(r.stdout.match(/welcome mail sent/g)).toHaveLength(2)
     inOrder(r.stdout, ["2 welcome mails sent; shutting down", "stopped: HTTP server closed, worker pool shut down"])
   })
+
+  it("workflow-signup.ts: a saga whose failed step compensates the one before it", async () => {
+    const r = await runExample("workflow-signup")
+    expect(r.code, r.stderr).toBe(0)
+    inOrder(r.stdout, [
+      "signup ada@example.com",
+      `service: POST /charges {"email":"ada@example.com","plan":"pro"}`,
+      `service: POST /accounts {"email":"ada@example.com"}`,
+      `service: POST /mail {"to":"ada@example.com","template":"welcome"}`,
+      "signed up ada@example.com: accounts-1, charged charges-1",
+      "signup taken@example.com",
+      `service: POST /charges {"email":"taken@example.com","plan":"pro"}`,
+      `service: POST /accounts {"email":"taken@example.com"} -> 409`,
+      `service: POST /refunds {"charge":"charges-1"}`,
+      "signup failed and was compensated: provision answered 409"
+    ])
+    // Each step ran once: no replay ran a finished activity again.
+    expect(r.stdout.match(/POST \/charges/g)).toHaveLength(2)
+    expect(r.stdout).not.toContain("/accounts/delete")
+    expect(r.stdout).not.toMatch(/mail \{"to":"taken/)
+  })
+
+  const fanout = (r: { stdout: string }) => {
+    for (const hook of ["a", "c"]) expect(r.stdout).toContain(`subscriber /hooks/${hook} delivery 1: 204`)
+    inOrder(r.stdout, [
+      "subscriber /hooks/b delivery 1: 503",
+      "subscriber /hooks/b delivery 2: 503",
+      "subscriber /hooks/b delivery 3: 204",
+      "push:main@4f2a9c1 delivered to 3 subscribers in 5 attempts"
+    ])
+    expect(r.stdout).not.toMatch(/hooks\/[ac] delivery 2/)
+  }
+
+  it("workflow-fanout.ts: child workflows joined by their parent (SQLite)", async () => {
+    const r = await runExample("workflow-fanout")
+    expect(r.code, r.stderr).toBe(0)
+    fanout(r)
+  })
+
+  it.skipIf(!pgAvailable)("workflow-fanout.ts on PostgreSQL", async () => {
+    const db = await freshPgDatabase()
+    try {
+      const r = await runExample("workflow-fanout", { DOCKET_DATABASE_URL: db.url })
+      expect(r.code, r.stderr).toBe(0)
+      fanout(r)
+    } finally {
+      await db.drop()
+    }
+  })
 })
