@@ -82,7 +82,8 @@ const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRep
         transaction: db.transaction,
         repo: yield* QueueRepo.QueueRepo,
         waiters: yield* Waiters.make(yield* Effect.scope),
-        registry: new Map()
+        registry: new Map(),
+        runs: new Map()
       }
       const engine = Engine.make(deps)
       return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine }))

@@ -26,6 +26,7 @@ import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
+import { workflowKillScenario } from "./workflowKill.js"
 
 afterAll(() => printSummary())
 
@@ -48,3 +49,4 @@ partitionScenario()
 failoverScenario()
 slowDatabaseScenario()
 soakScenario()
+workflowKillScenario()

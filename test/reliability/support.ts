@@ -110,6 +110,13 @@ export interface WorkerOptions {
   readonly count?: RegExp
   /** Pass --log-items (a line per started and done item, which the scenarios wait for); default true. */
   readonly logItems?: boolean
+  /**
+   * Run this TypeScript program (under tsx) instead of `docket worker`: an
+   * application's own worker process (the workflow scenario's). It gets the
+   * database as DOCKET_DATABASE_URL and `args`, and prints the same
+   * "docket worker <name> started on" line when its pool runs.
+   */
+  readonly script?: string
 }
 
 const STARTED = /^docket worker (\S+) started on /
@@ -118,9 +125,13 @@ const STARTED = /^docket worker (\S+) started on /
 export const startWorker = (options: WorkerOptions): WorkerProcess => {
   const env: Record<string, string | undefined> = { ...process.env, DOCKET_DATABASE_URL: undefined, ...options.env }
   for (const key of Object.keys(env)) if (env[key] === undefined) delete env[key]
+  if (options.script !== undefined) env.DOCKET_DATABASE_URL = options.database
+  const command = options.script !== undefined
+    ? ["--import", "tsx", options.script, ...(options.args ?? [])]
+    : [BIN, "worker", "--database", options.database, "--tasks", options.tasks, ...(options.logItems === false ? [] : ["--log-items"]), ...(options.args ?? [])]
   const child = spawn(
     process.execPath,
-    [...(options.nodeArgs ?? []), BIN, "worker", "--database", options.database, "--tasks", options.tasks, ...(options.logItems === false ? [] : ["--log-items"]), ...(options.args ?? [])],
+    [...(options.nodeArgs ?? []), ...command],
     { cwd: ROOT, env: env as NodeJS.ProcessEnv, stdio: ["ignore", "pipe", "pipe"] }
   )
   const tail: Array<string> = []

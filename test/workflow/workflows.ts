@@ -124,7 +124,7 @@ export const Sleeper = Workflow.make({
 export const SleeperLive = Sleeper.toLayer(({ ms, tag }) =>
   Effect.gen(function*() {
     const before = yield* Activity.make({ name: "before", success: Schema.Number, execute: Effect.as(record(tag, "before"), Date.now()) })
-    yield* DurableClock.sleep({ name: "nap", duration: ms, inMemoryThreshold: 0 })
+    yield* DurableClock.sleep({ name: "nap", duration: ms, inMemoryThreshold: "1 millis" })
     const after = yield* Activity.make({ name: "after", success: Schema.Number, execute: Effect.as(record(tag, "after"), Date.now()) })
     return after - before
   })

@@ -35,7 +35,7 @@ import { InvalidInput } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
-import type { WorkflowSql } from "./sql.js"
+import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
 import { FALLBACK_MS, type Waiters } from "./waiters.js"
 
 /** The kind of a clock's item: its run completes the clock's deferred. */
@@ -85,6 +85,14 @@ export interface Deps {
   readonly waiters: Waiters
   /** The workflows registered in this process, by name. */
   readonly registry: Map<string, Entry>
+  /**
+   * The stored steps of the executions running in this process (read once
+   * as each run starts: runner.ts), so a replay reads no row per step and a
+   * first run's activity costs one statement (its result's insert). A
+   * deferred not found here is read from the database (it may have come
+   * since the run started).
+   */
+  readonly runs: Map<string, Stored>
 }
 
 const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
@@ -206,7 +214,11 @@ export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
       Effect.gen(function*() {
         const instance = yield* WorkflowEngine.WorkflowInstance
         const id = instance.executionId
-        const stored = yield* storage("read an activity", sql.activityGet(id, activity.name, attempt))
+        const key = activityKey(activity.name, attempt)
+        const run = deps.runs.get(id)
+        const stored = run !== undefined
+          ? run.activities.get(key)
+          : yield* storage("read an activity", sql.activityGet(id, activity.name, attempt))
         if (stored !== undefined) return yield* Codec.decodeActivity(stored)
         const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, id)
         activityInstance.interrupted = instance.interrupted
@@ -216,16 +228,25 @@ export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
         ) as Effect.Effect<Workflow.Result<unknown, unknown>>
         if (!Codec.isComplete(result)) return result
         const text = yield* Codec.encodeActivity(result)
-        yield* storage("store an activity", sql.activityPut(id, activity.name, attempt, text))
-        // The stored one: a run that raced this one may have stored first.
+        if (yield* storage("store an activity", sql.activityPut(id, activity.name, attempt, text))) {
+          run?.activities.set(key, text)
+          return result
+        }
+        // A run that raced this one stored first: its result is the one.
         const kept = yield* storage("read an activity", sql.activityGet(id, activity.name, attempt))
-        return kept === undefined || kept === text ? result : yield* Codec.decodeActivity(kept)
+        if (kept === undefined) return result
+        run?.activities.set(key, kept)
+        return yield* Codec.decodeActivity(kept)
       }),
     deferredResult: (deferred) =>
       Effect.gen(function*() {
         const instance = yield* WorkflowEngine.WorkflowInstance
-        const text = yield* storage("read a deferred", sql.deferredGet(instance.executionId, deferred.name))
-        return text === undefined ? undefined : yield* Codec.decodeExit(text)
+        const run = deps.runs.get(instance.executionId)
+        const cached = run?.deferreds.get(deferred.name)
+        const text = cached ?? (yield* storage("read a deferred", sql.deferredGet(instance.executionId, deferred.name)))
+        if (text === undefined) return undefined
+        run?.deferreds.set(deferred.name, text)
+        return yield* Codec.decodeExit(text)
       }),
     deferredDone: (options) =>
       Effect.gen(function*() {

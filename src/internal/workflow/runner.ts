@@ -98,8 +98,13 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
           new Permanent({ reason: `the payload of execution ${executionId} does not decode: ${error.message}` })
         )
       )
-      const interrupted = yield* retryable("read the interrupt signal", signalled(executionId))
-      const result = yield* replay(entry, payload as object, executionId, interrupted)
+      const stored = yield* retryable("read the stored steps", sql.stored(executionId))
+      const interrupted = stored.deferreds.has(InterruptSignal.name)
+      deps.runs.set(executionId, stored)
+      const result = yield* Effect.ensuring(
+        replay(entry, payload as object, executionId, interrupted),
+        Effect.sync(() => deps.runs.delete(executionId))
+      )
       const failure = storageFailure(result)
       if (failure !== undefined) return yield* new Retry({ reason: failure.reason })
       if (result._tag === "Complete") {

@@ -81,9 +81,15 @@ const activityGetPg = `SELECT result FROM docket_workflow_activities WHERE execu
 const activityGetSqlite =
   `SELECT result FROM docket_workflow_activities WHERE execution_id = ?1 AND name = ?2 AND attempt = ?3`
 const activityPutPg = `INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at)
-VALUES ($1, $2, $3, $4, ${Now.pg}) ON CONFLICT DO NOTHING`
+VALUES ($1, $2, $3, $4, ${Now.pg}) ON CONFLICT DO NOTHING RETURNING attempt`
 const activityPutSqlite = `INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at)
-VALUES (?1, ?2, ?3, ?4, ${Now.sqlite}) ON CONFLICT DO NOTHING`
+VALUES (?1, ?2, ?3, ?4, ${Now.sqlite}) ON CONFLICT DO NOTHING RETURNING attempt`
+
+// Everything a run replays from, read once as it starts: activities' results ('a') and deferreds ('d').
+const storedPg = `SELECT 'a' AS k, name, attempt, result AS text FROM docket_workflow_activities WHERE execution_id = $1
+UNION ALL SELECT 'd', name, 0, exit FROM docket_workflow_deferreds WHERE execution_id = $1`
+const storedSqlite = `SELECT 'a' AS k, name, attempt, result AS text FROM docket_workflow_activities WHERE execution_id = ?1
+UNION ALL SELECT 'd', name, 0, exit FROM docket_workflow_deferreds WHERE execution_id = ?1`
 
 const deferredGetPg = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = $1 AND name = $2`
 const deferredGetSqlite = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = ?1 AND name = ?2`
@@ -116,10 +122,22 @@ export interface WorkflowSql {
   /** Marks an unfinished execution running again: its workflow's name, or undefined (none, or finished). */
   readonly wake: (executionId: string) => Effect.Effect<string | undefined, SqlError>
   readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
-  readonly activityPut: (executionId: string, name: string, attempt: number, result: string) => Effect.Effect<void, SqlError>
+  /** Stores an attempt's result unless one is stored: true if this one was. */
+  readonly activityPut: (executionId: string, name: string, attempt: number, result: string) => Effect.Effect<boolean, SqlError>
+  /** What a run replays from: the stored activities' results and deferreds' exits. */
+  readonly stored: (executionId: string) => Effect.Effect<Stored, SqlError>
   readonly deferredGet: (executionId: string, name: string) => Effect.Effect<string | undefined, SqlError>
   readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<void, SqlError>
 }
+
+/** An execution's stored steps: activities' results by `name/attempt`, deferreds' exits by name. */
+export interface Stored {
+  readonly activities: Map<string, string>
+  readonly deferreds: Map<string, string>
+}
+
+/** The key of an activity's attempt in `Stored.activities`. */
+export const activityKey = (name: string, attempt: number) => `${attempt}/${name}`
 
 const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
 
@@ -142,7 +160,17 @@ const bind = (run: Run, t: Texts): WorkflowSql => ({
   wake: (id) => Effect.map(run<{ workflow: string }>(t.wake, [id]), (rows) => rows[0]?.workflow),
   activityGet: (id, name, attempt) =>
     Effect.map(run<{ result: string }>(t.activityGet, [id, name, attempt]), (rows) => rows[0]?.result),
-  activityPut: (id, name, attempt, result) => Effect.asVoid(run(t.activityPut, [id, name, attempt, result])),
+  activityPut: (id, name, attempt, result) =>
+    Effect.map(run(t.activityPut, [id, name, attempt, result]), (rows) => rows.length > 0),
+  stored: (id) =>
+    Effect.map(run<{ k: string; name: string; attempt: number; text: string }>(t.stored, [id]), (rows) => {
+      const stored: Stored = { activities: new Map(), deferreds: new Map() }
+      for (const row of rows) {
+        if (row.k === "a") stored.activities.set(activityKey(row.name, Number(row.attempt)), row.text)
+        else stored.deferreds.set(row.name, row.text)
+      }
+      return stored
+    }),
   deferredGet: (id, name) => Effect.map(run<{ exit: string }>(t.deferredGet, [id, name]), (rows) => rows[0]?.exit),
   deferredPut: (id, name, exit) => Effect.asVoid(run(t.deferredPut, [id, name, exit]))
 })
@@ -158,6 +186,7 @@ export const make: (db: Db) => WorkflowSql = texts<Texts, WorkflowSql>(
     wake: wakePg,
     activityGet: activityGetPg,
     activityPut: activityPutPg,
+    stored: storedPg,
     deferredGet: deferredGetPg,
     deferredPut: deferredPutPg
   },
@@ -170,6 +199,7 @@ export const make: (db: Db) => WorkflowSql = texts<Texts, WorkflowSql>(
     wake: wakeSqlite,
     activityGet: activityGetSqlite,
     activityPut: activityPutSqlite,
+    stored: storedSqlite,
     deferredGet: deferredGetSqlite,
     deferredPut: deferredPutSqlite
   },

@@ -1,0 +1,183 @@
+/**
+ * Workflows under kills (issue 32), on PostgreSQL: 200 executions of a
+ * five-activity workflow, three worker processes (the application's own,
+ * test/fixtures/reliability/workflow/worker.ts: 10 slots, 2 s lease), a
+ * random one SIGKILLed and replaced every second until every execution is
+ * complete. Each activity records its runs (start, finish, process).
+ *
+ * At the end: every execution complete with its right result; no activity
+ * started after its result was stored (a finished activity never ran again);
+ * every activity that ran more than once had its earlier runs in processes
+ * that were killed (a run a kill cut short ran again).
+ *
+ * Then timers and deferreds across a restart of every process: 20 executions
+ * sleep on a durable clock (3 s) and then await a deferred; every process is
+ * killed while they sleep, half the deferreds are completed while none runs,
+ * and new processes finish those (the clocks fired after the restart); the
+ * rest finish once their deferreds are completed.
+ */
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import { Effect, Exit, ManagedRuntime } from "effect"
+import { describe, expect, it } from "vitest"
+import * as Workflows from "../../src/Workflows.js"
+import { Five, Go, Waits } from "../fixtures/reliability/workflow/workflows.js"
+import { freshPgDatabase, pgAvailable } from "../support/db.js"
+import {
+  delay,
+  fixture,
+  killWorker,
+  pgCount,
+  pgPool,
+  report,
+  scaled,
+  startWorker,
+  stopWorker,
+  waitFor,
+  type WorkerProcess
+} from "./support.js"
+
+const STEPS_TABLE = `
+CREATE TABLE rel_wf_steps (
+  id          bigserial PRIMARY KEY,
+  execution   integer NOT NULL,
+  step        integer NOT NULL,
+  pid         integer NOT NULL,
+  started_at  bigint  NOT NULL,
+  finished_at bigint
+)`
+
+const completeCount = (pool: ReturnType<typeof pgPool>, workflow: string) =>
+  pgCount(pool, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = $1 AND state = 'complete'", [workflow])
+
+export const workflowKillScenario = () =>
+  describe.skipIf(!pgAvailable)("workflows under kills (PostgreSQL)", () => {
+    it("200 five-activity executions while a worker is SIGKILLed every second; then clocks and deferreds across a restart of every process", async () => {
+      const executions = scaled(200, 20)
+      const db = await freshPgDatabase()
+      const pool = pgPool(db.url)
+      const client = ManagedRuntime.make(Workflows.layerClient(db.url))
+      const live = new Set<WorkerProcess>()
+      const every: Array<WorkerProcess> = []
+      const spawnOne = () => {
+        const worker = startWorker({ database: db.url, tasks: "", script: fixture("workflow", "worker.ts") })
+        live.add(worker)
+        every.push(worker)
+        void worker.exited.then(() => live.delete(worker))
+        return worker
+      }
+      try {
+        await client.runPromise(Effect.void) // migrates
+        await pool.query(STEPS_TABLE)
+        const started = performance.now()
+        await client.runPromise(
+          Effect.forEach(Array.from({ length: executions }, (_, i) => i + 1), (n) => Five.execute({ n }, { discard: true }), {
+            concurrency: 10
+          })
+        )
+        await Promise.all([spawnOne(), spawnOne(), spawnOne()].map((w) => w.ready(60_000)))
+
+        // A kill every second (while two or more are up) until every execution is complete.
+        const killed = new Set<number>()
+        let kills = 0
+        const deadline = performance.now() + 240_000
+        let next = performance.now() + 1000
+        while ((await completeCount(pool, "Five")) < executions) {
+          if (performance.now() > deadline) throw new Error(`not every execution completed within 240 s`)
+          if (performance.now() >= next) {
+            next += 1000
+            const up = [...live].filter((w) => w.name !== undefined && w.alive())
+            if (up.length >= 2) {
+              const victim = up[Math.floor(Math.random() * up.length)]
+              killed.add(victim.pid)
+              kills++
+              await killWorker(victim)
+              spawnOne()
+            }
+          }
+          await delay(50)
+        }
+        const drainedMs = performance.now() - started
+
+        // Every result is right, read back through the engine.
+        for (let n = 1; n <= executions; n++) {
+          const result = await client.runPromise(Effect.flatMap(Five.executionId({ n }), (id) => Five.poll(id)))
+          expect(result?._tag).toBe("Complete")
+          expect((result as Workflow.Complete<number, never>).exit).toEqual(Exit.succeed(15 * n))
+        }
+
+        // Each activity's runs against the moment its result was stored.
+        const ids = new Map<string, number>()
+        for (let n = 1; n <= executions; n++) ids.set(await client.runPromise(Five.executionId({ n })), n)
+        const stored = new Map<string, number>()
+        for (const row of (await pool.query<{ execution_id: string; name: string; created_at: string }>(
+          "SELECT execution_id, name, created_at FROM docket_workflow_activities"
+        )).rows) stored.set(`${ids.get(row.execution_id)}/${row.name}`, Number(row.created_at))
+        const runs = (await pool.query<{ execution: number; step: number; pid: number; started_at: string; finished_at: string | null }>(
+          "SELECT execution, step, pid, started_at, finished_at FROM rel_wf_steps ORDER BY started_at, id"
+        )).rows
+        const byStep = new Map<string, typeof runs>()
+        for (const run of runs) byStep.set(`${run.execution}/step${run.step}`, [...(byStep.get(`${run.execution}/step${run.step}`) ?? []), run])
+        expect(byStep.size).toBe(executions * 5)
+        expect(stored.size).toBe(executions * 5)
+        let ranAgain = 0
+        let finishedThenAgain = 0
+        for (const [step, list] of byStep) {
+          const storedAt = stored.get(step)!
+          expect(storedAt, step).toBeDefined()
+          // No run started after the result was stored: a finished activity never ran again.
+          for (const run of list) expect(Number(run.started_at), step).toBeLessThanOrEqual(storedAt)
+          if (list.length > 1) ranAgain++
+          // Every run but the last was in a process that was killed.
+          for (const run of list.slice(0, -1)) {
+            expect(killed.has(run.pid), `${step}: an earlier run in ${run.pid}, never killed`).toBe(true)
+            if (run.finished_at !== null) finishedThenAgain++
+          }
+        }
+
+        // Clocks and deferreds across a restart of every process.
+        const waiting = 20
+        await client.runPromise(
+          Effect.forEach(Array.from({ length: waiting }, (_, i) => i + 1), (n) => Waits.execute({ n, ms: 3000 }, { discard: true }))
+        )
+        await waitFor("every Waits execution suspended on its clock", async () =>
+            (await pgCount(pool, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = 'Waits' AND state = 'suspended'")) === waiting, 30_000)
+        for (const worker of [...live]) await killWorker(worker)
+        const control = await client.runPromise(Workflows.control)
+        const token = (n: number) => DurableDeferred.tokenFromPayload(Go, { workflow: Waits, payload: { n, ms: 3000 } })
+        for (let n = 1; n <= waiting / 2; n++) {
+          await client.runPromise(Effect.flatMap(token(n), (t) => control.completeDeferred(t, { success: `go ${n}` })))
+        }
+        await delay(3000) // past every clock's due time, with no process running
+        const restartedAt = Date.now()
+        await Promise.all([spawnOne(), spawnOne()].map((w) => w.ready(60_000)))
+        await waitFor("the executions whose deferred was completed finish after the restart", async () => (await completeCount(pool, "Waits")) === waiting / 2, 30_000)
+        const firstHalfMs = Date.now() - restartedAt
+        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_workflow_deferreds WHERE name = 'DurableClock/nap'")).toBe(waiting)
+        for (let n = waiting / 2 + 1; n <= waiting; n++) {
+          await client.runPromise(Effect.flatMap(token(n), (t) => control.completeDeferred(t, { success: `go ${n}` })))
+        }
+        await waitFor("the rest finish once their deferreds are completed", async () => (await completeCount(pool, "Waits")) === waiting, 30_000)
+        const result = await client.runPromise(Effect.flatMap(Waits.executionId({ n: 1, ms: 3000 }), (id) => Waits.poll(id)))
+        expect((result as Workflow.Complete<string, never>).exit).toEqual(Exit.succeed("go 1"))
+
+        for (const worker of [...live]) expect(await stopWorker(worker)).toEqual({ code: 0, signal: null })
+        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_items WHERE state NOT IN ('done')")).toBe(0)
+        report("workflow kill", {
+          executions,
+          activities: executions * 5,
+          kills,
+          workers: every.length,
+          activitiesRunAgain: ranAgain,
+          finishedButRunAgain: finishedThenAgain,
+          drainedS: Math.round(drainedMs / 100) / 10,
+          restartFinishMs: firstHalfMs
+        })
+      } finally {
+        for (const worker of every) await killWorker(worker)
+        await client.dispose()
+        await pool.end()
+        await db.drop()
+      }
+    }, 360_000)
+  })
