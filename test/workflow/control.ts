@@ -1,0 +1,95 @@
+/**
+ * Operating workflows by id (`Workflows.control`) and bad input, on one
+ * dialect: what `show` reports of an execution, and that a bad token, a
+ * token or id of no execution and a payload that does not encode are typed
+ * errors (or, through the engine's own API, defects naming them) that write
+ * nothing.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import type * as QueueRepo from "../../src/QueueRepo.js"
+import * as Workflows from "../../src/Workflows.js"
+import { unsafe } from "../support/db.js"
+import * as W from "./workflows.js"
+
+type Services = WorkflowEngine | QueueRepo.QueueRepo | SqlClient.SqlClient
+
+const rows = (table: string) => Effect.map(unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM ${table}`), (r) => Number(r[0].n))
+const written = Effect.all({
+  executions: rows("docket_workflow_executions"),
+  activities: rows("docket_workflow_activities"),
+  deferreds: rows("docket_workflow_deferreds")
+})
+
+const defect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.map(Effect.exit(effect), (exit) => (Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined))
+
+export const controlSuite = (name: string, layer: () => Promise<Layer.Layer<Services, unknown, never>>) =>
+  describe(`operating workflows on ${name}`, () => {
+    let runtime: ManagedRuntime.ManagedRuntime<Services, unknown> | undefined
+    const run = <A, E>(effect: Effect.Effect<A, E, Services>) => runtime!.runPromise(effect)
+    beforeAll(async () => {
+      runtime = ManagedRuntime.make(await layer())
+    })
+    afterAll(() => runtime?.dispose())
+
+    it("show gives an execution's activities, deferreds and children; list finds it by state and name", async () => {
+      const tag = `control-${Math.random().toString(36).slice(2, 8)}`
+      const control = await run(Workflows.control)
+      expect(await run(W.Parent.execute({ tag }))).toBe(14)
+      const id = await run(W.Parent.executionId({ tag }))
+      const detail = await run(control.show(id))
+      expect(detail).toMatchObject({ executionId: id, workflow: "Parent", state: "complete", payload: { tag } })
+      expect(detail.result).toEqual({ _tag: "Complete", exit: { _tag: "Success", value: 14 } })
+      expect(detail.children.map((c) => c.workflow)).toEqual(["Child", "Child", "Child"])
+      expect(detail.children.every((c) => c.state === "complete" && c.parent === id)).toBe(true)
+      expect(detail.activities.map((a) => a.name)).toEqual(["sum"])
+      const listed = await run(control.list({ state: "complete", workflow: "Parent" }))
+      expect(listed.map((e) => e.executionId)).toContain(id)
+      expect(await run(control.list({ workflow: "NoSuchWorkflow" }))).toEqual([])
+
+      // A suspended one: its deferred is missing, its state says so; resume of a finished one does nothing.
+      const waiting = await run(W.Approve.execute({ tag }, { discard: true }))
+      for (let i = 0; i < 500 && (await run(control.show(waiting))).state !== "suspended"; i++) await Effect.runPromise(Effect.sleep(20))
+      const suspended = await run(control.show(waiting))
+      expect(suspended.state).toBe("suspended")
+      expect(suspended.activities.map((a) => a.name)).toEqual(["ask"])
+      expect(await run(control.resume(id))).toBe(false)
+      const token = await run(DurableDeferred.tokenFromPayload(W.Approval, { workflow: W.Approve, payload: { tag } }))
+      await run(control.completeDeferred(token, { success: "by id" }))
+      expect(await run(W.Approve.execute({ tag }))).toBe("by id")
+      expect((await run(control.show(waiting))).deferreds.map((d) => d.name)).toEqual(["approval"])
+    })
+
+    it("bad input: a bad token, a token or an id of no execution, a payload that does not encode: typed, nothing written", async () => {
+      const control = await run(Workflows.control)
+      const before = await run(written)
+
+      const garbage = await run(Effect.flip(control.completeDeferred("not a token", { success: 1 })))
+      expect(garbage).toMatchObject({ _tag: "InvalidInput", field: "token" })
+
+      const nowhere = DurableDeferred.tokenFromExecutionId(W.Approval, { workflow: W.Approve, executionId: "no-such-execution" })
+      const unknown = await run(Effect.flip(control.completeDeferred(nowhere, { success: "x" })))
+      expect(unknown).toMatchObject({ _tag: "ExecutionNotFound", executionId: "no-such-execution", workflow: "Approve" })
+      for (const op of [control.show("no-such-execution"), control.interrupt("no-such-execution"), control.resume("no-such-execution")]) {
+        expect(await run(Effect.flip<unknown, unknown, never>(op))).toMatchObject({ _tag: "ExecutionNotFound" })
+      }
+
+      // Through Effect's own API: the engine's operations have no error channel, so these are defects naming it.
+      const done = await run(defect(DurableDeferred.done(W.Approval, { token: nowhere, exit: Exit.succeed("x") })))
+      expect(done).toBeInstanceOf(Workflows.ExecutionNotFound)
+      const badPayload = await run(defect(Effect.flatMap(WorkflowEngine, (engine) =>
+        engine.execute(W.Steps, { executionId: "bad-payload", payload: { tag: 42 } as never }))))
+      expect(badPayload).toMatchObject({ _tag: "InvalidInput", field: "payload" })
+      expect(String((badPayload as Error).message)).toContain("Steps")
+
+      expect(await run(written)).toEqual(before)
+    })
+  })
