@@ -34,6 +34,7 @@ import * as Admin from "./internal/workflow/admin.js"
 import * as Engine from "./internal/workflow/engine.js"
 import { handlers } from "./internal/workflow/runner.js"
 import * as WorkflowSql from "./internal/workflow/sql.js"
+import * as Steps from "./internal/workflow/steps.js"
 import * as Waiters from "./internal/workflow/waiters.js"
 import * as QueueRepo from "./QueueRepo.js"
 import type * as Wakeups from "./Wakeups.js"
@@ -77,13 +78,16 @@ const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRep
   .scopedContext(
     Effect.gen(function*() {
       const db = yield* Db.make(yield* SqlClientTag.SqlClient)
+      const sql = WorkflowSql.make(db)
+      const scope = yield* Effect.scope
       const deps: Engine.Deps = {
-        sql: WorkflowSql.make(db),
+        sql,
         transaction: db.transaction,
         repo: yield* QueueRepo.QueueRepo,
-        waiters: yield* Waiters.make(yield* Effect.scope),
+        waiters: yield* Waiters.make(scope, sql.completed),
         registry: new Map(),
-        runs: new Map()
+        runs: new Map(),
+        putStep: Steps.make(sql.activityPut, scope)
       }
       const engine = Engine.make(deps)
       return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine }))

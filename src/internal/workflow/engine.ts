@@ -36,6 +36,7 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
+import type { PutStep } from "./steps.js"
 import { FALLBACK_MS, type Waiters } from "./waiters.js"
 
 /** The kind of a clock's item: its run completes the clock's deferred. */
@@ -93,6 +94,8 @@ export interface Deps {
    * since the run started).
    */
   readonly runs: Map<string, Stored>
+  /** Stores an activity's result (batched with others': steps.ts). */
+  readonly putStep: PutStep
 }
 
 const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
@@ -228,7 +231,7 @@ export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
         ) as Effect.Effect<Workflow.Result<unknown, unknown>>
         if (!Codec.isComplete(result)) return result
         const text = yield* Codec.encodeActivity(result)
-        if (yield* storage("store an activity", sql.activityPut(id, activity.name, attempt, text))) {
+        if (yield* storage("store an activity", deps.putStep({ executionId: id, name: activity.name, attempt, result: text }))) {
           run?.activities.set(key, text)
           return result
         }

@@ -86,7 +86,8 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
 
   return (executionId: string): Effect.Effect<void, Retry | Permanent> =>
     Effect.gen(function*() {
-      const row = yield* retryable("start a run", sql.startRun(executionId))
+      // Read, not written: a write here would cost a commit per run (runs are counted as they end).
+      const row = yield* retryable("start a run", sql.get(executionId))
       if (row === undefined) return yield* new Permanent({ reason: `no execution ${executionId}` })
       if (row.state === "complete") return
       const entry = registry.get(row.workflow)

@@ -9,7 +9,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Now from "../sql/clock.js"
-import { type Db, type Run, texts } from "../sql/db.js"
+import type { Db, Run } from "../sql/db.js"
 import { WORKFLOW_CHANNEL } from "../sql/notify.js"
 
 /** An execution's state: a run waiting or running, waiting for a wake-up, or finished. */
@@ -47,43 +47,48 @@ ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id`
 const getPg = `SELECT ${COLUMNS} FROM docket_workflow_executions WHERE execution_id = $1`
 const getSqlite = `SELECT ${COLUMNS} FROM docket_workflow_executions WHERE execution_id = ?1`
 
-// A run starts: counted, and its wake-ups read (suspend compares them).
-const startRunPg = `UPDATE docket_workflow_executions SET runs = runs + 1, updated_at = ${Now.pg}
-WHERE execution_id = $1 RETURNING ${COLUMNS}`
-const startRunSqlite = `UPDATE docket_workflow_executions SET runs = runs + 1, updated_at = ${Now.sqlite}
-WHERE execution_id = ?1 RETURNING ${COLUMNS}`
-
-// The result, once; its parent to wake. PostgreSQL notifies the waiters at commit.
+// The result, once (the run counted); its parent to wake. PostgreSQL notifies the waiters at commit.
 const completePg = `WITH done AS (
   UPDATE docket_workflow_executions
-  SET state = 'complete', result = $2, completed_at = ${Now.pg}, updated_at = ${Now.pg}
+  SET state = 'complete', result = $2, runs = runs + 1, completed_at = ${Now.pg}, updated_at = ${Now.pg}
   WHERE execution_id = $1 AND state <> 'complete'
   RETURNING parent_workflow, parent_execution
 )
 SELECT parent_workflow, parent_execution, pg_notify('${WORKFLOW_CHANNEL}', $1) AS notified FROM done`
 const completeSqlite = `UPDATE docket_workflow_executions
-SET state = 'complete', result = ?2, completed_at = ${Now.sqlite}, updated_at = ${Now.sqlite}
+SET state = 'complete', result = ?2, runs = runs + 1, completed_at = ${Now.sqlite}, updated_at = ${Now.sqlite}
 WHERE execution_id = ?1 AND state <> 'complete'
 RETURNING parent_workflow, parent_execution`
 
-// Suspended only if no wake-up came since the run started ($2 the wakes it read).
-const suspendPg = `UPDATE docket_workflow_executions SET state = 'suspended', updated_at = ${Now.pg}
-WHERE execution_id = $1 AND state = 'running' AND wakes = $2`
-const suspendSqlite = `UPDATE docket_workflow_executions SET state = 'suspended', updated_at = ${Now.sqlite}
-WHERE execution_id = ?1 AND state = 'running' AND wakes = ?2`
+// Suspended only if no wake-up came since the run started ($2 the wakes it read); the run counted either way.
+const suspendPg = `UPDATE docket_workflow_executions SET state = CASE WHEN wakes = $2 THEN 'suspended' ELSE state END,
+  runs = runs + 1, updated_at = ${Now.pg}
+WHERE execution_id = $1 AND state = 'running'`
+const suspendSqlite = `UPDATE docket_workflow_executions SET state = CASE WHEN wakes = ?2 THEN 'suspended' ELSE state END,
+  runs = runs + 1, updated_at = ${Now.sqlite}
+WHERE execution_id = ?1 AND state = 'running'`
 
 const wakePg = `UPDATE docket_workflow_executions SET state = 'running', wakes = wakes + 1, updated_at = ${Now.pg}
 WHERE execution_id = $1 AND state <> 'complete' RETURNING workflow`
 const wakeSqlite = `UPDATE docket_workflow_executions SET state = 'running', wakes = wakes + 1, updated_at = ${Now.sqlite}
 WHERE execution_id = ?1 AND state <> 'complete' RETURNING workflow`
 
+// Which of these executions are complete ($1 an array; ?1 a JSON array).
+const completedPg = `SELECT execution_id FROM docket_workflow_executions
+WHERE execution_id = ANY($1::text[]) AND state = 'complete'`
+const completedSqlite = `SELECT execution_id FROM docket_workflow_executions
+WHERE execution_id IN (SELECT value FROM json_each(?1)) AND state = 'complete'`
+
 const activityGetPg = `SELECT result FROM docket_workflow_activities WHERE execution_id = $1 AND name = $2 AND attempt = $3`
 const activityGetSqlite =
   `SELECT result FROM docket_workflow_activities WHERE execution_id = ?1 AND name = ?2 AND attempt = ?3`
+// Many results in one statement (the step writer's batch: steps.ts); those stored now are returned.
 const activityPutPg = `INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at)
-VALUES ($1, $2, $3, $4, ${Now.pg}) ON CONFLICT DO NOTHING RETURNING attempt`
+SELECT e, n, a, r, ${Now.pg} FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS u(e, n, a, r)
+ON CONFLICT DO NOTHING RETURNING execution_id, name, attempt`
 const activityPutSqlite = `INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at)
-VALUES (?1, ?2, ?3, ?4, ${Now.sqlite}) ON CONFLICT DO NOTHING RETURNING attempt`
+SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, ${Now.sqlite} FROM json_each(?1) WHERE true
+ON CONFLICT DO NOTHING RETURNING execution_id, name, attempt`
 
 // Everything a run replays from, read once as it starts: activities' results ('a') and deferreds ('d').
 const storedPg = `SELECT 'a' AS k, name, attempt, result AS text FROM docket_workflow_activities WHERE execution_id = $1
@@ -111,8 +116,6 @@ export interface WorkflowSql {
     readonly parent: { readonly workflow: string; readonly executionId: string } | undefined
   }) => Effect.Effect<boolean, SqlError>
   readonly get: (executionId: string) => Effect.Effect<ExecutionRow | undefined, SqlError>
-  /** Counts a run and reads the execution as the run starts. */
-  readonly startRun: (executionId: string) => Effect.Effect<ExecutionRow | undefined, SqlError>
   /** Stores the result (once): the parent to wake, if it was stored now. */
   readonly complete: (
     executionId: string,
@@ -121,9 +124,11 @@ export interface WorkflowSql {
   readonly suspend: (executionId: string, wakes: number) => Effect.Effect<void, SqlError>
   /** Marks an unfinished execution running again: its workflow's name, or undefined (none, or finished). */
   readonly wake: (executionId: string) => Effect.Effect<string | undefined, SqlError>
+  /** Those of `executionIds` that are complete. */
+  readonly completed: (executionIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
   readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
-  /** Stores an attempt's result unless one is stored: true if this one was. */
-  readonly activityPut: (executionId: string, name: string, attempt: number, result: string) => Effect.Effect<boolean, SqlError>
+  /** Stores attempts' results, each unless one is stored: the keys (`activityKey`, by execution) of those stored now. */
+  readonly activityPut: (rows: ReadonlyArray<ActivityResult>) => Effect.Effect<ReadonlySet<string>, SqlError>
   /** What a run replays from: the stored activities' results and deferreds' exits. */
   readonly stored: (executionId: string) => Effect.Effect<Stored, SqlError>
   readonly deferredGet: (executionId: string, name: string) => Effect.Effect<string | undefined, SqlError>
@@ -136,6 +141,14 @@ export interface Stored {
   readonly deferreds: Map<string, string>
 }
 
+/** An attempt's result, to store. */
+export interface ActivityResult {
+  readonly executionId: string
+  readonly name: string
+  readonly attempt: number
+  readonly result: string
+}
+
 /** The key of an activity's attempt in `Stored.activities`. */
 export const activityKey = (name: string, attempt: number) => `${attempt}/${name}`
 
@@ -143,14 +156,20 @@ const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
 
 type Texts = Record<keyof WorkflowSql, string>
 
-const bind = (run: Run, t: Texts): WorkflowSql => ({
+const bind = (
+  run: Run,
+  t: Texts,
+  arrayParam: (ids: ReadonlyArray<string>) => unknown,
+  resultsParams: (rows: ReadonlyArray<ActivityResult>) => ReadonlyArray<unknown>
+): WorkflowSql => ({
+  completed: (ids) =>
+    Effect.map(run<{ execution_id: string }>(t.completed, [arrayParam(ids)]), (rows) => rows.map((r) => r.execution_id)),
   insert: ({ executionId, parent, payload, workflow }) =>
     Effect.map(
       run(t.insert, [executionId, workflow, payload, parent?.workflow ?? null, parent?.executionId ?? null]),
       (rows) => rows.length > 0
     ),
   get: (id) => Effect.map(run<ExecutionRow>(t.get, [id]), first),
-  startRun: (id) => Effect.map(run<ExecutionRow>(t.startRun, [id]), first),
   complete: (id, result) =>
     Effect.map(run<{ parent_execution: string | null }>(t.complete, [id, result]), (rows) => ({
       stored: rows.length > 0,
@@ -160,8 +179,11 @@ const bind = (run: Run, t: Texts): WorkflowSql => ({
   wake: (id) => Effect.map(run<{ workflow: string }>(t.wake, [id]), (rows) => rows[0]?.workflow),
   activityGet: (id, name, attempt) =>
     Effect.map(run<{ result: string }>(t.activityGet, [id, name, attempt]), (rows) => rows[0]?.result),
-  activityPut: (id, name, attempt, result) =>
-    Effect.map(run(t.activityPut, [id, name, attempt, result]), (rows) => rows.length > 0),
+  activityPut: (results) =>
+    Effect.map(
+      run<{ execution_id: string; name: string; attempt: number }>(t.activityPut, resultsParams(results)),
+      (rows) => new Set(rows.map((r) => `${r.execution_id} ${activityKey(r.name, Number(r.attempt))}`))
+    ),
   stored: (id) =>
     Effect.map(run<{ k: string; name: string; attempt: number; text: string }>(t.stored, [id]), (rows) => {
       const stored: Stored = { activities: new Map(), deferreds: new Map() }
@@ -175,33 +197,43 @@ const bind = (run: Run, t: Texts): WorkflowSql => ({
   deferredPut: (id, name, exit) => Effect.asVoid(run(t.deferredPut, [id, name, exit]))
 })
 
+const pgTexts: Texts = {
+  insert: insertPg,
+  get: getPg,
+  complete: completePg,
+  suspend: suspendPg,
+  wake: wakePg,
+  activityGet: activityGetPg,
+  activityPut: activityPutPg,
+  stored: storedPg,
+  deferredGet: deferredGetPg,
+  deferredPut: deferredPutPg,
+  completed: completedPg
+}
+
+const sqliteTexts: Texts = {
+  insert: insertSqlite,
+  get: getSqlite,
+  complete: completeSqlite,
+  suspend: suspendSqlite,
+  wake: wakeSqlite,
+  activityGet: activityGetSqlite,
+  activityPut: activityPutSqlite,
+  stored: storedSqlite,
+  deferredGet: deferredGetSqlite,
+  deferredPut: deferredPutSqlite,
+  completed: completedSqlite
+}
+
 /** The statements for a dialect. */
-export const make: (db: Db) => WorkflowSql = texts<Texts, WorkflowSql>(
-  {
-    insert: insertPg,
-    get: getPg,
-    startRun: startRunPg,
-    complete: completePg,
-    suspend: suspendPg,
-    wake: wakePg,
-    activityGet: activityGetPg,
-    activityPut: activityPutPg,
-    stored: storedPg,
-    deferredGet: deferredGetPg,
-    deferredPut: deferredPutPg
-  },
-  {
-    insert: insertSqlite,
-    get: getSqlite,
-    startRun: startRunSqlite,
-    complete: completeSqlite,
-    suspend: suspendSqlite,
-    wake: wakeSqlite,
-    activityGet: activityGetSqlite,
-    activityPut: activityPutSqlite,
-    stored: storedSqlite,
-    deferredGet: deferredGetSqlite,
-    deferredPut: deferredPutSqlite
-  },
-  bind
-)
+export const make = (db: Db): WorkflowSql =>
+  db.dialect === "pg"
+    ? bind(db.run, pgTexts, (ids) => ids, (rows) => [
+      rows.map((r) => r.executionId),
+      rows.map((r) => r.name),
+      rows.map((r) => r.attempt),
+      rows.map((r) => r.result)
+    ])
+    : bind(db.run, sqliteTexts, (ids) => JSON.stringify(ids), (rows) => [
+      JSON.stringify(rows.map((r) => [r.executionId, r.name, r.attempt, r.result]))
+    ])

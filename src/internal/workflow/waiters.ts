@@ -9,7 +9,11 @@
  *   one LISTEN connection per engine, opened for the first waiter and kept
  *   for the engine's life, through `listen`'s probe and reconnects);
  * - on a SQLite file, any commit by another process (the file watch the
- *   worker pools use): every waiter reads its row again.
+ *   worker pools use): one statement reads which of the awaited executions
+ *   are complete, and punches those (one sweep at a time, another after it
+ *   if commits came meanwhile: the watch also sees this process's own
+ *   commits, and a read per waiter per commit made a thousand waiters cost
+ *   a million reads).
  * A ticket not punched within `FALLBACK_MS` returns anyway and the caller
  * reads again: the safety net for a notification lost while the LISTEN
  * connection was reconnecting, not the way results arrive.
@@ -20,6 +24,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { listen, ListenDatabase, type Probe } from "../listen.js"
 import * as PgSchema from "../pgSchema.js"
@@ -112,19 +117,47 @@ const remoteFor = Effect.gen(function*() {
   return Option.none<Remote>()
 })
 
-/** The waiters over the database in context; their push from other processes runs in `scope`, from the first ticket. */
+/** How many awaited executions one sweep reads in a statement. */
+const SWEEP_CHUNK = 500
+
+/**
+ * The waiters over the database in context; their push from other processes
+ * runs in `scope`, from the first ticket. `completed` says which of some
+ * executions are complete (a sweep's one statement).
+ */
 export const make = (
-  scope: Scope.Scope
+  scope: Scope.Scope,
+  completed: (executionIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, unknown>
 ): Effect.Effect<Waiters, never, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const remote = yield* remoteFor
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const tickets = new Map<string, Set<Ticket>>()
     const one = (executionId: string) => {
       const set = tickets.get(executionId)
       if (set !== undefined) for (const ticket of set) ticket.punch()
     }
+    let sweeping = false
+    let again = false
+    const sweep: Effect.Effect<void> = Effect.suspend(() => {
+      again = false
+      const ids = [...tickets.keys()]
+      const chunks = Array.from({ length: Math.ceil(ids.length / SWEEP_CHUNK) }, (_, i) =>
+        ids.slice(i * SWEEP_CHUNK, (i + 1) * SWEEP_CHUNK))
+      return Effect.forEach(chunks, (chunk) => Effect.map(completed(chunk), (done) => done.forEach(one)), { discard: true })
+    }).pipe(
+      // A failed read punches every ticket: each waiter reads its own row.
+      Effect.catchAll(() => Effect.sync(() => tickets.forEach((_, id) => one(id)))),
+      Effect.zipRight(Effect.suspend(() => (again ? sweep : Effect.sync(() => (sweeping = false)))))
+    )
     const all = () => {
-      for (const set of tickets.values()) for (const ticket of set) ticket.punch()
+      if (tickets.size === 0) return
+      if (sweeping) {
+        again = true
+        return
+      }
+      sweeping = true
+      runFork(Effect.forkIn(sweep, scope))
     }
     let started = false
     const start = Effect.suspend(() => {
