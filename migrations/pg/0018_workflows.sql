@@ -3,9 +3,10 @@
 --
 -- An execution is a row here; each run of it (the first, and one per wake-up:
 -- a deferred completed, a clock fired, a child finished, a resume, an
--- interrupt) is an ordinary item of the workflow's kind in docket_items, in
--- the group named by the execution id with one run at a time per group, so
--- two runs of one execution never overlap across processes. A suspended
+-- interrupt) is an ordinary item of the workflow's kind in docket_items, keyed
+-- by the execution id: a run waiting is not claimed while another holds a
+-- live lease, so two runs of one execution never overlap across processes
+-- (src/internal/workflow/runner.ts). A suspended
 -- execution is only rows: no item, no lease, no slot, no connection.
 --
 -- state: 'running' (a run is waiting or running), 'suspended' (none is: it

@@ -109,8 +109,11 @@ const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.
 /** The engine's storage steps, shared by the operations, the runs and the control (admin.ts). */
 export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
   const { repo, sql, transaction } = deps
+  // Keyed by the execution: a wake-up while a run waits adds nothing, and one
+  // while a run runs waits until that run's lease ends (docs/concepts.md, "Dedupe
+  // keys"), so two runs of an execution never overlap.
   const enqueueRun = (workflow: string, executionId: string) =>
-    repo.enqueue(kindOf(workflow), { executionId }, { key: executionId, group: executionId })
+    repo.enqueue(kindOf(workflow), { executionId }, { key: executionId })
   /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
   const wake = (executionId: string) =>
     storage(

@@ -7,10 +7,13 @@
  * completed deferreds are read back, not run again, so the run goes as far
  * as it can and then finishes (the result stored, waiters and the parent
  * woken) or suspends (the execution marked suspended; the item is done, and
- * what it waits for enqueues the next run). Runs of one execution are items
- * of one group with one run at a time (`perGroup.concurrency: 1`), so two
- * never overlap across processes; a crash leaves the run's item to its lease
- * and the next run replays from the stored steps.
+ * what it waits for enqueues the next run). Runs of one execution share its
+ * id as their dedupe key: a waiting run is not claimed while another holds a
+ * live lease, so two never overlap across processes (a per-execution group
+ * would say the same, through the grouped claim, which takes a group at a
+ * time: measured, it held a workflow kind to a few runs per claim). A crash
+ * leaves the run's item to its lease, and the next run replays from the
+ * stored steps.
  */
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
@@ -129,7 +132,6 @@ export const handlers = (
     Handler.make(kindOf(entry.workflow.name), {
       payload: RunPayload,
       run: ({ executionId }) => run(executionId),
-      perGroup: { concurrency: 1 },
       maxAttempts: RUN_ATTEMPTS
     })
   )
