@@ -783,6 +783,17 @@ CREATE TABLE public.docket_workflow_activities (
 );
 
 --
+-- Name: docket_workflow_clocks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.docket_workflow_clocks (
+    execution_id text NOT NULL,
+    name text NOT NULL,
+    due_at bigint NOT NULL,
+    created_at bigint NOT NULL
+);
+
+--
 -- Name: docket_workflow_deferreds; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -889,6 +900,13 @@ ALTER TABLE ONLY public.docket_workers
 
 ALTER TABLE ONLY public.docket_workflow_activities
     ADD CONSTRAINT docket_workflow_activities_pkey PRIMARY KEY (execution_id, name, attempt);
+
+--
+-- Name: docket_workflow_clocks docket_workflow_clocks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.docket_workflow_clocks
+    ADD CONSTRAINT docket_workflow_clocks_pkey PRIMARY KEY (execution_id, name);
 
 --
 -- Name: docket_workflow_deferreds docket_workflow_deferreds_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -55,3 +55,15 @@ CREATE TABLE docket_workflow_deferreds (
   created_at   INTEGER NOT NULL,
   PRIMARY KEY (execution_id, name)
 );
+
+-- A durable clock, scheduled once per execution and clock: a replay that
+-- reaches the same DurableClock.sleep finds it here and schedules nothing
+-- (its item, of kind docket.workflow.clock, is due at due_at; its firing is
+-- the deferred of the clock's name).
+CREATE TABLE docket_workflow_clocks (
+  execution_id TEXT   NOT NULL,
+  name         TEXT   NOT NULL,
+  due_at       INTEGER NOT NULL,
+  created_at   INTEGER NOT NULL,
+  PRIMARY KEY (execution_id, name)
+);

@@ -98,6 +98,14 @@ CREATE TABLE docket_workflow_activities (
   PRIMARY KEY (execution_id, name, attempt)
 );
 
+CREATE TABLE docket_workflow_clocks (
+  execution_id TEXT   NOT NULL,
+  name         TEXT   NOT NULL,
+  due_at       INTEGER NOT NULL,
+  created_at   INTEGER NOT NULL,
+  PRIMARY KEY (execution_id, name)
+);
+
 CREATE TABLE docket_workflow_deferreds (
   execution_id TEXT   NOT NULL,
   name         TEXT   NOT NULL,

@@ -55,7 +55,8 @@ export const RELATIONS = [
   "docket_migrations",
   "docket_workflow_executions",
   "docket_workflow_activities",
-  "docket_workflow_deferreds"
+  "docket_workflow_deferreds",
+  "docket_workflow_clocks"
 ] as const
 
 /** Docket's sequences (the identity of docket_items.id). */

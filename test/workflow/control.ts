@@ -66,6 +66,17 @@ export const controlSuite = (name: string, layer: () => Promise<Layer.Layer<Serv
       await run(control.completeDeferred(token, { success: "by id" }))
       expect(await run(W.Approve.execute({ tag }))).toBe("by id")
       expect((await run(control.show(waiting))).deferreds.map((d) => d.name)).toEqual(["approval"])
+
+      // A stored clock not yet due: shown with its due time; interrupted, the execution ends.
+      const sleeper = await run(W.Sleeper.execute({ tag, ms: 3_600_000 }, { discard: true }))
+      for (let i = 0; i < 500 && (await run(control.show(sleeper))).state !== "suspended"; i++) await Effect.runPromise(Effect.sleep(20))
+      const sleeping = await run(control.show(sleeper))
+      expect(sleeping.clocks).toHaveLength(1)
+      expect(sleeping.clocks[0].name).toBe("nap")
+      expect(sleeping.clocks[0].dueAt - sleeping.updatedAt).toBeGreaterThan(3_500_000)
+      expect(await run(control.interrupt(sleeper))).toBe(true)
+      for (let i = 0; i < 500 && (await run(control.show(sleeper))).state !== "complete"; i++) await Effect.runPromise(Effect.sleep(20))
+      expect((await run(control.show(sleeper))).result).toMatchObject({ _tag: "Complete", exit: { _tag: "Failure" } })
     })
 
     it("bad input: a bad token, a token or an id of no execution, a payload that does not encode: typed, nothing written", async () => {

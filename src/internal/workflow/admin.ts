@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { InvalidInput, StorageError } from "../../Errors.js"
 import { type Db, type Run, texts } from "../sql/db.js"
 import * as Codec from "./codec.js"
-import { CLOCK_KIND, type Deps, ExecutionNotFound, InterruptSignal, steps } from "./engine.js"
+import { type Deps, ExecutionNotFound, InterruptSignal, steps } from "./engine.js"
 import type { ExecutionRow, ExecutionState } from "./sql.js"
 
 /** An execution as listed. */
@@ -74,11 +74,13 @@ const activitiesSqlite = `SELECT name, attempt, result, created_at FROM docket_w
 ORDER BY created_at, name, attempt`
 const deferredsPg = `SELECT name, exit, created_at FROM docket_workflow_deferreds WHERE execution_id = $1 ORDER BY created_at, name`
 const deferredsSqlite = `SELECT name, exit, created_at FROM docket_workflow_deferreds WHERE execution_id = ?1 ORDER BY created_at, name`
-// A clock's item is keyed by the execution id, a slash and the clock's deferred's name.
-const clocksPg = `SELECT dedupe_key, run_at FROM docket_items
-WHERE kind = '${CLOCK_KIND}' AND state = 'waiting' AND dedupe_key LIKE $1 ORDER BY run_at`
-const clocksSqlite = `SELECT dedupe_key, run_at FROM docket_items
-WHERE kind = '${CLOCK_KIND}' AND state = 'waiting' AND dedupe_key LIKE ?1 ORDER BY run_at`
+// Clocks not fired yet: scheduled, and their deferred not completed.
+const clocksPg = `SELECT c.name, c.due_at FROM docket_workflow_clocks c WHERE c.execution_id = $1
+  AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d WHERE d.execution_id = c.execution_id AND d.name = c.name)
+ORDER BY c.due_at`
+const clocksSqlite = `SELECT c.name, c.due_at FROM docket_workflow_clocks c WHERE c.execution_id = ?1
+  AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d WHERE d.execution_id = c.execution_id AND d.name = c.name)
+ORDER BY c.due_at`
 
 interface Reads {
   readonly list: string
@@ -108,8 +110,6 @@ const parseJson = (text: string | null): unknown => {
     return text
   }
 }
-
-const likeEscaped = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
 const typed = <A, E>(effect: Effect.Effect<A, E | SqlError>) =>
   Effect.catchIf(effect, (e): e is SqlError => (e as { _tag?: string })._tag === "SqlError", (error) =>
@@ -147,7 +147,7 @@ export const make = (deps: Pick<Deps, "repo" | "sql" | "transaction">, db: Db) =
         t.run<ExecutionRow>(t.children, [executionId]),
         t.run<{ name: string; attempt: number; result: string; created_at: number | string }>(t.activities, [executionId]),
         t.run<{ name: string; exit: string; created_at: number | string }>(t.deferreds, [executionId]),
-        t.run<{ dedupe_key: string; run_at: number | string }>(t.clocks, [`${likeEscaped(executionId)}/%`])
+        t.run<{ name: string; due_at: number | string }>(t.clocks, [executionId])
       ]))
       const detail: ExecutionDetail = {
         ...toExecution(row),
@@ -155,7 +155,7 @@ export const make = (deps: Pick<Deps, "repo" | "sql" | "transaction">, db: Db) =
         result: parseJson(row.result),
         activities: activities.map((a) => ({ name: a.name, attempt: num(a.attempt), result: parseJson(a.result), at: num(a.created_at) })),
         deferreds: deferreds.map((d) => ({ name: d.name, exit: parseJson(d.exit), at: num(d.created_at) })),
-        clocks: clocks.map((c) => ({ name: c.dedupe_key.slice(executionId.length + 1), dueAt: num(c.run_at) })),
+        clocks: clocks.map((c) => ({ name: c.name.replace(/^DurableClock\//, ""), dueAt: num(c.due_at) })),
         children: children.map(toExecution)
       }
       return detail

@@ -27,6 +27,7 @@ import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -264,14 +265,18 @@ export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
     scheduleClock: (workflow, options) =>
       Effect.gen(function*() {
         const { clock, executionId } = options
-        const fired = yield* storage("read a clock", sql.deferredGet(executionId, clock.deferred.name))
-        if (fired !== undefined) return
+        const name = clock.deferred.name
+        if (deps.runs.get(executionId)?.deferreds.has(name)) return
+        // Once per execution and clock: a replay reaching the same sleep schedules nothing.
         yield* storage(
           "schedule a clock",
-          repo.enqueue(CLOCK_KIND, { workflow: workflow.name, executionId, deferred: clock.deferred.name }, {
-            key: `${executionId}/${clock.deferred.name}`,
-            delay: clock.duration
-          })
+          transaction(Effect.flatMap(sql.clock(executionId, name, Duration.toMillis(clock.duration)), (due) =>
+            due === undefined ? Effect.void : Effect.asVoid(
+              repo.enqueue(CLOCK_KIND, { workflow: workflow.name, executionId, deferred: name }, {
+                key: `${executionId}/${name}`,
+                runAt: due
+              })
+            )))
         )
       })
   })

@@ -73,6 +73,12 @@ WHERE execution_id = $1 AND state <> 'complete' RETURNING workflow`
 const wakeSqlite = `UPDATE docket_workflow_executions SET state = 'running', wakes = wakes + 1, updated_at = ${Now.sqlite}
 WHERE execution_id = ?1 AND state <> 'complete' RETURNING workflow`
 
+// A clock scheduled once per execution and name: its due time if scheduled now ($3 the delay, ms).
+const clockPg = `INSERT INTO docket_workflow_clocks (execution_id, name, due_at, created_at)
+VALUES ($1, $2, ${Now.pg} + $3, ${Now.pg}) ON CONFLICT DO NOTHING RETURNING due_at`
+const clockSqlite = `INSERT INTO docket_workflow_clocks (execution_id, name, due_at, created_at)
+VALUES (?1, ?2, ${Now.sqlite} + ?3, ${Now.sqlite}) ON CONFLICT DO NOTHING RETURNING due_at`
+
 // Which of these executions are complete ($1 an array; ?1 a JSON array).
 const completedPg = `SELECT execution_id FROM docket_workflow_executions
 WHERE execution_id = ANY($1::text[]) AND state = 'complete'`
@@ -124,6 +130,8 @@ export interface WorkflowSql {
   readonly suspend: (executionId: string, wakes: number) => Effect.Effect<void, SqlError>
   /** Marks an unfinished execution running again: its workflow's name, or undefined (none, or finished). */
   readonly wake: (executionId: string) => Effect.Effect<string | undefined, SqlError>
+  /** Schedules a clock unless it was: its due time (epoch ms, the database's clock), or undefined. */
+  readonly clock: (executionId: string, name: string, delayMs: number) => Effect.Effect<number | undefined, SqlError>
   /** Those of `executionIds` that are complete. */
   readonly completed: (executionIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
   readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
@@ -162,6 +170,9 @@ const bind = (
   arrayParam: (ids: ReadonlyArray<string>) => unknown,
   resultsParams: (rows: ReadonlyArray<ActivityResult>) => ReadonlyArray<unknown>
 ): WorkflowSql => ({
+  clock: (id, name, delayMs) =>
+    Effect.map(run<{ due_at: number | string }>(t.clock, [id, name, delayMs]), (rows) =>
+      rows[0] === undefined ? undefined : Number(rows[0].due_at)),
   completed: (ids) =>
     Effect.map(run<{ execution_id: string }>(t.completed, [arrayParam(ids)]), (rows) => rows.map((r) => r.execution_id)),
   insert: ({ executionId, parent, payload, workflow }) =>
@@ -208,7 +219,8 @@ const pgTexts: Texts = {
   stored: storedPg,
   deferredGet: deferredGetPg,
   deferredPut: deferredPutPg,
-  completed: completedPg
+  completed: completedPg,
+  clock: clockPg
 }
 
 const sqliteTexts: Texts = {
@@ -222,7 +234,8 @@ const sqliteTexts: Texts = {
   stored: storedSqlite,
   deferredGet: deferredGetSqlite,
   deferredPut: deferredPutSqlite,
-  completed: completedSqlite
+  completed: completedSqlite,
+  clock: clockSqlite
 }
 
 /** The statements for a dialect. */
