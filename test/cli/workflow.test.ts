@@ -1,0 +1,148 @@
+/**
+ * `docket workflow` end to end, as child processes, on a SQLite file and on a
+ * fresh PostgreSQL database: a workflow process (test/fixtures/workflow-approve.ts)
+ * starts approvals that suspend on a DurableDeferred; the command lists them
+ * as suspended, shows one, completes its deferred by its token (the
+ * execution then acts and completes), interrupts another (its compensation
+ * runs); bad input (a garbage token, a token for no execution, unknown ids)
+ * is refused and changes nothing.
+ */
+import { afterAll, describe, expect, it } from "vitest"
+import { cliBackends, docket, lines, startNode } from "../support/cli.js"
+
+const cleanups: Array<() => Promise<void> | void> = []
+afterAll(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c()
+})
+
+const backends = cliBackends(cleanups)
+
+interface ExecutionJson {
+  readonly executionId: string
+  readonly workflow: string
+  readonly state: string
+  readonly runs: number
+}
+
+const listed = async (url: string, ...args: Array<string>): Promise<Array<ExecutionJson>> => {
+  const r = await docket(["workflow", "list", "--json", "--database", url, ...args])
+  expect(r.code, r.stderr).toBe(0)
+  return JSON.parse(r.stdout) as Array<ExecutionJson>
+}
+
+const stateOf = async (url: string, id: string) => (await listed(url)).find((e) => e.executionId === id)?.state
+
+/** Polls until the execution is in `state` (the command's own list), or fails after 60 s. */
+const waitForState = async (url: string, id: string, state: string) => {
+  const deadline = performance.now() + 60_000
+  for (;;) {
+    const now = await stateOf(url, id)
+    if (now === state) return
+    if (performance.now() > deadline) throw new Error(`execution ${id} not ${state} within 60 s (it is ${now})`)
+  }
+}
+
+/** Starts the workflow process; resolves with each tag's execution id and deferred token once printed. */
+const startApprovals = async (url: string, tags: ReadonlyArray<string>) => {
+  const proc = startNode(["--import", "tsx", "test/fixtures/workflow-approve.ts", url, ...tags])
+  cleanups.push(() => void proc.child.kill("SIGKILL"))
+  await proc.waitFor(new RegExp(`^execution ${tags[tags.length - 1]} `, "m"), 90_000)
+  const executions = new Map<string, { id: string; token: string }>()
+  for (const m of proc.stdout.matchAll(/^execution (\S+) (\S+) (\S+)$/gm)) executions.set(m[1], { id: m[2], token: m[3] })
+  return { proc, executions }
+}
+
+describe.each(backends)("docket workflow on $name", (backend) => {
+  describe.skipIf(backend.skip)("", () => {
+    it("lists and shows suspended executions, completes a deferred by its token, interrupts one", {
+      timeout: 180_000
+    }, async () => {
+      const url = await backend.fresh()
+      const { executions, proc } = await startApprovals(url, ["yes", "no"])
+      const yes = executions.get("yes")!
+      const no = executions.get("no")!
+      await waitForState(url, yes.id, "suspended")
+      await waitForState(url, no.id, "suspended")
+
+      const all = await listed(url, "--state", "suspended", "--name", "Approve")
+      expect(all.map((e) => e.executionId).sort()).toEqual([yes.id, no.id].sort())
+      expect(await listed(url, "--state", "complete")).toEqual([])
+      expect(await listed(url, "--name", "Other")).toEqual([])
+      expect(await listed(url, "--limit", "1")).toHaveLength(1)
+      const table = await docket(["workflow", "list", "--database", url])
+      expect(lines(table.stdout)[0]).toMatch(/^id\s+workflow\s+state\s+runs\s+updated\s+parent$/)
+      expect(table.stdout).toMatch(new RegExp(`^${yes.id}\\s+Approve\\s+suspended\\s+1\\s`, "m"))
+
+      const shown = await docket(["workflow", "show", yes.id, "--json", "--database", url])
+      expect(shown.code, shown.stderr).toBe(0)
+      expect(JSON.parse(shown.stdout)).toMatchObject({
+        executionId: yes.id,
+        workflow: "Approve",
+        state: "suspended",
+        payload: { tag: "yes" },
+        result: null,
+        activities: [{ name: "ask", attempt: 1 }],
+        deferreds: [],
+        clocks: [],
+        children: []
+      })
+      const text = await docket(["workflow", "show", yes.id, "--database", url])
+      expect(text.stdout).toMatch(/^state\s+suspended$/m)
+      expect(text.stdout).toMatch(/^activities \(1\):\n {2}ask {2}attempt 1 /m)
+
+      // The approval, from this process, through the command: the execution acts and completes.
+      const done = await docket(["workflow", "complete", yes.token, "--value", '"granted"', "--database", url])
+      expect(done.code, done.stderr).toBe(0)
+      expect(done.stdout).toMatch(new RegExp(`completed deferred approval of Approve execution ${yes.id}`))
+      await proc.waitFor(/^acted yes granted$/m)
+      await waitForState(url, yes.id, "complete")
+      const after = JSON.parse((await docket(["workflow", "show", yes.id, "--json", "--database", url])).stdout)
+      expect(after.result).toEqual({ _tag: "Complete", exit: { _tag: "Success", value: "granted" } })
+      expect(after.activities.map((a: { name: string }) => a.name)).toEqual(["ask", "act"])
+      expect(after.deferreds).toMatchObject([{ name: "approval", exit: { _tag: "Success", value: "granted" } }])
+
+      // The other is interrupted: its compensation runs, it completes interrupted, it never acts.
+      const resumedRunning = await docket(["workflow", "resume", yes.id, "--database", url])
+      expect([resumedRunning.code, resumedRunning.stderr.trim()]).toEqual([1, `docket: workflow execution ${yes.id} is not suspended: nothing to resume`])
+      const stopped = await docket(["workflow", "interrupt", no.id, "--database", url])
+      expect(stopped.code, stopped.stderr).toBe(0)
+      await proc.waitFor(/^compensated no$/m)
+      await waitForState(url, no.id, "complete")
+      expect(proc.stdout).not.toMatch(/^acted no/m)
+      expect(proc.stdout).not.toMatch(/^compensated yes/m)
+      const again = await docket(["workflow", "interrupt", no.id, "--database", url])
+      expect([again.code, again.stderr.trim()]).toEqual([1, `docket: workflow execution ${no.id} is complete: nothing to interrupt`])
+    })
+
+    it("refuses bad input with one line on stderr and changes nothing", { timeout: 180_000 }, async () => {
+      const url = await backend.fresh()
+      const { executions } = await startApprovals(url, ["wait"])
+      const wait = executions.get("wait")!
+      await waitForState(url, wait.id, "suspended")
+      const before = JSON.parse((await docket(["workflow", "show", wait.id, "--json", "--database", url])).stdout)
+      // A token of the same shape for an execution that does not exist.
+      const orphan = Buffer.from(JSON.stringify(["Approve", "no-such-execution", "approval"])).toString("base64url")
+      const refusals: Array<[ReadonlyArray<string>, number, RegExp]> = [
+        [["complete", "garbage"], 2, /^docket: invalid token: /],
+        [["complete", orphan, "--value", "1"], 2, /^docket: token: no workflow execution no-such-execution \(of Approve\)/],
+        [["complete", wait.token, "--value", "{nope"], 2, /^docket: --value: '\{nope' is not JSON$/],
+        [["complete", wait.token, "--value", "1", "--fail", "2"], 2, /^docket: give --value or --fail, not both$/],
+        [["show", "no-such-execution"], 1, /^docket: no workflow execution no-such-execution$/],
+        [["interrupt", "no-such-execution"], 1, /^docket: no workflow execution no-such-execution$/],
+        [["resume", "no-such-execution"], 1, /^docket: no workflow execution no-such-execution$/],
+        [["list", "--state", "asleep"], 2, /^docket: --state: 'asleep' is not one of running, suspended, complete$/],
+        [["list", "--limit", "0"], 2, /^docket: --limit must be from 1 to 1000/]
+      ]
+      for (const [args, code, message] of refusals) {
+        const r = await docket(["workflow", ...args, "--database", url])
+        expect(r.code, `${args.join(" ")}: ${r.stdout}${r.stderr}`).toBe(code)
+        expect(lines(r.stderr), args.join(" ")).toEqual([expect.stringMatching(message)])
+        expect(r.stdout, args.join(" ")).toBe("")
+      }
+      const all = await listed(url)
+      expect(all.map((e) => [e.executionId, e.state])).toEqual([[wait.id, "suspended"]])
+      const after = JSON.parse((await docket(["workflow", "show", wait.id, "--json", "--database", url])).stdout)
+      expect(after).toEqual(before)
+    })
+  })
+})
