@@ -42,6 +42,7 @@ import { type Config, json } from "./internal/dashboard/http.js"
 import { Confirmations } from "./internal/dashboard/bulk.js"
 import { OverviewCache, TotalsCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
+import * as Workflows from "./internal/dashboard/workflows.js"
 import type * as QueueRepo from "./QueueRepo.js"
 
 /** How the dashboard is served. */
@@ -147,7 +148,7 @@ const configOf = (options: Options, known: PublicOrigin | null): Config => {
 export const router = (options: Options = {}): HttpRouter.HttpRouter<never, QueueRepo.QueueRepo> => {
   const known = publicOf(options)
   const config = configOf(options, known)
-  const routes = HttpRouter.concat(Api.routes(config), Web.routes(config))
+  const routes = HttpRouter.concat(HttpRouter.concat(Api.routes(config), Workflows.routes(config)), Web.routes(config))
   const hosts = options.allowedHosts === undefined || known === null
     ? options.allowedHosts
     : [...options.allowedHosts, known.hostname]
