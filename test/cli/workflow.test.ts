@@ -5,10 +5,12 @@
  * as suspended, shows one, completes its deferred by its token (the
  * execution then acts and completes), interrupts another (its compensation
  * runs); bad input (a garbage token, a token for no execution, unknown ids)
- * is refused and changes nothing.
+ * is refused and changes nothing. @effect/workflow is loaded by a workflow
+ * command only, never by another command or by help.
  */
+import { readFileSync, writeFileSync } from "node:fs"
 import { afterAll, describe, expect, it } from "vitest"
-import { cliBackends, docket, lines, startNode } from "../support/cli.js"
+import { BIN, cliBackends, docket, lines, runNode, startNode, tempDir } from "../support/cli.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -144,5 +146,35 @@ describe.each(backends)("docket workflow on $name", (backend) => {
       const after = JSON.parse((await docket(["workflow", "show", wait.id, "--json", "--database", url])).stdout)
       expect(after).toEqual(before)
     })
+  })
+})
+
+describe("docket workflow's loading", () => {
+  it("loads @effect/workflow only when a workflow command runs, not for another command or for help", async () => {
+    const d = tempDir("docket-wf-trace-")
+    cleanups.push(d.remove)
+    // A load hook that notes every module of @effect/workflow the process imports.
+    d.write(
+      "trace-hooks.mjs",
+      `import { appendFileSync } from "node:fs"\n` +
+        `export async function load(url, context, next) {\n` +
+        `  if (url.includes("/@effect/workflow/")) appendFileSync(process.env.WF_TRACE, url + "\\n")\n` +
+        `  return next(url, context)\n}\n`
+    )
+    const hook = d.write("trace.mjs", `import { register } from "node:module"\nregister("./trace-hooks.mjs", import.meta.url)\n`)
+    const trace = d.path("trace.txt")
+    const db = d.path("queue.db")
+    const loaded = async (args: ReadonlyArray<string>) => {
+      writeFileSync(trace, "")
+      const r = await runNode(["--import", hook, BIN, ...args], { env: { WF_TRACE: trace } })
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(0)
+      return readFileSync(trace, "utf8")
+    }
+    expect(await loaded(["migrate", "--database", db])).toBe("")
+    expect(await loaded(["kind", "list", "--database", db])).toBe("")
+    expect(await loaded(["workflow", "list", "--help"])).toBe("")
+    expect(await loaded(["workflow"])).toBe("")
+    // The hook sees it when a workflow command runs (so the empty traces above mean something).
+    expect(await loaded(["workflow", "list", "--database", db])).toMatch(/@effect\/workflow\/dist\/esm\/DurableDeferred\.js/)
   })
 })
