@@ -55,9 +55,10 @@ const insert = async (url: string, r: Row) => {
 describe.each(cliBackends(cleanups))("the dashboard's workflows on $name", (backend) => {
   describe.skipIf(backend.skip)("", () => {
     let served: Served
+    let url: string
     let session: { cookie: string; csrf: string }
     beforeAll(async () => {
-      const url = await backend.fresh()
+      url = await backend.fresh()
       served = await serve(url, { token: TOKEN })
       cleanups.push(served.dispose)
       for (const r of ROWS) await insert(url, r)
@@ -140,6 +141,11 @@ describe.each(cliBackends(cleanups))("the dashboard's workflows on $name", (back
         [await get(`${served.root}/workflows/wait-new/resume`, { cookie }), 405],
         [await get(`${served.root}/api/workflows/wait-new/interrupt`), 405]
       ]
+      // A dashboard started without a token: read-only, whatever is sent.
+      const readOnly = await serve(url, {})
+      cleanups.push(readOnly.dispose)
+      refusals.push([await postJson(`${readOnly.root}/api/workflows/wait-new/resume`, undefined, { authorization: `Bearer ${TOKEN}` }), 403])
+      expect(await (await get(`${readOnly.root}/workflows/wait-new`)).text()).not.toMatch(/<form[^>]*method="post"/)
       for (const [response, status] of refusals) expect(response.status, response.url).toBe(status)
       expect(await stateOf("wait-new")).toBe("suspended")
       expect((await api("/workflows/wait-new")).body.deferreds).toEqual([])
