@@ -26,11 +26,13 @@ interface ExecutionJson {
   readonly runs: number
 }
 
-const listed = async (url: string, ...args: Array<string>): Promise<Array<ExecutionJson>> => {
+const page = async (url: string, ...args: Array<string>) => {
   const r = await docket(["workflow", "list", "--json", "--database", url, ...args])
   expect(r.code, r.stderr).toBe(0)
-  return JSON.parse(r.stdout) as Array<ExecutionJson>
+  return JSON.parse(r.stdout) as { executions: Array<ExecutionJson>; cursor: string | null }
 }
+
+const listed = async (url: string, ...args: Array<string>): Promise<Array<ExecutionJson>> => (await page(url, ...args)).executions
 
 const stateOf = async (url: string, id: string) => (await listed(url)).find((e) => e.executionId === id)?.state
 
@@ -70,7 +72,14 @@ describe.each(backends)("docket workflow on $name", (backend) => {
       expect(all.map((e) => e.executionId).sort()).toEqual([yes.id, no.id].sort())
       expect(await listed(url, "--state", "complete")).toEqual([])
       expect(await listed(url, "--name", "Other")).toEqual([])
-      expect(await listed(url, "--limit", "1")).toHaveLength(1)
+      // A page at a time: the cursor of a full page gives the next one; an empty page has none.
+      const first = await page(url, "--limit", "1")
+      const second = await page(url, "--limit", "1", "--cursor", first.cursor!)
+      const third = await page(url, "--limit", "1", "--cursor", second.cursor!)
+      expect([...first.executions, ...second.executions].map((e) => e.executionId).sort()).toEqual([yes.id, no.id].sort())
+      expect(third).toEqual({ executions: [], cursor: null })
+      const paged = await docket(["workflow", "list", "--limit", "1", "--database", url])
+      expect(lines(paged.stdout).at(-1)).toBe(`more: docket workflow list --limit 1 --cursor ${first.cursor}`)
       const table = await docket(["workflow", "list", "--database", url])
       expect(lines(table.stdout)[0]).toMatch(/^id\s+workflow\s+state\s+runs\s+updated\s+parent$/)
       expect(table.stdout).toMatch(new RegExp(`^${yes.id}\\s+Approve\\s+suspended\\s+1\\s`, "m"))
@@ -133,7 +142,8 @@ describe.each(backends)("docket workflow on $name", (backend) => {
         [["interrupt", "no-such-execution"], 1, /^docket: no workflow execution no-such-execution$/],
         [["resume", "no-such-execution"], 1, /^docket: no workflow execution no-such-execution$/],
         [["list", "--state", "asleep"], 2, /^docket: --state: 'asleep' is not one of running, suspended, complete$/],
-        [["list", "--limit", "0"], 2, /^docket: --limit must be from 1 to 1000/]
+        [["list", "--limit", "0"], 2, /^docket: --limit must be from 1 to 1000/],
+        [["list", "--cursor", "soon"], 2, /^docket: --cursor: 'soon' is not a cursor of this list$/]
       ]
       for (const [args, code, message] of refusals) {
         const r = await docket(["workflow", ...args, "--database", url])

@@ -89,6 +89,15 @@ describe.each(cliBackends(cleanups))("the dashboard's workflows on $name", (back
       expect(await ids("?workflow=Steps")).toEqual(["run-1", "done-1"])
       expect(await ids("?state=complete&workflow=Approve")).toEqual([])
       expect(await ids("?limit=1")).toEqual(["run-1"])
+      // A page at a time: the cursor of a full page gives the next one; the last page's is null.
+      const first = (await api("/workflows?state=suspended&limit=1")).body
+      expect(first.executions.map((e: { executionId: string }) => e.executionId)).toEqual(["wait-new"])
+      const second = (await api(`/workflows?state=suspended&limit=1&cursor=${encodeURIComponent(first.cursor)}`)).body
+      expect(second.executions.map((e: { executionId: string }) => e.executionId)).toEqual(["wait-old"])
+      expect((await api(`/workflows?state=suspended&limit=5`)).body.cursor).toBeNull()
+      expect(await api("/workflows?cursor=soon")).toEqual({ status: 400, body: { error: "invalid cursor", status: 400 } })
+      const next = await (await get(`${served.root}/workflows?state=suspended&limit=1`)).text()
+      expect(next).toContain(`<a rel="next" href="/workflows?state=suspended&amp;limit=1&amp;cursor=${encodeURIComponent(first.cursor)}">next page</a>`)
       expect(await api("/workflows?state=asleep")).toEqual({ status: 400, body: { error: "invalid state: must be one of running, suspended, complete", status: 400 } })
       expect(await api("/workflows?limit=0")).toMatchObject({ status: 400 })
       expect(await api("/workflows/nope")).toEqual({ status: 404, body: { error: "no workflow execution nope", status: 404 } })

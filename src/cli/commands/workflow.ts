@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import { CommandFailed } from "../errors.js"
 import { type DatabaseArgs, databaseOption, integerOption, jsonOption, optionalText, refuse, withDefault } from "../options.js"
 import type * as Run from "./workflowRun.js"
+import * as Cursor from "../../internal/workflow/cursor.js"
 import type { ExecutionState } from "../../internal/workflow/sql.js"
 
 const STATES: ReadonlyArray<ExecutionState> = ["running", "suspended", "complete"]
@@ -56,8 +57,17 @@ const list = Command.make(
       Options.optional
     ),
     name: optionalText("name", "workflow", "Only executions of this workflow (its name)."),
-    limit: integerOption("limit", "At most this many, newest first, from 1 to 1000.", { min: 1, max: 1000 }).pipe(
+    limit: integerOption("limit", "Executions per page, newest change first, from 1 to 1000.", { min: 1, max: 1000 }).pipe(
       withDefault(50)
+    ),
+    cursor: Options.text("cursor").pipe(
+      Options.withPseudoName("<cursor>"),
+      Options.withDescription("The next page: the cursor the previous page printed (same --state and --name)."),
+      Options.mapEffect((text) => {
+        const before = Cursor.decode(text)
+        return before === undefined ? Effect.fail(refuse(`--cursor: '${text}' is not a cursor of this list`)) : Effect.succeed(before)
+      }),
+      Options.optional
     ),
     json: jsonOption
   },
@@ -67,12 +77,14 @@ const list = Command.make(
         state: Option.getOrUndefined(args.state),
         workflow: Option.getOrUndefined(args.name),
         limit: args.limit,
+        before: Option.getOrUndefined(args.cursor),
         json: args.json
       })
     )
 ).pipe(
   Command.withDescription(
-    "Lists workflow executions, the most recently changed first: id, workflow, state, runs, last change, parent."
+    "Lists workflow executions, the most recently changed first, a page at a time: id, workflow, state, runs, " +
+      "last change, parent; the last line gives the command for the next page."
   )
 )
 

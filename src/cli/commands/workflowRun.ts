@@ -11,6 +11,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { Execution, ExecutionDetail } from "../../internal/workflow/admin.js"
 import { control } from "../../internal/workflow/control.js"
+import * as Cursor from "../../internal/workflow/cursor.js"
 import type { ExecutionState } from "../../internal/workflow/sql.js"
 import { QueueRepo } from "../../QueueRepo.js"
 import { CommandFailed, usage } from "../errors.js"
@@ -38,21 +39,37 @@ const row = (e: Execution) => [e.executionId, e.workflow, e.state, String(e.runs
 export const executionTable = (executions: ReadonlyArray<Execution>): string =>
   table([["id", "workflow", "state", "runs", "updated", "parent"], ...executions.map(row)], new Set([3]))
 
-/** `docket workflow list`. */
-export const list = (
-  database: DatabaseArgs,
-  options: { state?: ExecutionState | undefined; workflow?: string | undefined; limit: number; json: boolean }
-) =>
+interface ListOptions {
+  readonly state?: ExecutionState | undefined
+  readonly workflow?: string | undefined
+  readonly limit: number
+  readonly before?: Cursor.Before | undefined
+  readonly json: boolean
+}
+
+// A word for the shell: as it is when plain, else single-quoted.
+const shellWord = (text: string) => (/^[A-Za-z0-9._:/@%+=-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
+
+// The command that prints the next page, as the last line says it.
+const nextCommand = (options: ListOptions, cursor: string) =>
+  [
+    "docket workflow list",
+    ...(options.state === undefined ? [] : [`--state ${options.state}`]),
+    ...(options.workflow === undefined ? [] : [`--name ${shellWord(options.workflow)}`]),
+    ...(options.limit === 50 ? [] : [`--limit ${options.limit}`]),
+    `--cursor ${shellWord(cursor)}`
+  ].join(" ")
+
+/** `docket workflow list`: a page, and the command for the next one (`--json`: `{ executions, cursor }`). */
+export const list = (database: DatabaseArgs, options: ListOptions) =>
   withControl(database, (c) => c.list(options)).pipe(
-    Effect.flatMap((executions) =>
-      Console.log(
-        options.json
-          ? JSON.stringify(executions)
-          : executions.length === 0
-          ? "no workflow executions"
-          : executionTable(executions)
-      )
-    )
+    Effect.flatMap((executions) => {
+      const cursor = Cursor.next(executions, options.limit)
+      if (options.json) return Console.log(JSON.stringify({ executions, cursor }))
+      if (executions.length === 0) return Console.log("no workflow executions")
+      const more = cursor === null ? "no more executions" : `more: ${nextCommand(options, cursor)}`
+      return Console.log(`${executionTable(executions)}\n${more}`)
+    })
   )
 
 const json = (value: unknown) => (value === null || value === undefined ? "-" : JSON.stringify(value))

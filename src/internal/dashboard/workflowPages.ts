@@ -8,6 +8,7 @@
 import type { Execution, ExecutionDetail } from "../workflow/admin.js"
 import { type Html, html, pretty } from "./html.js"
 import { actionForm, canAct, link, page, time, type View } from "./layout.js"
+import type { Before } from "../workflow/cursor.js"
 import type { ExecutionState } from "../workflow/sql.js"
 
 const STATES = ["running", "suspended", "complete"] as const
@@ -17,6 +18,8 @@ export interface WorkflowFilter {
   readonly state?: ExecutionState | undefined
   readonly workflow?: string | undefined
   readonly limit: number
+  /** Below this execution (the `cursor=` of the previous page). */
+  readonly before?: Before | undefined
 }
 
 // The notices a redirect may ask for: a fixed set (a link cannot make the page say what it likes).
@@ -41,7 +44,12 @@ const executionRows = (view: View, executions: ReadonlyArray<Execution>): Html =
   }</tbody></table>`
 
 /** The executions a filter matches, newest change first. */
-export const listPage = (view: View, filter: WorkflowFilter, executions: ReadonlyArray<Execution>): Html =>
+export const listPage = (
+  view: View,
+  filter: WorkflowFilter,
+  executions: ReadonlyArray<Execution>,
+  cursor: string | null
+): Html =>
   page(view, "Workflows", html`<h1>Workflows</h1>
 <form class="filters" method="get" action="${view.base}/workflows"><label>state <select name="state"><option value="">any</option>${
     STATES.map((s) => html`<option value="${s}"${filter.state === s ? html` selected` : ""}>${s}</option>`)
@@ -51,7 +59,9 @@ ${
     executions.length === 0
       ? html`<p class="muted">No workflow executions${filter.state === undefined && filter.workflow === undefined ? "" : " match"}.</p>`
       : html`${executionRows(view, executions)}${
-        executions.length === filter.limit ? html`<p class="muted">The ${filter.limit} most recently changed; narrow the filter to see others.</p>` : ""
+        cursor === null ? "" : html`<p><a rel="next" href="${
+          link(view, "/workflows", { state: filter.state, workflow: filter.workflow, limit: filter.limit === 50 ? undefined : String(filter.limit), cursor })
+        }">next page</a></p>`
       }`
   }
 </div>`)

@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as QueueRepo from "../../QueueRepo.js"
 import type { Admin, Execution, ExecutionDetail } from "../workflow/admin.js"
+import * as Cursor from "../workflow/cursor.js"
 import type { ExecutionState } from "../workflow/sql.js"
 import { authorize, type Config, forgetReads, formOf, json, jsonProblem, queryOf, secured, viewOf } from "./http.js"
 import { errorPage, type View } from "./layout.js"
@@ -48,11 +49,14 @@ const problemOf = (id: string) => (e: { readonly _tag: string }): Problem =>
     ? new Problem({ status: 404, message: `no workflow execution ${id}` })
     : toProblem(e as Parameters<typeof toProblem>[0])
 
-/** The filter of a query: `state`, `workflow`, `limit` (1 to 1000, default 50). */
+/** The filter of a query: `state`, `workflow`, `limit` (1 to 1000, default 50), `cursor` (the previous page's). */
 export const readWorkflowFilter = (params: URLSearchParams): Effect.Effect<WorkflowFilter, Problem> => {
   const state = params.get("state") ?? ""
   const workflow = params.get("workflow") ?? ""
   const limit = Number(params.get("limit") ?? 50)
+  const cursor = params.get("cursor") ?? ""
+  const before = cursor === "" ? undefined : Cursor.decode(cursor)
+  if (cursor !== "" && before === undefined) return Effect.fail(new Problem({ status: 400, message: "invalid cursor" }))
   if (state !== "" && !EXECUTION_STATES.includes(state as ExecutionState)) {
     return Effect.fail(new Problem({ status: 400, message: `invalid state: must be one of ${EXECUTION_STATES.join(", ")}` }))
   }
@@ -62,7 +66,8 @@ export const readWorkflowFilter = (params: URLSearchParams): Effect.Effect<Workf
   return Effect.succeed({
     state: state === "" ? undefined : state as ExecutionState,
     workflow: workflow === "" ? undefined : workflow,
-    limit
+    limit,
+    before
   })
 }
 
@@ -115,7 +120,9 @@ export const routes = (config: Config) => {
   return HttpRouter.empty.pipe(
     HttpRouter.get(at("/api/workflows"), api(Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      return json({ executions: yield* executions(yield* readWorkflowFilter(queryOf(request))) })
+      const filter = yield* readWorkflowFilter(queryOf(request))
+      const page = yield* executions(filter)
+      return json({ executions: page, cursor: Cursor.next(page, filter.limit) })
     }))),
     HttpRouter.get(at("/api/workflows/:id"), api(Effect.flatMap(params, ({ id }) => Effect.map(execution(id), json)))),
     HttpRouter.post(at("/api/workflows/:id/:action"), api(guarded(Effect.flatMap(params, ({ action, id }) =>
@@ -124,7 +131,8 @@ export const routes = (config: Config) => {
     HttpRouter.get(at("/workflows"), page((view, query) =>
       Effect.gen(function*() {
         const filter = yield* readWorkflowFilter(query)
-        return htmlResponse(WorkflowPages.listPage(view, filter, yield* executions(filter)))
+        const page = yield* executions(filter)
+        return htmlResponse(WorkflowPages.listPage(view, filter, page, Cursor.next(page, filter.limit)))
       }))),
     HttpRouter.get(at("/workflows/:id"), page((view, query) =>
       Effect.flatMap(params, ({ id }) =>
