@@ -40,7 +40,7 @@ import { hostAllowed, LOOPBACK_HOSTS, publicOrigin, type PublicOrigin, WrongToke
 import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
 import { Confirmations } from "./internal/dashboard/bulk.js"
-import { OverviewCache, TotalsCache } from "./internal/dashboard/model.js"
+import { OverviewCache, TotalsCache, WorkflowCountsCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
 import * as Workflows from "./internal/dashboard/workflows.js"
 import type * as QueueRepo from "./QueueRepo.js"
@@ -135,6 +135,7 @@ const configOf = (options: Options, known: PublicOrigin | null): Config => {
     wrongTokens: new WrongTokens(),
     overview: new OverviewCache(Either.getOrThrowWith(Horizon.resolve(options.horizon), (e) => e)),
     totals: new TotalsCache(),
+    workflowCounts: new WorkflowCountsCache(),
     confirmations: new Confirmations()
   }
 }

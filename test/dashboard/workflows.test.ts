@@ -193,6 +193,11 @@ describe.each(cliBackends(cleanups))("the dashboard's workflows on $name", (back
       expect(await stateOf("done-1")).toBe("complete")
       expect((await api("/workflows/done-1")).body.deferreds).toEqual([])
       expect(await runItems("Steps")).toEqual([])
+      // The metrics' cached counts were forgotten by the actions: the next scrape shows them.
+      const metrics = parseMetrics(await (await get(`${served.root}/metrics`)).text())
+      expect(metrics.get(`docket_workflow_executions{workflow="Approve",state="suspended"}`)).toBe(0)
+      expect(metrics.get(`docket_workflow_executions{workflow="Approve",state="running"}`)).toBe(2)
+      expect(metrics.get(`docket_workflow_oldest_suspended_seconds{workflow="Approve"}`)).toBe(0)
     })
   })
 })

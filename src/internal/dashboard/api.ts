@@ -8,11 +8,7 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import * as Db from "../sql/db.js"
-import * as WorkflowCounts from "../workflow/counts.js"
 import * as QueueRepo from "../../QueueRepo.js"
 import { authorize, bodyText, type Config, forgetReads, formOf, json, jsonProblem, queryOf, secured } from "./http.js"
 import * as Bulk from "./bulk.js"
@@ -63,12 +59,6 @@ const readLimits = (request: HttpServerRequest.HttpServerRequest): Effect.Effect
     }
     return { concurrency, rate: rate as null | undefined }
   })
-
-/** The workflows' counts for /metrics; null (none written) without a SqlClient in context. */
-const workflowCounts = Effect.flatMap(Effect.serviceOption(SqlClient.SqlClient), (sql) =>
-  Option.isNone(sql) ? Effect.succeed(null) : Effect.flatMap(Db.make(sql.value), (db) =>
-    Effect.mapError(WorkflowCounts.counts(db), () =>
-      new Problem({ status: 503, message: "the database could not be reached or refused the workflows' counts" }))))
 
 const notPost = json({ error: "actions are POST only", status: 405 }, 405).pipe(HttpServerResponse.setHeader("allow", "POST"))
 
@@ -130,7 +120,7 @@ export const routes = (config: Config) => {
     )
   const metrics = route((_, repo) =>
     Effect.map(
-      Effect.all([config.overview.read(repo), config.totals.read(repo), workflowCounts]),
+      Effect.all([config.overview.read(repo), config.totals.read(repo), config.workflowCounts.read(repo)]),
       ([o, totals, workflows]) =>
         secured(HttpServerResponse.text(Metrics.render(o, totals, workflows), { contentType: Metrics.CONTENT_TYPE }))
     )
