@@ -59,7 +59,7 @@ ${
     executions.length === 0
       ? html`<p class="muted">No workflow executions${filter.state === undefined && filter.workflow === undefined ? "" : " match"}.</p>`
       : html`${executionRows(view, executions)}${
-        cursor === null ? "" : html`<p><a rel="next" href="${
+        cursor === null ? "" : html`<p class="pager"><a rel="next" href="${
           link(view, "/workflows", { state: filter.state, workflow: filter.workflow, limit: filter.limit === 50 ? undefined : String(filter.limit), cursor })
         }">next page</a></p>`
       }`
@@ -72,7 +72,7 @@ const section = <A>(title: string, rows: ReadonlyArray<A>, head: Html, row: (a: 
 const actions = (view: View, d: ExecutionDetail): Html => {
   if (!canAct(view) || d.state === "complete") return html``
   const path = `/workflows/${encodeURIComponent(d.executionId)}`
-  return html`<p class="actions">${actionForm(view, `${path}/interrupt`, "Interrupt", { danger: true })}${
+  return html`<p id="actions">${actionForm(view, `${path}/interrupt`, "Interrupt", { danger: true })}${
     d.state === "suspended" ? actionForm(view, `${path}/resume`, "Resume") : ""
   }</p>`
 }
@@ -81,9 +81,9 @@ const actions = (view: View, d: ExecutionDetail): Html => {
 export const executionPage = (view: View, d: ExecutionDetail, done: string | null): Html => {
   const notice = done !== null && Object.hasOwn(NOTICES, done) ? NOTICES[done] : null
   return page(view, `Workflow ${d.executionId}`, html`<h1>${d.workflow} <span class="muted">${d.executionId}</span></h1>
-${notice === null ? "" : html`<p class="notice">${notice}</p>`}
+${notice === null ? "" : html`<p class="badge good" id="notice">${notice}</p>`}
 <div id="live-workflow"${canAct(view) ? "" : html` data-live`}>
-<table class="fields"><tbody>
+<table id="fields"><tbody>
 <tr><th>state</th><td>${stateCell(d.state)}</td></tr>
 <tr><th>runs</th><td>${d.runs}</td></tr>
 <tr><th>parent</th><td>${d.parent === null ? "-" : executionLink(view, d.parent)}</td></tr>
