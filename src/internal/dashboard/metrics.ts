@@ -112,12 +112,8 @@ const workflowFamilies = (counts: ReadonlyArray<StateCount>): ReadonlyArray<Fami
 
 const STATES = ["waiting", "scheduled", "running", "expired", "done", "dead", "cancelled"] as const
 
-/** The exposition of an overview and the counters' totals. */
-export const render = (
-  o: Overview,
-  totals: ReadonlyArray<Total>,
-  workflows: ReadonlyArray<StateCount> | null = null
-): string => {
+/** The exposition of an overview, the counters' totals and the workflows' counts (none without them). */
+export const render = (o: Overview, totals: ReadonlyArray<Total>, workflows: ReadonlyArray<StateCount> | null = null): string => {
   // Every kind with items, controls or a count: a kind whose items were all pruned keeps its counters.
   const kindNames = [...new Set([...o.kinds.map((k) => k.kind), ...totals.map((t) => t.kind)])].sort()
   const total = new Map(totals.map((t) => [`${t.kind}\u0000${t.what}`, t.count]))
