@@ -6,7 +6,8 @@
  * execution then acts and completes), interrupts another (its compensation
  * runs); bad input (a garbage token, a token for no execution, unknown ids)
  * is refused and changes nothing. @effect/workflow is loaded by a workflow
- * command only, never by another command or by help.
+ * command or the dashboard's first workflow page only, never by another
+ * command, help, another page or /metrics.
  */
 import { readFileSync, writeFileSync } from "node:fs"
 import { afterAll, describe, expect, it } from "vitest"
@@ -160,7 +161,7 @@ describe.each(backends)("docket workflow on $name", (backend) => {
 })
 
 describe("docket workflow's loading", () => {
-  it("loads @effect/workflow only when a workflow command runs, not for another command or for help", async () => {
+  it("loads @effect/workflow only when a workflow command or page is used, not for another command, help or page", async () => {
     const d = tempDir("docket-wf-trace-")
     cleanups.push(d.remove)
     // A load hook that notes every module of @effect/workflow the process imports.
@@ -186,5 +187,18 @@ describe("docket workflow's loading", () => {
     expect(await loaded(["workflow"])).toBe("")
     // The hook sees it when a workflow command runs (so the empty traces above mean something).
     expect(await loaded(["workflow", "list", "--database", db])).toMatch(/@effect\/workflow\/dist\/esm\/DurableDeferred\.js/)
+    // The dashboard: its pages and /metrics (the workflows' counts among them) without it; the first workflow page loads it.
+    writeFileSync(trace, "")
+    const dashboard = startNode(["--import", hook, BIN, "dashboard", "--port", "0", "--database", db], { env: { WF_TRACE: trace } })
+    cleanups.push(() => void dashboard.child.kill("SIGKILL"))
+    await dashboard.waitFor(/listening on (http:\/\/\S+)\//)
+    const root = /listening on (http:\/\/\S+?)\/ /.exec(dashboard.stdout)![1]
+    for (const path of ["/", "/kinds", "/metrics"]) expect((await fetch(`${root}${path}`)).status, path).toBe(200)
+    expect(await (await fetch(`${root}/metrics`)).text()).toContain("# TYPE docket_workflow_executions gauge")
+    expect(readFileSync(trace, "utf8")).toBe("")
+    expect((await fetch(`${root}/workflows`)).status).toBe(200)
+    expect(readFileSync(trace, "utf8")).toMatch(/@effect\/workflow\//)
+    dashboard.child.kill("SIGTERM")
+    expect((await dashboard.exited).code).toBe(0)
   })
 })
