@@ -40,8 +40,9 @@ import { hostAllowed, LOOPBACK_HOSTS, publicOrigin, type PublicOrigin, WrongToke
 import * as Constants from "./internal/dashboard/constants.js"
 import { type Config, json } from "./internal/dashboard/http.js"
 import { Confirmations } from "./internal/dashboard/bulk.js"
-import { OverviewCache, TotalsCache } from "./internal/dashboard/model.js"
+import { OverviewCache, TotalsCache, WorkflowCountsCache } from "./internal/dashboard/model.js"
 import * as Web from "./internal/dashboard/web.js"
+import * as Workflows from "./internal/dashboard/workflows.js"
 import type * as QueueRepo from "./QueueRepo.js"
 
 /** How the dashboard is served. */
@@ -134,6 +135,7 @@ const configOf = (options: Options, known: PublicOrigin | null): Config => {
     wrongTokens: new WrongTokens(),
     overview: new OverviewCache(Either.getOrThrowWith(Horizon.resolve(options.horizon), (e) => e)),
     totals: new TotalsCache(),
+    workflowCounts: new WorkflowCountsCache(),
     confirmations: new Confirmations()
   }
 }
@@ -147,7 +149,7 @@ const configOf = (options: Options, known: PublicOrigin | null): Config => {
 export const router = (options: Options = {}): HttpRouter.HttpRouter<never, QueueRepo.QueueRepo> => {
   const known = publicOf(options)
   const config = configOf(options, known)
-  const routes = HttpRouter.concat(Api.routes(config), Web.routes(config))
+  const routes = HttpRouter.concat(HttpRouter.concat(Api.routes(config), Workflows.routes(config)), Web.routes(config))
   const hosts = options.allowedHosts === undefined || known === null
     ? options.allowedHosts
     : [...options.allowedHosts, known.hostname]

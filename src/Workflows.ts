@@ -30,7 +30,8 @@ import * as Docket from "./Docket.js"
 import type { InvalidInput, InvalidSchedule, MigrationFailed } from "./Errors.js"
 import type * as Handler from "./Handler.js"
 import * as Db from "./internal/sql/db.js"
-import * as Admin from "./internal/workflow/admin.js"
+import type * as Admin from "./internal/workflow/admin.js"
+import * as ControlOps from "./internal/workflow/control.js"
 import * as Engine from "./internal/workflow/engine.js"
 import { handlers } from "./internal/workflow/runner.js"
 import * as WorkflowSql from "./internal/workflow/sql.js"
@@ -63,12 +64,7 @@ class Parts extends Context.Tag("docket/Workflows/Parts")<Parts, {
 export type Control = Admin.Admin
 
 /** The operations over the queue in context. */
-export const control: Effect.Effect<Control, never, QueueRepo.QueueRepo | SqlClient.SqlClient> = Effect.gen(
-  function*() {
-    const db = yield* Db.make(yield* SqlClientTag.SqlClient)
-    return Admin.make({ sql: WorkflowSql.make(db), transaction: db.transaction, repo: yield* QueueRepo.QueueRepo }, db)
-  }
-)
+export const control: Effect.Effect<Control, never, QueueRepo.QueueRepo | SqlClient.SqlClient> = ControlOps.control
 
 /** An execution as `Control.list` gives it, and with everything stored about it (`Control.show`). */
 export type { Execution, ExecutionDetail } from "./internal/workflow/admin.js"

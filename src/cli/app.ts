@@ -23,6 +23,7 @@ import { show } from "./commands/show.js"
 import { stats } from "./commands/stats.js"
 import { worker } from "./commands/worker.js"
 import { workers } from "./commands/workers.js"
+import { workflow, workflowCommands, workflowGroup } from "./commands/workflow.js"
 
 /** A command and, for a group (`docket`, `docket dead`), its subcommands. */
 export interface CommandNode {
@@ -58,6 +59,7 @@ export const tree: CommandNode = node(docketGroup, [
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
   node(recurringGroup, recurringCommands.map((c) => node(c))),
+  node(workflowGroup, workflowCommands.map((c) => node(c))),
   node(cancel),
   node(dashboard),
   node(demoCommand)
@@ -65,5 +67,5 @@ export const tree: CommandNode = node(docketGroup, [
 
 /** The root command: `docket <subcommand>`. */
 export const root = docketGroup.pipe(Command.withSubcommands([
-  migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, recurring, cancel, dashboard, demoCommand
+  migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, recurring, workflow, cancel, dashboard, demoCommand
 ]))

@@ -181,7 +181,8 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 describe("--help", () => {
   const commands = [
     "migrate", "enqueue", "worker", "stats", "workers", "list", "show", "dead", "dead list", "dead retry", "dead delete",
-    "recurring", "recurring list", "cancel", "dashboard", "demo"
+    "recurring", "recurring list", "workflow", "workflow list", "workflow show", "workflow interrupt", "workflow resume",
+    "workflow complete", "cancel", "dashboard", "demo"
   ]
 
   it("is generated for the command and its subcommands, within 100 columns", { timeout: 180_000 }, async () => {

@@ -125,9 +125,13 @@ export interface Running {
   readonly exited: Promise<Result>
 }
 
-export const start = (args: ReadonlyArray<string>, options: RunOptions = {}): Running => {
+export const start = (args: ReadonlyArray<string>, options: RunOptions = {}): Running =>
+  startNode([BIN, ...args], options)
+
+/** A long-running `node <args>` process from the repository (a fixture under tsx: `["--import", "tsx", file]`). */
+export const startNode = (args: ReadonlyArray<string>, options: RunOptions = {}): Running => {
   const started = performance.now()
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const child = spawn(process.execPath, args, {
     cwd: options.cwd ?? ROOT,
     env: childEnv(options.env),
     stdio: ["ignore", "pipe", "pipe"]

@@ -120,8 +120,9 @@ export const routes = (config: Config) => {
     )
   const metrics = route((_, repo) =>
     Effect.map(
-      Effect.all([config.overview.read(repo), config.totals.read(repo)]),
-      ([o, totals]) => secured(HttpServerResponse.text(Metrics.render(o, totals), { contentType: Metrics.CONTENT_TYPE }))
+      Effect.all([config.overview.read(repo), config.totals.read(repo), config.workflowCounts.read(repo)]),
+      ([o, totals, workflows]) =>
+        secured(HttpServerResponse.text(Metrics.render(o, totals, workflows), { contentType: Metrics.CONTENT_TYPE }))
     )
   )
   return HttpRouter.empty.pipe(

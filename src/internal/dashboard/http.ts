@@ -12,7 +12,7 @@ import * as Option from "effect/Option"
 import { type Access, access, CSRF_FIELD, crossSite, type RequestFacts, sameSecret, type WrongTokens } from "./auth.js"
 import type { View } from "./layout.js"
 import type { Confirmations } from "./bulk.js"
-import { type OverviewCache, Problem, type TotalsCache } from "./model.js"
+import { type OverviewCache, Problem, type TotalsCache, type WorkflowCountsCache } from "./model.js"
 
 /** The dashboard's configuration, checked (Dashboard.ts). */
 export interface Config {
@@ -30,6 +30,8 @@ export interface Config {
   readonly overview: OverviewCache
   /** /metrics' counters' totals, read at most every 2 s. */
   readonly totals: TotalsCache
+  /** /metrics' workflow counts, read at most every 2 s. */
+  readonly workflowCounts: WorkflowCountsCache
   /** The items bulk confirmation pages asked about (this router's own). */
   readonly confirmations: Confirmations
 }
@@ -39,6 +41,7 @@ export const forgetReads = (config: Config): Effect.Effect<void> =>
   Effect.sync(() => {
     config.overview.clear()
     config.totals.clear()
+    config.workflowCounts.clear()
   })
 
 /** The address a request came from, as the wrong-token count keys it. */

@@ -67,7 +67,8 @@ const NAV: ReadonlyArray<readonly [string, string]> = [
   ["/items", "Items"],
   ["/kinds", "Kinds"],
   ["/recurring", "Recurring"],
-  ["/workers", "Workers"]
+  ["/workers", "Workers"],
+  ["/workflows", "Workflows"]
 ]
 
 /** A whole page: the frame around `body`; `head` adds the page's own style sheets and scripts (files of the package). */

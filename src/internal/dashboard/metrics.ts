@@ -13,9 +13,12 @@
  * holds back the xmin horizon past the dashboard's threshold:
  * docket_horizon_held (how many), and per holder its age in seconds (where
  * PostgreSQL records a time) and in transactions, labelled with who it is.
+ * Workflows (when the SqlClient is in context): docket_workflow_executions
+ * by workflow and state, and docket_workflow_oldest_suspended_seconds.
  */
 import type { HorizonHolder, HorizonReport, Total } from "../../Domain.js"
 import * as Horizon from "../horizon.js"
+import type { StateCount } from "../workflow/counts.js"
 import type { Overview } from "./model.js"
 
 /** The Content-Type of the text format. */
@@ -86,10 +89,31 @@ const horizonFamilies = (r: HorizonReport): ReadonlyArray<Family> => [
   }
 ]
 
+/** The workflows' families: executions by workflow and state, the oldest suspended one's wait. */
+const workflowFamilies = (counts: ReadonlyArray<StateCount>): ReadonlyArray<Family> => {
+  const names = [...new Set(counts.map((c) => c.workflow))].sort()
+  const of = (workflow: string, state: string) => counts.find((c) => c.workflow === workflow && c.state === state)
+  return [
+    {
+      name: "docket_workflow_executions",
+      help: "Workflow executions stored, by workflow and state (running: a run waits or runs; suspended: waiting for " +
+        "a deferred, a clock or a child; complete).",
+      samples: names.flatMap((workflow) =>
+        (["running", "suspended", "complete"] as const).map((state) => [{ workflow, state }, of(workflow, state)?.count ?? 0] as const)
+      )
+    },
+    {
+      name: "docket_workflow_oldest_suspended_seconds",
+      help: "How long the workflow's oldest suspended execution has waited since its last change, in seconds (0 when none is).",
+      samples: names.map((workflow) => [{ workflow }, (of(workflow, "suspended")?.oldestMs ?? 0) / 1000] as const)
+    }
+  ]
+}
+
 const STATES = ["waiting", "scheduled", "running", "expired", "done", "dead", "cancelled"] as const
 
-/** The exposition of an overview and the counters' totals. */
-export const render = (o: Overview, totals: ReadonlyArray<Total>): string => {
+/** The exposition of an overview, the counters' totals and the workflows' counts (none without them). */
+export const render = (o: Overview, totals: ReadonlyArray<Total>, workflows: ReadonlyArray<StateCount> | null = null): string => {
   // Every kind with items, controls or a count: a kind whose items were all pruned keeps its counters.
   const kindNames = [...new Set([...o.kinds.map((k) => k.kind), ...totals.map((t) => t.kind)])].sort()
   const total = new Map(totals.map((t) => [`${t.kind}\u0000${t.what}`, t.count]))
@@ -164,5 +188,6 @@ export const render = (o: Overview, totals: ReadonlyArray<Total>): string => {
     }
   ]
   if (o.horizon !== null) families.push(...horizonFamilies(o.horizon))
+  if (workflows !== null) families.push(...workflowFamilies(workflows))
   return families.map(family).join("\n") + "\n"
 }

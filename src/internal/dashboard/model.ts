@@ -3,6 +3,7 @@
  * page, the JSON API and /metrics show, and what an action does. Failures
  * are a `Problem` with the HTTP status to answer with.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -11,7 +12,10 @@ import type {
 } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Resolved } from "../horizon.js"
+import * as Db from "../sql/db.js"
 import type { Service } from "../store/service.js"
+import * as WorkflowCounts from "../workflow/counts.js"
+import type { StateCount } from "../workflow/counts.js"
 
 /** A refused or failed request, and the status it answers with. */
 export class Problem extends Data.TaggedError("Problem")<{ readonly status: number; readonly message: string }> {}
@@ -162,6 +166,22 @@ export class TotalsCache extends TimedCache<ReadonlyArray<Total>> {
     super((repo) => Effect.mapError(repo.totals, toProblem), clock)
   }
 }
+
+/**
+ * The workflows' counts of /metrics (executions by workflow and state, the
+ * oldest suspended), read at most every 2 s; null (none written) without a
+ * SqlClient in context (a router given only a QueueRepo).
+ */
+export class WorkflowCountsCache extends TimedCache<ReadonlyArray<StateCount> | null> {
+  constructor(clock: () => number = Date.now) {
+    super(() => workflowCounts, clock)
+  }
+}
+
+const workflowCounts = Effect.flatMap(Effect.serviceOption(SqlClient.SqlClient), (sql) =>
+  Option.isNone(sql) ? Effect.succeed(null) : Effect.flatMap(Db.make(sql.value), (db) =>
+    Effect.mapError(WorkflowCounts.counts(db), () =>
+      new Problem({ status: 503, message: "the database could not be reached or refused the workflows' counts" }))))
 
 /** The filters of an item listing, as its URL gives them (`/items?state=&kind=&key=&q=&cursor=`). */
 export interface ItemFilter {
