@@ -4,7 +4,7 @@
  * it fit a 128 MiB container?
  *
  *   npm run build
- *   npx tsx bench/drain-memory.ts [--items 1000000] [--warmup 5] [--cgroup 128M]
+ *   npx tsx bench/drain-memory.ts [--items 1000000] [--warmup 5] [--cgroup 128M] [--log FILE [--trace-gc]]
  *
  * The items (no-op, concurrency 10, history kept as by default) are added by
  * `docket enqueue --from` before the worker starts; the worker is the
@@ -15,6 +15,9 @@
  * items/s, RSS at warm-up's end, then min / median / max / last after it, and
  * the least-squares slope after warm-up in MB per minute (flat: about 0).
  *
+ * `--log FILE` keeps the worker's output; `--trace-gc` runs the worker with
+ * node's `--trace-gc` (a line per collection: the heap after each full one).
+ *
  * `--cgroup 128M` runs the worker inside a new cgroup v2 with that
  * memory.max (and memory.swap.max 0), made under this process's own cgroup
  * v2 and removed afterwards, and prints memory.peak and memory.events'
@@ -23,7 +26,7 @@
  * (docs/operations.md, "A 128 MiB container", says why on the project's machines).
  */
 import { spawn } from "node:child_process"
-import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -128,8 +131,10 @@ const main = async () => {
 
   // The worker is started by a shell that first moves itself into the cgroup.
   const command = `${cgroup === undefined ? "" : `echo $$ > ${join(cgroup, "cgroup.procs")} && `}exec "$0" "$@"`
-  const worker = spawn("sh", ["-c", command, process.execPath, MAIN, "worker", "--tasks", join(TMP, "tasks"), "--database", db], {
-    stdio: ["ignore", "ignore", "ignore"]
+  const log = option("log")
+  const output = log === undefined ? "ignore" : openSync(log, "w")
+  const worker = spawn("sh", ["-c", command, process.execPath, ...(process.argv.includes("--trace-gc") ? ["--trace-gc"] : []), MAIN, "worker", "--tasks", join(TMP, "tasks"), "--database", db], {
+    stdio: ["ignore", output, output]
   })
   let exit: number | null | undefined
   worker.on("exit", (code, signal) => (exit = code ?? (signal === null ? null : -1)))
