@@ -14,40 +14,10 @@ import * as AutoCorrect from "@effect/cli/AutoCorrect"
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as CommandDescriptor from "@effect/cli/CommandDescriptor"
 import type * as Usage from "@effect/cli/Usage"
-import * as Either from "effect/Either"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import type { CommandNode } from "./app.js"
-import { usage, type UsageError } from "./errors.js"
 
-const LEVELS = ["all", "trace", "debug", "info", "warning", "error", "fatal", "none"] as const
-
-/** The arguments without `--log-level <level>` / `--log-level=<level>` (anywhere before `--`), and the level. */
-export const takeLogLevel = (
-  args: ReadonlyArray<string>
-): Either.Either<{ readonly level: Option.Option<LogLevel.LogLevel>; readonly rest: ReadonlyArray<string> }, UsageError> => {
-  const rest: Array<string> = []
-  let level: Option.Option<LogLevel.LogLevel> = Option.none()
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]
-    if (arg === "--") {
-      rest.push(...args.slice(i))
-      break
-    }
-    if (arg !== "--log-level" && !arg.startsWith("--log-level=")) {
-      rest.push(arg)
-      continue
-    }
-    const value = arg === "--log-level" ? args[++i] : arg.slice("--log-level=".length)
-    if (value === undefined) return Either.left(usage(`--log-level needs a value: ${LEVELS.join(", ")}`))
-    const name = value.toLowerCase()
-    if (!(LEVELS as ReadonlyArray<string>).includes(name)) {
-      return Either.left(usage(`--log-level: '${value}' is not one of ${LEVELS.join(", ")}`))
-    }
-    level = Option.some(LogLevel.fromLiteral(`${name[0].toUpperCase()}${name.slice(1)}` as LogLevel.Literal))
-  }
-  return Either.right({ level, rest })
-}
+export { takeLogLevel } from "./logLevel.js"
 
 /** The command the arguments name: the path of names from the root (`["docket", "dead", "list"]`) and its node. */
 export const commandOf = (

@@ -3,7 +3,6 @@
  * code. 0 ok, 1 failure (the database or a handler failed), 2 bad usage or bad
  * input (nothing was written).
  */
-import * as ValidationError from "@effect/cli/ValidationError"
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Option from "effect/Option"
@@ -26,6 +25,16 @@ export class CommandFailed extends Data.TaggedError("CommandFailed")<{ readonly 
 /** A `UsageError` saying what is wrong. */
 export const usage = (reason: string) => new UsageError({ reason })
 
+/**
+ * Whether `error` is @effect/cli's ValidationError, by the symbol its
+ * constructor sets (its isValidationError reads the same): importing
+ * @effect/cli/ValidationError loads the whole parser, which the commands
+ * parsed by hand (hotArgv.ts) do without. test/cli/hotArgv.test.ts checks
+ * that the two agree.
+ */
+export const isCliValidationError = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && Symbol.for("@effect/cli/ValidationError") in error
+
 /** What to print and which exit code, for an error that reached the top. */
 export interface Report {
   readonly code: 1 | 2
@@ -40,7 +49,7 @@ const tagOf = (error: unknown): string | undefined =>
 
 /** Maps a typed failure to its exit code and line. */
 export const reportError = (error: unknown): Report => {
-  if (ValidationError.isValidationError(error)) {
+  if (isCliValidationError(error)) {
     // @effect/cli has printed its message (one line) already.
     return { code: 2, line: null }
   }

@@ -1,7 +1,10 @@
 /**
  * The `docket` command's entry point, run by bin/docket.mjs: compiled
  * (dist/cli/main.js) in an installed package, under tsx in a git checkout.
- * It sets V8's heap flags (heapGrowth.ts), then loads the command (run.ts).
+ * It sets V8's heap flags (heapGrowth.ts), then loads the command: for a
+ * plain `enqueue` or `stats` command line only that command, parsed by hand
+ * (hotArgv.ts, hot.ts: no @effect/cli), for every other line the whole
+ * command (run.ts).
  *
  * The command is imported dynamically: a module's static imports are all
  * loaded and compiled before its first line runs, and loading the command's
@@ -12,4 +15,7 @@
  */
 import "./heapGrowth.js"
 
-await import("./run.js")
+const { parseHot } = await import("./hotArgv.js")
+const hot = parseHot(process.argv.slice(2))
+if (hot === undefined) await import("./run.js")
+else (await import("./hot.js")).runHot(hot)

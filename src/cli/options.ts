@@ -14,12 +14,22 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
-import * as Database from "../Database.js"
 import * as Horizon from "../internal/horizon.js"
 import * as PgSchema from "../internal/pgSchema.js"
 import type { UsageError } from "./errors.js"
 import { parseDuration, parseTime, readPeriod } from "./input.js"
+import { type DatabaseArgs, HORIZON_TRANSACTIONS_BOUNDS, readInteger } from "./values.js"
+
+export {
+  type DatabaseArgs,
+  databaseOptions,
+  databaseUrl,
+  fromEither,
+  horizonThreshold,
+  listenDatabaseUrl,
+  readInteger,
+  schemaName
+} from "./values.js"
 
 /** `--schema`: PostgreSQL's schema for Docket's objects, checked while the command line is parsed. */
 export const schemaOption = Options.text("schema").pipe(
@@ -36,12 +46,6 @@ export const schemaOption = Options.text("schema").pipe(
   ),
   Options.optional
 )
-
-/** What `databaseOption` reads: the queue's database and, on PostgreSQL, its schema. */
-export interface DatabaseArgs {
-  readonly url: Option.Option<string>
-  readonly schema: Option.Option<string>
-}
 
 /**
  * `--database` / `-d` and `--schema`: the queue's database (see `databaseUrl`
@@ -60,27 +64,6 @@ export const databaseOption: Options.Options<DatabaseArgs> = Options.all({
   ),
   schema: schemaOption
 })
-
-const fromEnv = (name: string): string | undefined => {
-  const env = process.env[name]
-  return env !== undefined && env.trim() !== "" ? env.trim() : undefined
-}
-
-/** The database URL: the option, else DOCKET_DATABASE_URL, else ./docket.db. */
-export const databaseUrl = (args: DatabaseArgs): string =>
-  Option.getOrElse(args.url, () => fromEnv("DOCKET_DATABASE_URL") ?? Database.DEFAULT_URL)
-
-/** The schema: the option, else DOCKET_SCHEMA (checked when the database is opened), else none given (public). */
-export const schemaName = (args: { readonly schema: Option.Option<string> }): string | undefined =>
-  Option.getOrElse(args.schema, () => fromEnv("DOCKET_SCHEMA"))
-
-/** The database options the arguments give (the schema). */
-export const databaseOptions = (args: DatabaseArgs): Database.Options => ({ schema: schemaName(args) })
-
-/** The LISTEN connection's own URL: the option, else DOCKET_LISTEN_DATABASE_URL, else none. */
-export const listenDatabaseUrl = (option: Option.Option<string>): string | undefined =>
-  Option.getOrElse(Option.map(option, (url) => url.trim()), () => process.env.DOCKET_LISTEN_DATABASE_URL?.trim()) ||
-  undefined
 
 /** `--json`: JSON output instead of text. */
 export const jsonOption = Options.boolean("json").pipe(Options.withDescription("Print JSON instead of text."))
@@ -104,26 +87,6 @@ const fromReading = <A>(either: Either.Either<A, UsageError | string>) =>
     onLeft: (e) => Effect.fail(refuse(typeof e === "string" ? e : e.reason)),
     onRight: Effect.succeed
   })
-
-const INTEGER = /^[+-]?\d+$/
-
-/** The reading of an integer flag: whole, and within its bounds when it has them. */
-export const readInteger = (
-  flag: string,
-  text: string,
-  bounds: { readonly min?: number; readonly max?: number } = {}
-): Either.Either<number, string> => {
-  const trimmed = text.trim()
-  const n = Number(trimmed)
-  if (!INTEGER.test(trimmed) || !Number.isSafeInteger(n)) return Either.left(`${flag}: '${text}' is not an integer`)
-  const { max, min } = bounds
-  if (min !== undefined && max !== undefined && (n < min || n > max)) {
-    return Either.left(`${flag} must be from ${min} to ${max} (got ${n})`)
-  }
-  if (min !== undefined && n < min) return Either.left(`${flag} must be at least ${min} (got ${n})`)
-  if (max !== undefined && n > max) return Either.left(`${flag} must be at most ${max} (got ${n})`)
-  return Either.right(n)
-}
 
 /** An integer option (`--concurrency <integer>`), read and bounded while the command line is parsed. */
 export const integerOption = (
@@ -157,10 +120,6 @@ export const timeOption = (name: string, description: string) =>
 export const withDefault = <A>(value: A, shown: string = String(value)) => (self: Options.Options<A>) =>
   self.pipe(Options.withDescription(`Default: ${shown}.`), Options.withDefault(value))
 
-/** A checked value as an effect: its `UsageError` in the error channel. */
-export const fromEither = <A>(either: Either.Either<A, UsageError>): Effect.Effect<A, UsageError> =>
-  Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
-
 /**
  * `--horizon-age` and `--horizon-transactions`: when a holder of PostgreSQL's
  * xmin horizon is reported (`QueueRepo.horizon`'s threshold; the defaults and
@@ -176,12 +135,6 @@ export const horizonOptions = {
     "horizon-transactions",
     "PostgreSQL: a replication slot or a standby's feedback whose xmin is more than this many transactions old " +
       "holds vacuum back (they record no time).",
-    { min: 0, max: 2_147_483_647 }
+    HORIZON_TRANSACTIONS_BOUNDS
   ).pipe(withDefault(Horizon.DEFAULT_TRANSACTIONS))
 }
-
-/** The threshold the horizon options give. */
-export const horizonThreshold = (args: { readonly horizonAge: number; readonly horizonTransactions: number }) => ({
-  age: args.horizonAge,
-  transactions: args.horizonTransactions
-})

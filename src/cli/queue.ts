@@ -10,7 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Database from "../Database.js"
 import type * as QueueRepo from "../QueueRepo.js"
 import { usage } from "./errors.js"
-import { type DatabaseArgs, databaseOptions, databaseUrl } from "./options.js"
+import { type DatabaseArgs, databaseOptions, databaseUrl } from "./values.js"
 
 /**
  * Runs `f` on the queue the arguments name (made and migrated if need be).

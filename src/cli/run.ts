@@ -1,8 +1,10 @@
 /**
  * The `docket` command, loaded by main.ts (the entry point, run by
  * bin/docket.mjs: compiled, dist/cli/main.js, in an installed package, under
- * tsx in a git checkout) once the heap's flags are set. SIGINT/SIGTERM interrupt the main fiber (NodeRuntime.runMain), which shuts a
- * running worker down gracefully; the process then exits 0.
+ * tsx in a git checkout) once the heap's flags are set, for every command
+ * line hotArgv.ts does not read by hand. SIGINT/SIGTERM interrupt the main
+ * fiber (exit.ts), which shuts a running worker down gracefully; the process
+ * then exits 0.
  */
 import * as BuiltInOptions from "@effect/cli/BuiltInOptions"
 import * as CliConfig from "@effect/cli/CliConfig"
@@ -10,12 +12,10 @@ import * as Command from "@effect/cli/Command"
 import * as CommandDescriptor from "@effect/cli/CommandDescriptor"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -24,6 +24,7 @@ import { docketVersion } from "../internal/version.js"
 import { root, tree } from "./app.js"
 import { argumentProblem, commandOf, takeLogLevel } from "./argv.js"
 import { reportCause } from "./errors.js"
+import { runToExit } from "./exit.js"
 import { errorLine } from "./format.js"
 import * as Help from "./help.js"
 import { loggerLayer, printError } from "./status.js"
@@ -98,11 +99,4 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
     Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer))
   )
 
-NodeRuntime.runMain(main(process.argv), {
-  disableErrorReporting: true,
-  disablePrettyLogger: true,
-  teardown: (exit) => {
-    // Always exit: a finished command must not linger on an open handle.
-    process.exit(Exit.isSuccess(exit) ? Number(exit.value) : Cause.isInterruptedOnly(exit.cause) ? 0 : 1)
-  }
-})
+runToExit(main(process.argv))
