@@ -293,4 +293,32 @@ describe.concurrent("examples", () => {
       await db.drop()
     }
   })
+
+  const approval = (r: { stdout: string }) =>
+    inOrder(r.stdout, [
+      "refund of 80 EUR for order-1042: approval asked",
+      /execution [0-9a-f]{12}\.\.\. is suspended, waiting for its decision/,
+      `$ docket workflow complete <token> --value '"approved by ada"'`,
+      "refund of 80 EUR for order-1042 paid (approved by ada)",
+      "workflow result: approved by ada",
+      "docket workflow show: complete, activities ask, pay"
+    ])
+
+  it("workflow-approval.ts: a deferred completed from another process through the command (SQLite)", async () => {
+    const r = await runExample("workflow-approval")
+    expect(r.code, r.stderr).toBe(0)
+    approval(r)
+    expect(r.stdout.match(/approval asked/g)).toHaveLength(1)
+  })
+
+  it.skipIf(!pgAvailable)("workflow-approval.ts on PostgreSQL", async () => {
+    const db = await freshPgDatabase()
+    try {
+      const r = await runExample("workflow-approval", { DOCKET_DATABASE_URL: db.url })
+      expect(r.code, r.stderr).toBe(0)
+      approval(r)
+    } finally {
+      await db.drop()
+    }
+  })
 })
