@@ -23,6 +23,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlClientTag from "@effect/sql/SqlClient"
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Database from "./Database.js"
@@ -35,6 +36,7 @@ import * as ControlOps from "./internal/workflow/control.js"
 import * as Engine from "./internal/workflow/engine.js"
 import { handlers } from "./internal/workflow/runner.js"
 import * as WorkflowSql from "./internal/workflow/sql.js"
+import * as Prune from "./internal/workflow/prune.js"
 import * as Steps from "./internal/workflow/steps.js"
 import * as Waiters from "./internal/workflow/waiters.js"
 import * as QueueRepo from "./QueueRepo.js"
@@ -53,6 +55,7 @@ export const CLOCK_KIND: string = Engine.CLOCK_KIND
 class Parts extends Context.Tag("docket/Workflows/Parts")<Parts, {
   readonly deps: Engine.Deps
   readonly engine: WorkflowEngine["Type"]
+  readonly db: Db.Db
 }>() {}
 
 /**
@@ -86,7 +89,7 @@ const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRep
         putStep: Steps.make(sql.activityPut, scope)
       }
       const engine = Engine.make(deps)
-      return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine }))
+      return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine, db }))
     })
   )
 
@@ -99,6 +102,13 @@ export interface LayerOptions<H extends Handler.Any, E, R> extends Docket.LayerO
    * not run by this pool.
    */
   readonly workflows: Layer.Layer<never, E, R>
+  /**
+   * How long a complete execution is kept (default 7 days; "forever" keeps
+   * every one). Until then a second `execute` of its id answers its result;
+   * after, it runs the workflow again. The pool deletes older ones with their
+   * steps every 5 minutes; a child is kept while its parent is unfinished.
+   */
+  readonly executionRetention?: Duration.DurationInput | "forever" | undefined
 }
 
 /**
@@ -114,9 +124,16 @@ export const layer = <H extends Handler.Any, E = never, R = never>(
   Database.DatabaseUnavailable | MigrationFailed | InvalidInput | InvalidSchedule | E,
   Handler.Requirements<H> | Exclude<R, WorkflowEngine>
 > => {
+  const retention = options.executionRetention ?? Prune.DEFAULT_EXECUTION_RETENTION
   const pool = Layer.unwrapEffect(
-    Effect.map(Parts, ({ deps, engine }) =>
-      Worker.layer<Handler.Any>({ ...options, handlers: [...options.handlers, ...handlers(deps, engine)] }))
+    Effect.map(Parts, ({ db, deps, engine }) =>
+      Worker.layer<Handler.Any>({ ...options, handlers: [...options.handlers, ...handlers(deps, engine)] }).pipe(
+        Layer.tap(() =>
+          retention === "forever"
+            ? Effect.void
+            : Effect.flatMap(Effect.scope, (scope) => Prune.start(db, Duration.decode(retention), scope))
+        )
+      ))
   ) as Layer.Layer<Worker.Worker, InvalidSchedule | InvalidInput, Parts | Handler.Requirements<H>>
   return pool.pipe(
     Layer.provide(options.workflows),

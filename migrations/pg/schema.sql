@@ -995,6 +995,12 @@ CREATE INDEX docket_items_scheduled ON public.docket_items USING btree (run_at) 
 CREATE UNIQUE INDEX docket_items_waiting_key ON public.docket_items USING btree (kind, dedupe_key) WHERE ((state = 'waiting'::text) AND (dedupe_key IS NOT NULL));
 
 --
+-- Name: docket_workflow_executions_finished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_workflow_executions_finished ON public.docket_workflow_executions USING btree (updated_at) WHERE (state = 'complete'::text);
+
+--
 -- Name: docket_workflow_executions_parent; Type: INDEX; Schema: public; Owner: -
 --
 

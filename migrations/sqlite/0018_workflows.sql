@@ -31,6 +31,10 @@ CREATE TABLE docket_workflow_executions (
 
 CREATE INDEX docket_workflow_executions_state ON docket_workflow_executions (state, workflow, updated_at);
 
+-- Finished executions by age, for their retention (src/internal/workflow/prune.ts).
+CREATE INDEX docket_workflow_executions_finished ON docket_workflow_executions (updated_at)
+  WHERE state = 'complete';
+
 CREATE INDEX docket_workflow_executions_parent ON docket_workflow_executions (parent_execution)
   WHERE parent_execution IS NOT NULL;
 

@@ -164,6 +164,9 @@ CREATE INDEX docket_items_scheduled ON docket_items (run_at)
 CREATE UNIQUE INDEX docket_items_waiting_key ON docket_items (kind, dedupe_key)
   WHERE state = 'waiting' AND dedupe_key IS NOT NULL;
 
+CREATE INDEX docket_workflow_executions_finished ON docket_workflow_executions (updated_at)
+  WHERE state = 'complete';
+
 CREATE INDEX docket_workflow_executions_parent ON docket_workflow_executions (parent_execution)
   WHERE parent_execution IS NOT NULL;
 

@@ -79,6 +79,46 @@ export const controlSuite = (name: string, layer: () => Promise<Layer.Layer<Serv
       expect((await run(control.show(sleeper))).result).toMatchObject({ _tag: "Complete", exit: { _tag: "Failure" } })
     })
 
+    it("retention: complete executions are deleted with their steps; suspended ones, and a child of an unfinished parent, are kept", async () => {
+      const control = await run(Workflows.control)
+      const tag = `prune-${Math.random().toString(36).slice(2, 8)}`
+      expect(await run(W.Steps.execute({ tag }))).toBe("ABC")
+      const guardian = await run(W.Guardian.execute({ tag }, { discard: true }))
+      // Settled: the child finished, and the parent's run after it suspended on the approval.
+      const settled = async () => {
+        const shown = await run(control.show(guardian))
+        const child = shown.children[0]
+        return shown.state === "suspended" && child?.state === "complete" && shown.updatedAt >= child.completedAt!
+      }
+      for (let i = 0; i < 500 && !(await settled()); i++) await Effect.runPromise(Effect.sleep(20))
+      expect(await settled()).toBe(true)
+      const child = (await run(control.show(guardian))).children[0]!
+      expect(child.state).toBe("complete")
+      await Effect.runPromise(Effect.sleep(5))
+
+      const pruned = await run(control.prune("1 millis"))
+      expect(pruned).toBeGreaterThanOrEqual(1)
+      const steps = await run(W.Steps.executionId({ tag }))
+      expect(await run(Effect.flip(control.show(steps)))).toMatchObject({ _tag: "ExecutionNotFound" })
+      const stepRows = await run(unsafe<{ n: number | string }>(
+        "SELECT count(*) AS n FROM docket_workflow_activities WHERE execution_id = $1".replace("$1", "'" + steps + "'")
+      ))
+      expect(Number(stepRows[0].n)).toBe(0)
+      expect((await run(control.show(guardian))).state).toBe("suspended")
+      expect((await run(control.show(child.executionId))).state).toBe("complete")
+
+      // Once the parent finishes, both go; an execute of a pruned id runs the workflow again.
+      const token = await run(DurableDeferred.tokenFromPayload(W.Approval, { workflow: W.Guardian, payload: { tag } }))
+      await run(control.completeDeferred(token, { success: "ok" }))
+      expect(await run(W.Guardian.execute({ tag }))).toBe("49 ok")
+      await Effect.runPromise(Effect.sleep(5))
+      await run(control.prune("1 millis"))
+      expect(await run(Effect.flip(control.show(guardian)))).toMatchObject({ _tag: "ExecutionNotFound" })
+      expect(await run(Effect.flip(control.show(child.executionId)))).toMatchObject({ _tag: "ExecutionNotFound" })
+      expect(await run(W.Steps.execute({ tag }))).toBe("ABC")
+      expect(W.entries(tag)).toEqual(["a", "b", "c", "child 7", "a", "b", "c"])
+    })
+
     it("bad input: a bad token, a token or an id of no execution, a payload that does not encode: typed, nothing written", async () => {
       const control = await run(Workflows.control)
       const before = await run(written)

@@ -154,6 +154,21 @@ export const ParentLive = Parent.toLayer(({ tag }) =>
   })
 )
 
+/** A parent that runs one child, then waits for an approval: a suspended parent with a finished child. */
+export const Guardian = Workflow.make({
+  name: "Guardian",
+  payload: Tagged,
+  success: Schema.String,
+  idempotencyKey: (p) => p.tag
+})
+export const GuardianLive = Guardian.toLayer(({ tag }) =>
+  Effect.gen(function*() {
+    const square = yield* Child.execute({ tag, n: 7 })
+    const decision = yield* DurableDeferred.await(Approval)
+    return `${square} ${decision}`
+  })
+)
+
 /** A race between a deferred and an activity: the activity wins unless the deferred was completed first. */
 export const Race = Workflow.make({
   name: "Race",
@@ -175,4 +190,14 @@ export const RaceLive = Race.toLayer(({ tag }) =>
 )
 
 /** Every workflow above, registered. */
-export const AllLive = Layer.mergeAll(StepsLive, RetriesLive, SagaLive, ApproveLive, SleeperLive, ChildLive, ParentLive, RaceLive)
+export const AllLive = Layer.mergeAll(
+  StepsLive,
+  RetriesLive,
+  SagaLive,
+  ApproveLive,
+  SleeperLive,
+  ChildLive,
+  ParentLive,
+  RaceLive,
+  GuardianLive
+)

@@ -7,6 +7,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { TokenParsed } from "@effect/workflow/DurableDeferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -14,6 +15,7 @@ import * as Schema from "effect/Schema"
 import { InvalidInput, StorageError } from "../../Errors.js"
 import { type Db, type Run, texts } from "../sql/db.js"
 import * as Codec from "./codec.js"
+import * as Prune from "./prune.js"
 import { type Deps, ExecutionNotFound, InterruptSignal, steps } from "./engine.js"
 import type { ExecutionRow, ExecutionState } from "./sql.js"
 
@@ -194,7 +196,10 @@ export const make = (deps: Pick<Deps, "repo" | "sql" | "transaction">, db: Db) =
       yield* complete(workflowName, executionId, deferredName, exit, false)
     })
 
-  return { list, show, interrupt, resume, completeDeferred }
+  /** Deletes the complete executions older than `olderThan` (with their steps; a child is kept while its parent is unfinished): how many. */
+  const prune = (olderThan: Duration.DurationInput) => typed(Prune.prune(db, Duration.toMillis(olderThan)))
+
+  return { list, show, interrupt, resume, completeDeferred, prune }
 }
 
 /** The operations' service type. */
