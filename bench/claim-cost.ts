@@ -87,7 +87,11 @@ const pgRound = async (url: string, t: Texts): Promise<[number, number]> => {
         .rows.filter((r) => r.id !== null)
       const t1 = ticks()
       if (held.length === 0) break
-      await client.query(t.pgKeep, [pgArray(held.map((r) => r.id!)), pgArray(held.map((r) => r.lease_seq)), null])
+      // By id, as the store sends a batch (src/internal/sql/held.ts), and
+      // every claim must be completed: a completion that missed rows would cost less.
+      held.sort((a, b) => Number(a.id) - Number(b.id))
+      const done = await client.query(t.pgKeep, [pgArray(held.map((r) => r.id!)), pgArray(held.map((r) => r.lease_seq)), null])
+      if (done.rowCount !== held.length) throw new Error(`completed ${done.rowCount} of ${held.length}`)
       claimMs += t1 - t0
       keepMs += ticks() - t1
     }
@@ -118,7 +122,8 @@ const sqliteRound = (file: string, t: Texts): [number, number] => {
       const held = claim.all({ 1: "w", 2: batch, 3: 60_000, 4: null, 5: 1 }) as Array<Held>
       const t1 = cpu()
       if (held.length === 0) break
-      keep.all({ 1: JSON.stringify(held.map((r) => [r.id, r.lease_seq, null])) })
+      const done = keep.all({ 1: JSON.stringify(held.map((r) => [r.id, r.lease_seq, null])) })
+      if (done.length !== held.length) throw new Error(`completed ${done.length} of ${held.length}`)
       claimMs += t1 - t0
       keepMs += cpu() - t1
     }

@@ -436,6 +436,45 @@ const fencing = (backend: Backend) => {
         }
       })))
 
+    // PostgreSQL finds each claim's token and values by its id's place in the
+    // batch, the batch sorted by id first (src/internal/sql/held.ts): a batch
+    // in any order still applies each claim's own values to its own item.
+    it.live("a batch out of claim order: every claim applies, each with its own result, error or delay", () =>
+      run(Effect.gen(function*() {
+        const repo = yield* Repo
+        const claimSix = Effect.gen(function*() {
+          yield* repo.enqueueMany(Array.from({ length: 6 }, (_, n) => ({ kind: "job", payload: n })))
+          const claims = yield* repo.claim({ worker: "w", limit: 6, lease })
+          expect(claims).toHaveLength(6)
+          return [3, 0, 5, 1, 4, 2].map((i) => claims[i])
+        })
+        {
+          const claims = yield* claimSix
+          const results = claims.map((claim) => ({ claim, result: { id: claim.id } }))
+          expect(yield* repo.completeMany(results)).toEqual(claims.map(() => true))
+          for (const c of claims) expect((yield* getItem(c.id)).result).toEqual({ id: c.id })
+        }
+        {
+          const claims = yield* claimSix
+          const failures = claims.map((claim) => ({ claim, error: `e${claim.id}`, next: { _tag: "Dead" } as const }))
+          expect(yield* repo.failMany(failures)).toEqual(claims.map(() => "dead"))
+          for (const c of claims) expect((yield* getItem(c.id)).lastError).toBe(`e${c.id}`)
+        }
+        {
+          const claims = yield* claimSix
+          expect(yield* repo.extendMany(claims, "1 hour")).toEqual(claims.map(() => true))
+          const now = yield* dbNow
+          const hours = (n: number) => (n + 1) * 3_600_000
+          expect(yield* repo.snoozeMany(claims.map((claim, n) => ({ claim, delay: hours(n) }))))
+            .toEqual(claims.map(() => "snoozed"))
+          for (const [n, c] of claims.entries()) {
+            const item = yield* getItem(c.id)
+            expect(item.state).toBe("waiting")
+            expectAround(item.runAt, now + hours(n), now + hours(n))
+          }
+        }
+      })))
+
     it.live("a claim on a completed item's id is stale even if the id could be reused", () =>
       run(Effect.gen(function*() {
         const repo = yield* Repo

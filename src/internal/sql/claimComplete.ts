@@ -15,7 +15,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
 import { fencesJson, intArray, op } from "./db.js"
-import { heldFirst, pgGiven, pgHeld } from "./held.js"
+import { heldSorted, pgGiven, pgHeld } from "./held.js"
 import type { Fence, FencedRow } from "./rows.js"
 
 /** One completion to record: its result as JSON text, or null for none. */
@@ -29,7 +29,7 @@ export interface CompleteRow extends Fence {
  */
 export type ClaimComplete = (rows: ReadonlyArray<CompleteRow>, keep: boolean) => Effect.Effect<ReadonlyArray<FencedRow>, SqlError>
 
-/** PostgreSQL, retention 0: $1 ids, $2 tokens, pairwise (./held.ts: found by primary key, each id's highest token first). */
+/** PostgreSQL, retention 0: $1 ids, $2 tokens, pairwise (./held.ts: found by primary key; sorted by id, then token). */
 export const pgDelete = `
 DELETE FROM docket_items i WHERE ${pgHeld("i")}
 RETURNING i.id, i.lease_seq`
@@ -74,7 +74,7 @@ RETURNING id, lease_seq`
 /** `claimComplete` for a dialect. */
 export const make = op<ClaimComplete>({
   pg: ({ run }) => (given, keep) => {
-    const rows = heldFirst(given)
+    const rows = heldSorted(given)
     const ids = intArray(rows.map((f) => f.id))
     const tokens = intArray(rows.map((f) => f.token))
     if (!keep) return run<FencedRow>(pgDelete, [ids, tokens])

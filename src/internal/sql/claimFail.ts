@@ -26,7 +26,7 @@ import * as Effect from "effect/Effect"
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 import { intArray, op } from "./db.js"
-import { heldFirst, pgGiven, pgHeld } from "./held.js"
+import { heldSorted, pgGiven, pgHeld } from "./held.js"
 import type { Fence, FencedStateRow } from "./rows.js"
 
 /** One failure to record. */
@@ -73,7 +73,7 @@ const pgRetries = (of: string) => `(NOT ${pgGiven(of, "$5::boolean[]")} AND ${pg
 /**
  * PostgreSQL: $1 ids, $2 tokens, $3 errors, $4 retry delays in ms (NULL: not
  * retried), $5 whether an item not retried is cancelled rather than dead,
- * pairwise (./held.ts: found by primary key, each id's highest token first).
+ * pairwise (./held.ts: found by primary key; sorted by id, then token).
  */
 export const pg = `
 WITH target AS (
@@ -144,7 +144,7 @@ ON CONFLICT (minute, kind) DO UPDATE SET retried = retried + excluded.retried`
 /** `claimFail` for a dialect. */
 export const make = op<ClaimFail>({
   pg: ({ run }) => (given) => {
-    const rows = heldFirst(given)
+    const rows = heldSorted(given)
     return run<FencedStateRow>(pg, [
       intArray(rows.map((r) => r.id)),
       intArray(rows.map((r) => r.token)),

@@ -9,13 +9,13 @@ import type * as Effect from "effect/Effect"
 import * as Absorb from "./absorb.js"
 import * as Now from "./clock.js"
 import { bothInOne, fencesJson, intArray, op } from "./db.js"
-import { heldFirst, pgHeld } from "./held.js"
+import { heldSorted, pgHeld } from "./held.js"
 import type { Fence, FencedStateRow } from "./rows.js"
 
 /** The operation: outcome "waiting" | "absorbed". */
 export type ClaimRelease = (fences: ReadonlyArray<Fence>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
 
-/** PostgreSQL: $1 ids, $2 tokens, pairwise (./held.ts: found by primary key, each id's highest token first). */
+/** PostgreSQL: $1 ids, $2 tokens, pairwise (./held.ts: found by primary key; sorted by id, then token). */
 export const pg = `
 WITH target AS (
   SELECT i.id, i.kind, i.dedupe_key FROM docket_items i WHERE ${pgHeld("i")}
@@ -39,7 +39,7 @@ RETURNING id, lease_seq, 'waiting' AS outcome`
 /** `claimRelease` for a dialect. */
 export const make = op<ClaimRelease>({
   pg: ({ run }) => (given) => {
-    const fences = heldFirst(given)
+    const fences = heldSorted(given)
     return run<FencedStateRow>(pg, [intArray(fences.map((f) => f.id)), intArray(fences.map((f) => f.token))])
   },
   sqlite: (db) => (fences) => {

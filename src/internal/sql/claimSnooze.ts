@@ -13,7 +13,7 @@ import * as Absorb from "./absorb.js"
 import * as Release from "./claimRelease.js"
 import * as Now from "./clock.js"
 import { bothInOne, intArray, op } from "./db.js"
-import { heldFirst, pgGiven, pgHeld } from "./held.js"
+import { heldSorted, pgGiven, pgHeld } from "./held.js"
 import type { Fence, FencedStateRow } from "./rows.js"
 
 /** One snooze to record. */
@@ -25,7 +25,7 @@ export interface SnoozeRow extends Fence {
 /** The operation: outcome "waiting" | "absorbed". Fails with a unique violation when two rows of a batch share a key. */
 export type ClaimSnooze = (rows: ReadonlyArray<SnoozeRow>) => Effect.Effect<ReadonlyArray<FencedStateRow>, SqlError>
 
-/** PostgreSQL: $1 ids, $2 tokens, $3 delays in ms, pairwise (./held.ts: found by primary key, each id's highest token first). */
+/** PostgreSQL: $1 ids, $2 tokens, $3 delays in ms, pairwise (./held.ts: found by primary key; sorted by id, then token). */
 export const pg = `
 WITH target AS (
   SELECT i.id, i.kind, i.dedupe_key FROM docket_items i WHERE ${pgHeld("i")}
@@ -56,7 +56,7 @@ RETURNING id, lease_seq, 'waiting' AS outcome`
 /** `claimSnooze` for a dialect. */
 export const make = op<ClaimSnooze>({
   pg: ({ run }) => (given) => {
-    const rows = heldFirst(given)
+    const rows = heldSorted(given)
     return run<FencedStateRow>(pg, [
       intArray(rows.map((r) => r.id)),
       intArray(rows.map((r) => r.token)),

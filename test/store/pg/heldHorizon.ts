@@ -7,16 +7,24 @@
  * and the store counts them by walk in the `docket_claims` and
  * `docket_claim_index_entries` metrics. With a REPEATABLE READ snapshot held
  * open, every claimed item leaves a dead entry no scan may skip: a full walk
- * reads all of them, a claim from the cursors does not.
+ * reads all of them, a claim from the cursors does not. The fenced statements
+ * (src/internal/sql/held.ts) are checked by their plans in the same situation,
+ * with statistics that call the table empty.
  * Registered by test/store/pg.test.ts inside "QueueRepo on PostgreSQL > PostgreSQL only".
  */
 import { expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Metric } from "effect"
 import type pg from "pg"
 import type { Claim } from "../../../src/Domain.js"
+import * as Complete from "../../../src/internal/sql/claimComplete.js"
+import * as Extend from "../../../src/internal/sql/claimExtend.js"
+import * as Fail from "../../../src/internal/sql/claimFail.js"
+import * as Release from "../../../src/internal/sql/claimRelease.js"
+import * as Snooze from "../../../src/internal/sql/claimSnooze.js"
+import { intArray } from "../../../src/internal/sql/db.js"
 import { FULL_EVERY_MAX_MS, walkMetrics, WASTED_ENTRIES } from "../../../src/internal/sql/claimCursors.js"
 import * as QueueRepo from "../../../src/QueueRepo.js"
-import { type Backend, expireLease, pgSession, repoLayer, schemaOf } from "../../support/db.js"
+import { asAdmin, type Backend, expireLease, pgSession, repoLayer, schemaOf, unsafe } from "../../support/db.js"
 
 /** Items a round enqueues and drains. */
 const ROUND = 4000
@@ -212,5 +220,57 @@ export const pgHeldHorizonTests = (backend: Backend) => {
       const b = yield* counts
       for (let i = 0; i < 3; i++) yield* repo.claim({ worker: "w", limit: BATCH, lease: 60_000 })
       expect(since(b, yield* counts)).toMatchObject({ full: 3, cursor: 0 })
+    }).pipe(Effect.scoped, Effect.timeout("60 seconds")))
+
+  // src/internal/sql/held.ts: the fenced statements find their rows by
+  // primary key probes whatever the statistics say. Here they say "no rows"
+  // (analysed after a drain, the dead rows kept by the snapshot), where a join
+  // of the batch read a whole index (issue 35); the token lookup (issue 34)
+  // must not change the plan.
+  it.live("with a snapshot held and statistics that say the table is empty: each fenced statement reads docket_items by its primary key only, with no join", () =>
+    Effect.gen(function*() {
+      const { context, repo } = yield* heldQueue(backend)
+      const admin = (text: string) => Effect.provide(asAdmin(text), context)
+      yield* admin("ALTER TABLE docket_items SET (autovacuum_enabled = false)")
+      // 10,000 items run and gone (dead rows the snapshot keeps), analysed;
+      // then 10,000 waiting and a batch of 50 running: a table a sequential
+      // scan would read whole, and statistics that call it empty.
+      const many = Array.from({ length: 10_000 }, (_, i) => ({ kind: "job", payload: i }))
+      yield* repo.enqueueMany(many)
+      for (;;) {
+        const batch = yield* repo.claim({ worker: "w", limit: 3000, lease: 60_000 })
+        if (batch.length === 0) break
+        yield* repo.completeMany(batch)
+      }
+      yield* admin("ANALYZE docket_items")
+      yield* repo.enqueueMany(many)
+      const claims = yield* repo.claim({ worker: "w", limit: BATCH, lease: 60_000 })
+      expect(claims).toHaveLength(BATCH)
+      const ids = intArray(claims.map((c) => c.id))
+      const tokens = intArray(claims.map((c) => c.token))
+      const delays = intArray(claims.map(() => 1000))
+      const statements: ReadonlyArray<readonly [string, string, ReadonlyArray<unknown>, boolean]> = [
+        ["complete (kept)", Complete.pgKeep, [ids, tokens, null], true],
+        ["complete (deleted)", Complete.pgDelete, [ids, tokens], true],
+        ["extend", Extend.pg, [ids, tokens, 60_000], true],
+        ["release", Release.pg, [ids, tokens], false],
+        ["snooze", Snooze.pg, [ids, tokens, delays], false],
+        ["fail", Fail.pg, [ids, tokens, claims.map(() => "x"), delays, `{${claims.map(() => "f").join(",")}}`], false]
+      ]
+      const explain = (text: string, params: ReadonlyArray<unknown> = []) =>
+        Effect.provide(unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${text}`, params), context).pipe(
+          Effect.map((rows) => rows.map((r) => r["QUERY PLAN"]).join("\n"))
+        )
+      const estimate = Number(/rows=(\d+)/.exec(yield* explain("SELECT 1 FROM docket_items"))?.[1])
+      // The situation is as meant: the planner believes docket_items nearly empty.
+      expect(estimate).toBeLessThan(100)
+      for (const [name, text, params, alone] of statements) {
+        const plan = yield* explain(text, params)
+        expect(plan, name).toMatch(/docket_items_pkey/)
+        expect(plan, name).not.toMatch(/Seq Scan on docket_items |docket_items_lease|docket_items_claim/)
+        // Complete and extend read only the batch's rows: nothing to join. (The
+        // others also probe the waiting twins' key and count retries.)
+        if (alone) expect(plan, name).not.toMatch(/Join|Nested Loop/)
+      }
     }).pipe(Effect.scoped, Effect.timeout("60 seconds")))
 }
