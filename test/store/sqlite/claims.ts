@@ -144,10 +144,12 @@ const claimPlan = (backend: Backend) =>
         const db = new Sqlite(old)
         db.exec("DELETE FROM sqlite_stat1; DELETE FROM docket_migrations WHERE migration_id >= 13")
         expect(planOf(old)).toEqual(["SCAN i USING INDEX docket_items_claim"])
-        // 0017 made what it does not make again: undone, so that 0013 to the latest run on.
+        // 0017 and 0018 made what they do not make again: undone, so that 0013 to the latest run on.
         db.exec(`DROP INDEX docket_items_group; DROP INDEX docket_items_group_running; DROP INDEX docket_items_group_due;
           ALTER TABLE docket_items DROP COLUMN group_key; ALTER TABLE docket_kinds DROP COLUMN group_concurrency;
-          ALTER TABLE docket_kinds DROP COLUMN group_ordered; ALTER TABLE docket_kinds DROP COLUMN group_cursor`)
+          ALTER TABLE docket_kinds DROP COLUMN group_ordered; ALTER TABLE docket_kinds DROP COLUMN group_cursor;
+          DROP TABLE docket_workflow_executions; DROP TABLE docket_workflow_activities;
+          DROP TABLE docket_workflow_deferreds; DROP TABLE docket_workflow_clocks`)
         db.close()
         yield* Effect.provide(Effect.void, Database.layer(old))
         expect(planOf(old)).toEqual(["SEARCH i USING INDEX docket_items_claim (ANY(priority) AND run_at<?)"])
