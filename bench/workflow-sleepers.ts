@@ -80,7 +80,9 @@ if (process.argv[2] === "worker") {
 
   const program = Effect.gen(function*() {
     const first = startWorker()
+    console.error("starting the first worker")
     yield* Effect.promise(() => first.isReady)
+    console.error("first worker ready")
     yield* Effect.promise(() => sleep(2000))
     const atRest = rss(first.child.pid!)
     const t0 = performance.now()

@@ -127,12 +127,11 @@ export const layer = <H extends Handler.Any, E = never, R = never>(
   const retention = options.executionRetention ?? Prune.DEFAULT_EXECUTION_RETENTION
   const pool = Layer.unwrapEffect(
     Effect.map(Parts, ({ db, deps, engine }) =>
-      Worker.layer<Handler.Any>({ ...options, handlers: [...options.handlers, ...handlers(deps, engine)] }).pipe(
-        Layer.tap(() =>
-          retention === "forever"
-            ? Effect.void
-            : Effect.flatMap(Effect.scope, (scope) => Prune.start(db, Duration.decode(retention), scope))
-        )
+      Layer.merge(
+        Worker.layer<Handler.Any>({ ...options, handlers: [...options.handlers, ...handlers(deps, engine)] }),
+        retention === "forever"
+          ? Layer.empty
+          : Layer.scopedDiscard(Effect.flatMap(Effect.scope, (scope) => Prune.start(db, Duration.decode(retention), scope)))
       ))
   ) as Layer.Layer<Worker.Worker, InvalidSchedule | InvalidInput, Parts | Handler.Requirements<H>>
   return pool.pipe(
