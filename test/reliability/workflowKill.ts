@@ -1,9 +1,11 @@
 /**
- * Workflows under kills (issue 32), on PostgreSQL: 200 executions of a
+ * Workflows under kills (issue 32), on PostgreSQL and on a SQLite file shared
+ * by the processes: 200 executions of a
  * five-activity workflow, three worker processes (the application's own,
  * test/fixtures/reliability/workflow/worker.ts: 10 slots, 2 s lease), a
  * random one SIGKILLed and replaced every second until every execution is
- * complete. Each activity records its runs (start, finish, process).
+ * complete. Each activity records its runs (start, finish, process) in a
+ * file of its process.
  *
  * At the end: every execution complete with its right result; no activity
  * started after its result was stored (a finished activity never ran again);
@@ -18,16 +20,19 @@
  */
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
+import Sqlite from "better-sqlite3"
 import { Effect, Exit, ManagedRuntime } from "effect"
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import * as Workflows from "../../src/Workflows.js"
-import { Five, Go, Waits } from "../fixtures/reliability/workflow/workflows.js"
+import { Five, Go, type StepLine, Waits } from "../fixtures/reliability/workflow/workflows.js"
 import { freshPgDatabase, pgAvailable } from "../support/db.js"
 import {
   delay,
   fixture,
   killWorker,
-  pgCount,
   pgPool,
   report,
   scaled,
@@ -37,30 +42,81 @@ import {
   type WorkerProcess
 } from "./support.js"
 
-const STEPS_TABLE = `
-CREATE TABLE rel_wf_steps (
-  id          bigserial PRIMARY KEY,
-  execution   integer NOT NULL,
-  step        integer NOT NULL,
-  pid         integer NOT NULL,
-  started_at  bigint  NOT NULL,
-  finished_at bigint
-)`
+/** The scenario's database, read the same way on both dialects. */
+interface Store {
+  readonly url: string
+  readonly rows: <A>(text: string, params?: ReadonlyArray<unknown>) => Promise<Array<A>>
+  readonly close: () => Promise<void>
+}
 
-const completeCount = (pool: ReturnType<typeof pgPool>, workflow: string) =>
-  pgCount(pool, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = $1 AND state = 'complete'", [workflow])
+const pgStore = async (): Promise<Store> => {
+  const db = await freshPgDatabase()
+  const pool = pgPool(db.url)
+  return {
+    url: db.url,
+    rows: async <A>(text: string, params: ReadonlyArray<unknown> = []) =>
+      (await pool.query(text.replace(/\?(\d)/g, "$$$1"), [...params])).rows as Array<A>,
+    close: async () => {
+      await pool.end()
+      await db.drop()
+    }
+  }
+}
 
-export const workflowKillScenario = () =>
-  describe.skipIf(!pgAvailable)("workflows under kills (PostgreSQL)", () => {
-    it("200 five-activity executions while a worker is SIGKILLed every second; then clocks and deferreds across a restart of every process", async () => {
+const sqliteStore = async (): Promise<Store> => {
+  const dir = mkdtempSync(join(tmpdir(), "docket-wfkill-"))
+  const url = join(dir, "workflows.db")
+  let db: Sqlite.Database | undefined
+  return {
+    url,
+    rows: async <A>(text: string, params: ReadonlyArray<unknown> = []) => {
+      db ??= new Sqlite(url, { readonly: true })
+      return db.prepare(text.replace(/\?\d/g, "?")).all(...params) as Array<A>
+    },
+    close: async () => {
+      db?.close()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+const count = async (store: Store, text: string, params: ReadonlyArray<unknown> = []) =>
+  Number((await store.rows<{ n: number | string }>(text, params))[0].n)
+
+const completeCount = (store: Store, workflow: string) =>
+  count(store, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = ?1 AND state = 'complete'", [workflow])
+
+/** Every run of every step, from the processes' files. */
+const readSteps = (dir: string) => {
+  const runs = new Map<string, { execution: number; step: number; pid: number; start: number; end: number | null }>()
+  for (const file of readdirSync(dir)) {
+    for (const text of readFileSync(join(dir, file), "utf8").split("\n")) {
+      if (text === "") continue
+      const line = JSON.parse(text) as StepLine
+      const run = runs.get(line.run) ?? { execution: line.e, step: line.s, pid: line.pid, start: 0, end: null }
+      if (line.start !== undefined) run.start = line.start
+      if (line.end !== undefined) run.end = line.end
+      runs.set(line.run, run)
+    }
+  }
+  return [...runs.values()].sort((a, b) => a.start - b.start)
+}
+
+const scenario = (dialect: "pg" | "sqlite") =>
+    it(`200 five-activity executions while a worker is SIGKILLed every second; then clocks and deferreds across a restart of every process (${dialect})`, async () => {
       const executions = scaled(200, 20)
-      const db = await freshPgDatabase()
-      const pool = pgPool(db.url)
-      const client = ManagedRuntime.make(Workflows.layerClient(db.url))
+      const store = dialect === "pg" ? await pgStore() : await sqliteStore()
+      const stepsDir = mkdtempSync(join(tmpdir(), "docket-wfsteps-"))
+      const client = ManagedRuntime.make(Workflows.layerClient(store.url))
       const live = new Set<WorkerProcess>()
       const every: Array<WorkerProcess> = []
       const spawnOne = () => {
-        const worker = startWorker({ database: db.url, tasks: "", script: fixture("workflow", "worker.ts") })
+        const worker = startWorker({
+          database: store.url,
+          tasks: "",
+          script: fixture("workflow", "worker.ts"),
+          env: { WF_STEPS_DIR: stepsDir }
+        })
         live.add(worker)
         every.push(worker)
         void worker.exited.then(() => live.delete(worker))
@@ -68,7 +124,6 @@ export const workflowKillScenario = () =>
       }
       try {
         await client.runPromise(Effect.void) // migrates
-        await pool.query(STEPS_TABLE)
         const started = performance.now()
         await client.runPromise(
           Effect.forEach(Array.from({ length: executions }, (_, i) => i + 1), (n) => Five.execute({ n }, { discard: true }), {
@@ -82,7 +137,7 @@ export const workflowKillScenario = () =>
         let kills = 0
         const deadline = performance.now() + 240_000
         let next = performance.now() + 1000
-        while ((await completeCount(pool, "Five")) < executions) {
+        while ((await completeCount(store, "Five")) < executions) {
           if (performance.now() > deadline) throw new Error(`not every execution completed within 240 s`)
           if (performance.now() >= next) {
             next += 1000
@@ -110,12 +165,10 @@ export const workflowKillScenario = () =>
         const ids = new Map<string, number>()
         for (let n = 1; n <= executions; n++) ids.set(await client.runPromise(Five.executionId({ n })), n)
         const stored = new Map<string, number>()
-        for (const row of (await pool.query<{ execution_id: string; name: string; created_at: string }>(
+        for (const row of await store.rows<{ execution_id: string; name: string; created_at: string | number }>(
           "SELECT execution_id, name, created_at FROM docket_workflow_activities"
-        )).rows) stored.set(`${ids.get(row.execution_id)}/${row.name}`, Number(row.created_at))
-        const runs = (await pool.query<{ execution: number; step: number; pid: number; started_at: string; finished_at: string | null }>(
-          "SELECT execution, step, pid, started_at, finished_at FROM rel_wf_steps ORDER BY started_at, id"
-        )).rows
+        )) stored.set(`${ids.get(row.execution_id)}/${row.name}`, Number(row.created_at))
+        const runs = readSteps(stepsDir)
         const byStep = new Map<string, typeof runs>()
         for (const run of runs) byStep.set(`${run.execution}/step${run.step}`, [...(byStep.get(`${run.execution}/step${run.step}`) ?? []), run])
         expect(byStep.size).toBe(executions * 5)
@@ -126,12 +179,12 @@ export const workflowKillScenario = () =>
           const storedAt = stored.get(step)!
           expect(storedAt, step).toBeDefined()
           // No run started after the result was stored: a finished activity never ran again.
-          for (const run of list) expect(Number(run.started_at), step).toBeLessThanOrEqual(storedAt)
+          for (const run of list) expect(run.start, step).toBeLessThanOrEqual(storedAt)
           if (list.length > 1) ranAgain++
           // Every run but the last was in a process that was killed.
           for (const run of list.slice(0, -1)) {
             expect(killed.has(run.pid), `${step}: an earlier run in ${run.pid}, never killed`).toBe(true)
-            if (run.finished_at !== null) finishedThenAgain++
+            if (run.end !== null) finishedThenAgain++
           }
         }
 
@@ -141,7 +194,7 @@ export const workflowKillScenario = () =>
           Effect.forEach(Array.from({ length: waiting }, (_, i) => i + 1), (n) => Waits.execute({ n, ms: 3000 }, { discard: true }))
         )
         await waitFor("every Waits execution suspended on its clock", async () =>
-            (await pgCount(pool, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = 'Waits' AND state = 'suspended'")) === waiting, 30_000)
+            (await count(store, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = 'Waits' AND state = 'suspended'")) === waiting, 30_000)
         for (const worker of [...live]) await killWorker(worker)
         const control = await client.runPromise(Workflows.control)
         const token = (n: number) => DurableDeferred.tokenFromPayload(Go, { workflow: Waits, payload: { n, ms: 3000 } })
@@ -151,20 +204,20 @@ export const workflowKillScenario = () =>
         await delay(3000) // past every clock's due time, with no process running
         const restartedAt = Date.now()
         await Promise.all([spawnOne(), spawnOne()].map((w) => w.ready(60_000)))
-        await waitFor("the executions whose deferred was completed finish after the restart", async () => (await completeCount(pool, "Waits")) === waiting / 2, 30_000)
+        await waitFor("the executions whose deferred was completed finish after the restart", async () => (await completeCount(store, "Waits")) === waiting / 2, 30_000)
         const firstHalfMs = Date.now() - restartedAt
-        expect(await pgCount(pool, "SELECT count(*) AS n FROM docket_workflow_deferreds WHERE name = 'DurableClock/nap'")).toBe(waiting)
+        expect(await count(store, "SELECT count(*) AS n FROM docket_workflow_deferreds WHERE name = 'DurableClock/nap'")).toBe(waiting)
         for (let n = waiting / 2 + 1; n <= waiting; n++) {
           await client.runPromise(Effect.flatMap(token(n), (t) => control.completeDeferred(t, { success: `go ${n}` })))
         }
-        await waitFor("the rest finish once their deferreds are completed", async () => (await completeCount(pool, "Waits")) === waiting, 30_000)
+        await waitFor("the rest finish once their deferreds are completed", async () => (await completeCount(store, "Waits")) === waiting, 30_000)
         const result = await client.runPromise(Effect.flatMap(Waits.executionId({ n: 1, ms: 3000 }), (id) => Waits.poll(id)))
         expect((result as Workflow.Complete<string, never>).exit).toEqual(Exit.succeed("go 1"))
 
         for (const worker of [...live]) expect(await stopWorker(worker)).toEqual({ code: 0, signal: null })
-        const left = (await pool.query("SELECT kind, state, dedupe_key, attempts, last_error FROM docket_items WHERE state <> 'done'")).rows
+        const left = await store.rows("SELECT kind, state, dedupe_key, attempts, last_error FROM docket_items WHERE state <> 'done'")
         expect(left).toEqual([])
-        report("workflow kill", {
+        report(`workflow kill (${dialect})`, {
           executions,
           activities: executions * 5,
           kills,
@@ -177,8 +230,12 @@ export const workflowKillScenario = () =>
       } finally {
         for (const worker of every) await killWorker(worker)
         await client.dispose()
-        await pool.end()
-        await db.drop()
+        await store.close()
+        rmSync(stepsDir, { recursive: true, force: true })
       }
     }, 360_000)
-  })
+
+export const workflowKillScenario = () => {
+  describe.skipIf(!pgAvailable)("workflows under kills (PostgreSQL)", () => scenario("pg"))
+  describe("workflows under kills (SQLite, one file shared by the processes)", () => scenario("sqlite"))
+}

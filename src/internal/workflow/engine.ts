@@ -127,10 +127,13 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
     storage(
       "complete a deferred",
       transaction(Effect.gen(function*() {
-        const row = yield* sql.get(executionId)
-        if (row === undefined) return false
-        yield* sql.deferredPut(executionId, name, exit)
-        if (!self && row.state !== "complete") {
+        // The write first: on SQLite the transaction holds the write lock from
+        // its first statement (a read first could fail to upgrade: db.ts).
+        if (!(yield* sql.deferredPut(executionId, name, exit))) {
+          // Completed before (the first wins; its completion woke the execution), or no such execution.
+          return (yield* sql.get(executionId)) !== undefined
+        }
+        if (!self) {
           const woken = yield* sql.wake(executionId)
           if (woken !== undefined) yield* enqueueRun(woken, executionId)
         }

@@ -107,10 +107,10 @@ const deferredGetSqlite = `SELECT exit FROM docket_workflow_deferreds WHERE exec
 // Only for an execution that exists; the first completion wins.
 const deferredPutPg = `INSERT INTO docket_workflow_deferreds (execution_id, name, exit, created_at)
 SELECT $1, $2, $3, ${Now.pg} WHERE EXISTS (SELECT 1 FROM docket_workflow_executions WHERE execution_id = $1)
-ON CONFLICT DO NOTHING`
+ON CONFLICT DO NOTHING RETURNING name`
 const deferredPutSqlite = `INSERT INTO docket_workflow_deferreds (execution_id, name, exit, created_at)
 SELECT ?1, ?2, ?3, ${Now.sqlite} WHERE EXISTS (SELECT 1 FROM docket_workflow_executions WHERE execution_id = ?1)
-ON CONFLICT DO NOTHING`
+ON CONFLICT DO NOTHING RETURNING name`
 
 /** The statements over one `Db`. */
 export interface WorkflowSql {
@@ -140,7 +140,8 @@ export interface WorkflowSql {
   /** What a run replays from: the stored activities' results and deferreds' exits. */
   readonly stored: (executionId: string) => Effect.Effect<Stored, SqlError>
   readonly deferredGet: (executionId: string, name: string) => Effect.Effect<string | undefined, SqlError>
-  readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<void, SqlError>
+  /** Stores a deferred's exit unless one is stored or the execution does not exist: true if stored now. */
+  readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<boolean, SqlError>
 }
 
 /** An execution's stored steps: activities' results by `name/attempt`, deferreds' exits by name. */
@@ -205,7 +206,7 @@ const bind = (
       return stored
     }),
   deferredGet: (id, name) => Effect.map(run<{ exit: string }>(t.deferredGet, [id, name]), (rows) => rows[0]?.exit),
-  deferredPut: (id, name, exit) => Effect.asVoid(run(t.deferredPut, [id, name, exit]))
+  deferredPut: (id, name, exit) => Effect.map(run(t.deferredPut, [id, name, exit]), (rows) => rows.length > 0)
 })
 
 const pgTexts: Texts = {
