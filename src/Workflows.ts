@@ -36,6 +36,7 @@ import * as ControlOps from "./internal/workflow/control.js"
 import * as Engine from "./internal/workflow/engine.js"
 import { handlers } from "./internal/workflow/runner.js"
 import * as WorkflowSql from "./internal/workflow/sql.js"
+import * as Batch from "./internal/workflow/batch.js"
 import * as Prune from "./internal/workflow/prune.js"
 import * as Steps from "./internal/workflow/steps.js"
 import * as Waiters from "./internal/workflow/waiters.js"
@@ -86,7 +87,8 @@ const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRep
         waiters: yield* Waiters.make(scope, sql.completed),
         registry: new Map(),
         runs: new Map(),
-        putStep: Steps.make(sql.activityPut, scope)
+        putStep: Steps.make(sql.activityPut, scope),
+        batched: Batch.make(db.transaction, scope)
       }
       const engine = Engine.make(deps)
       return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine, db }))

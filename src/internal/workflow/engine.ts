@@ -37,6 +37,7 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
+import type { Batched } from "./batch.js"
 import type { PutStep } from "./steps.js"
 import { FALLBACK_MS, type Waiters } from "./waiters.js"
 
@@ -97,6 +98,8 @@ export interface Deps {
   readonly runs: Map<string, Stored>
   /** Stores an activity's result (batched with others': steps.ts). */
   readonly putStep: PutStep
+  /** Runs a small transaction together with others asked for at about the same time (batch.ts). */
+  readonly batched: Batched
 }
 
 const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
@@ -122,11 +125,22 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
       transaction(Effect.flatMap(sql.wake(executionId), (workflow) =>
         workflow === undefined ? Effect.void : Effect.asVoid(enqueueRun(workflow, executionId))))
     )
-  /** Completes a deferred of an execution that exists (the first wins) and wakes it unless `self`. */
-  const complete = (workflow: string, executionId: string, name: string, exit: string, self: boolean) =>
+  /**
+   * Completes a deferred of an execution that exists (the first wins) and
+   * wakes it unless `self`; in the caller's transaction (if any), or in
+   * `unit` (a batch of the engine's own: a clock's firing).
+   */
+  const complete = (
+    workflow: string,
+    executionId: string,
+    name: string,
+    exit: string,
+    self: boolean,
+    unit: Batched = transaction
+  ) =>
     storage(
       "complete a deferred",
-      transaction(Effect.gen(function*() {
+      unit(Effect.gen(function*() {
         // The write first: on SQLite the transaction holds the write lock from
         // its first statement (a read first could fail to upgrade: db.ts).
         if (!(yield* sql.deferredPut(executionId, name, exit))) {

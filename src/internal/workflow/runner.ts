@@ -79,8 +79,9 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
     )
   }
 
+  // Batched with other runs' ends (batch.ts): one commit for the runs ending together.
   const finish = (executionId: string, text: string) =>
-    transaction(Effect.gen(function*() {
+    deps.batched(Effect.gen(function*() {
       const { parent, stored } = yield* sql.complete(executionId, text)
       if (!stored || parent === null) return
       const woken = yield* sql.wake(parent)
@@ -138,7 +139,9 @@ export const handlers = (
   const clock = Handler.make(CLOCK_KIND, {
     payload: ClockPayload,
     run: ({ deferred, executionId, workflow }) =>
-      Effect.flatMap(Codec.encodeExit(Exit.void), (exit) => complete(workflow, executionId, deferred, exit, false)).pipe(
+      Effect.flatMap(Codec.encodeExit(Exit.void), (exit) =>
+        // Batched with other clocks firing together (batch.ts).
+        complete(workflow, executionId, deferred, exit, false, deps.batched)).pipe(
         // An execution deleted while its clock waited: nothing to wake.
         Effect.catchSomeDefect((defect) =>
           defect instanceof ExecutionNotFound ? Option.some(Effect.void) : Option.none()
