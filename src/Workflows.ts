@@ -38,6 +38,7 @@ import { handlers } from "./internal/workflow/runner.js"
 import * as WorkflowSql from "./internal/workflow/sql.js"
 import * as Batch from "./internal/workflow/batch.js"
 import * as Prune from "./internal/workflow/prune.js"
+import * as Service from "./internal/workflow/service.js"
 import * as Steps from "./internal/workflow/steps.js"
 import * as Waiters from "./internal/workflow/waiters.js"
 import * as QueueRepo from "./QueueRepo.js"
@@ -90,7 +91,7 @@ const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRep
         putStep: Steps.make(sql.activityPut, scope),
         batched: Batch.make(db.transaction, scope)
       }
-      const engine = Engine.make(deps)
+      const engine = Service.make(deps)
       return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine, db }))
     })
   )

@@ -117,6 +117,32 @@ const typed = <A, E>(effect: Effect.Effect<A, E | SqlError>) =>
   Effect.catchIf(effect, (e): e is SqlError => (e as { _tag?: string })._tag === "SqlError", (error) =>
     Effect.fail(new StorageError({ operation: "workflows", cause: error })))
 
+/** An execution with everything stored about it, read by `t` (found by `found`). */
+const showWith = (
+  t: Reads & { readonly run: Run },
+  found: (executionId: string) => Effect.Effect<ExecutionRow, ExecutionNotFound | StorageError>
+) =>
+(executionId: string) =>
+  Effect.gen(function*() {
+    const row = yield* found(executionId)
+    const [children, activities, deferreds, clocks] = yield* typed(Effect.all([
+      t.run<ExecutionRow>(t.children, [executionId]),
+      t.run<{ name: string; attempt: number; result: string; created_at: number | string }>(t.activities, [executionId]),
+      t.run<{ name: string; exit: string; created_at: number | string }>(t.deferreds, [executionId]),
+      t.run<{ name: string; due_at: number | string }>(t.clocks, [executionId])
+    ]))
+    const detail: ExecutionDetail = {
+      ...toExecution(row),
+      payload: parseJson(row.payload),
+      result: parseJson(row.result),
+      activities: activities.map((a) => ({ name: a.name, attempt: num(a.attempt), result: parseJson(a.result), at: num(a.created_at) })),
+      deferreds: deferreds.map((d) => ({ name: d.name, exit: parseJson(d.exit), at: num(d.created_at) })),
+      clocks: clocks.map((c) => ({ name: c.name.replace(/^DurableClock\//, ""), dueAt: num(c.due_at) })),
+      children: children.map(toExecution)
+    }
+    return detail
+  })
+
 /** The operations, over the engine's storage and the storage's runner. */
 export const make = (deps: Pick<Deps, "repo" | "sql" | "transaction">, db: Db) => {
   const t = reads(db)(db.run)
@@ -141,27 +167,6 @@ export const make = (deps: Pick<Deps, "repo" | "sql" | "transaction">, db: Db) =
       ]),
       (rows) => rows.map(toExecution)
     ))
-
-  const show = (executionId: string) =>
-    Effect.gen(function*() {
-      const row = yield* found(executionId)
-      const [children, activities, deferreds, clocks] = yield* typed(Effect.all([
-        t.run<ExecutionRow>(t.children, [executionId]),
-        t.run<{ name: string; attempt: number; result: string; created_at: number | string }>(t.activities, [executionId]),
-        t.run<{ name: string; exit: string; created_at: number | string }>(t.deferreds, [executionId]),
-        t.run<{ name: string; due_at: number | string }>(t.clocks, [executionId])
-      ]))
-      const detail: ExecutionDetail = {
-        ...toExecution(row),
-        payload: parseJson(row.payload),
-        result: parseJson(row.result),
-        activities: activities.map((a) => ({ name: a.name, attempt: num(a.attempt), result: parseJson(a.result), at: num(a.created_at) })),
-        deferreds: deferreds.map((d) => ({ name: d.name, exit: parseJson(d.exit), at: num(d.created_at) })),
-        clocks: clocks.map((c) => ({ name: c.name.replace(/^DurableClock\//, ""), dueAt: num(c.due_at) })),
-        children: children.map(toExecution)
-      }
-      return detail
-    })
 
   /** Interrupts an unfinished execution (its compensations run); false if it had finished. */
   const interrupt = (executionId: string) =>
@@ -199,7 +204,7 @@ export const make = (deps: Pick<Deps, "repo" | "sql" | "transaction">, db: Db) =
   /** Deletes the complete executions older than `olderThan` (with their steps; a child is kept while its parent is unfinished): how many. */
   const prune = (olderThan: Duration.DurationInput) => typed(Prune.prune(db, Duration.toMillis(olderThan)))
 
-  return { list, show, interrupt, resume, completeDeferred, prune }
+  return { list, show: showWith(t, found), interrupt, resume, completeDeferred, prune }
 }
 
 /** The operations' service type. */

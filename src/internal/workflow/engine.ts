@@ -22,6 +22,10 @@
  * a `WorkflowStorageFailure` defect; the run that meets one (runner.ts)
  * stores nothing and is retried as an item, instead of completing the
  * workflow with the defect.
+ *
+ * This module holds what the operations share (their dependencies, the
+ * storage steps, kinds and errors) and the steps' operations; the
+ * executions' operations and the service are in service.ts.
  */
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
@@ -29,17 +33,15 @@ import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import { InvalidInput } from "../../Errors.js"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
 import type { Batched } from "./batch.js"
 import type { PutStep } from "./steps.js"
-import { FALLBACK_MS, type Waiters } from "./waiters.js"
+import type { Waiters } from "./waiters.js"
 
 /** The kind of a clock's item: its run completes the clock's deferred. */
 export const CLOCK_KIND = "docket.workflow.clock"
@@ -102,7 +104,8 @@ export interface Deps {
   readonly batched: Batched
 }
 
-const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
+/** A storage step of an operation: retried three times, then a `WorkflowStorageFailure` defect. */
+export const storage = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> =>
   effect.pipe(
     Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }),
     Effect.catchAll((error) =>
@@ -157,83 +160,14 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
   return { enqueueRun, wake, complete }
 }
 
-/** The engine's operations over `deps`. */
-export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
-  const { registry, repo, sql, transaction, waiters } = deps
-  const { complete, enqueueRun, wake } = steps(deps)
-
-  const resultOf = (workflow: Workflow.Any, executionId: string) =>
-    Effect.flatMap(storage("read an execution", sql.get(executionId)), (row) =>
-      row?.state === "complete" && row.result !== null
-        ? Effect.map(Codec.decodeResult(workflow, row.result), Option.some)
-        : Effect.succeed(Option.none()))
-
-  // Waits for the stored result, pushed (waiters.ts), reading again at each push.
-  const awaitResult = (workflow: Workflow.Any, executionId: string) =>
-    Effect.scoped(Effect.gen(function*() {
-      const ticket = yield* waiters.ticket(executionId)
-      while (true) {
-        const result = yield* resultOf(workflow, executionId)
-        if (Option.isSome(result)) return result.value
-        yield* ticket.wait(FALLBACK_MS)
-      }
-    }))
-
-  const engine: WorkflowEngine.WorkflowEngine["Type"] = WorkflowEngine.makeUnsafe({
-    register: (workflow, execute) =>
-      Effect.acquireRelease(
-        Effect.sync(() => registry.set(workflow.name, { workflow, execute })),
-        () => Effect.sync(() => registry.delete(workflow.name))
-      ),
-    execute: <const Discard extends boolean>(
-      workflow: Workflow.Any,
-      options: {
-        readonly executionId: string
-        readonly payload: object
-        readonly discard: Discard
-        readonly parent?: WorkflowEngine.WorkflowInstance["Type"] | undefined
-      }
-    ) =>
-      Effect.gen(function*() {
-        const { executionId, parent } = options
-        const payload = yield* Codec.encodePayload(workflow, options.payload).pipe(
-          Effect.catchAll((error) =>
-            Effect.die(new InvalidInput({ field: "payload", reason: `does not match workflow ${workflow.name}: ${error.message}` }))
-          )
-        )
-        yield* storage(
-          "start an execution",
-          transaction(Effect.flatMap(
-            sql.insert({
-              executionId,
-              workflow: workflow.name,
-              payload,
-              parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
-            }),
-            (created) => created ? Effect.asVoid(enqueueRun(workflow.name, executionId)) : Effect.void
-          ))
-        )
-        if (options.discard) return undefined
-        if (parent !== undefined) {
-          return Option.getOrElse(yield* resultOf(workflow, executionId), () => new Workflow.Suspended({}))
-        }
-        return yield* awaitResult(workflow, executionId)
-      }) as Effect.Effect<Discard extends true ? void : Workflow.Result<unknown, unknown>>,
-    poll: (workflow, executionId) =>
-      Effect.flatMap(storage("poll", sql.get(executionId)), (row) => {
-        if (row === undefined || row.state === "running") return Effect.succeed(undefined)
-        if (row.state === "suspended") return Effect.succeed(new Workflow.Suspended({}))
-        return row.result === null ? Effect.succeed(undefined) : Codec.decodeResult(workflow, row.result)
-      }),
-    interrupt: (workflow, executionId) =>
-      Effect.flatMap(storage("interrupt", sql.get(executionId)), (row) =>
-        row === undefined || row.state === "complete"
-          ? Effect.void
-          : Effect.flatMap(Codec.encodeExit(Exit.void), (exit) =>
-            complete(workflow.name, executionId, InterruptSignal.name, exit, false))),
-    resume: (_workflow, executionId) =>
-      Effect.flatMap(storage("resume", sql.get(executionId)), (row) =>
-        row?.state === "suspended" ? wake(executionId) : Effect.void),
+/** The operations on an execution's steps: activities, deferreds, clocks (run inside its runs). */
+export const stepOps = (deps: Deps): Pick<
+  WorkflowEngine.Encoded,
+  "activityExecute" | "deferredResult" | "deferredDone" | "scheduleClock"
+> => {
+  const { repo, sql, transaction } = deps
+  const { complete } = steps(deps)
+  return {
     activityExecute: (activity, attempt) =>
       Effect.gen(function*() {
         const instance = yield* WorkflowEngine.WorkflowInstance
@@ -296,6 +230,5 @@ export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
             )))
         )
       })
-  })
-  return engine
+  }
 }

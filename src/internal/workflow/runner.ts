@@ -54,7 +54,7 @@ const storageFailure = (result: Workflow.Result<unknown, unknown>): WorkflowStor
 
 /** Runs one execution as far as it goes (see the module doc). */
 export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["Type"]) => {
-  const { registry, sql, transaction, waiters } = deps
+  const { registry, sql, waiters } = deps
   const { enqueueRun } = steps(deps)
   const signalled = (executionId: string) =>
     Effect.map(Effect.orDie(sql.deferredGet(executionId, InterruptSignal.name)), (exit) => exit !== undefined)
