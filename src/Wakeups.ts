@@ -42,11 +42,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { describe as describeTarget } from "./Database.js"
-import { listen, ListenDatabase, NotHeard, type Probe } from "./internal/listen.js"
-import * as PgSchema from "./internal/pgSchema.js"
+import { listen, NotHeard, type Probe } from "./internal/listen.js"
+import type * as PgSchema from "./internal/pgSchema.js"
+import { remoteTarget } from "./internal/remoteTarget.js"
 import { Signal as WakeSignal } from "./internal/signal.js"
 import * as SqliteWatch from "./internal/sqliteWatch.js"
 import { parseCancelIds } from "./internal/sql/notify.js"
@@ -162,10 +162,6 @@ const make = (remote?: Remote): Service => {
   }
 }
 
-// @effect/sql-pg's PgClient tag, by its key: importing the module for its tag
-// would load the PostgreSQL driver into SQLite applications too.
-const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
-
 // LISTEN until the connection is lost, then again after a second, for ever;
 // or, when the connection does not hear the pool's notifications, never
 // again (one warning per queue). A pool with a cancel callback listens on the
@@ -225,12 +221,6 @@ const notHeardWarning = (listenDatabase: string | undefined, waitedMs: number) =
       `listenDatabase must reach the same database as the pool, directly or through a session-pooled PgBouncer`
 }
 
-// @effect/sql-sqlite-node's SqliteClient tag, by its key (as PgClientTag): its
-// config names the file.
-const SqliteClientTag = Context.GenericTag<{ readonly config: { readonly filename: string } }>(
-  "@effect/sql-sqlite-node/SqliteClient"
-)
-
 // A watch of the file shared by the queue's pools; cancels in other processes
 // are not heard (a running item's holder learns of it at its next renewal).
 const watching = (watch: SqliteWatch.Watch): Remote => ({
@@ -248,26 +238,17 @@ const watching = (watch: SqliteWatch.Watch): Remote => ({
  * would not do: a layer used twice inside `provideMerge` would then be built
  * twice, and the repository and its pools would get two different ones).
  */
-export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> => Layer.effect(
-  Wakeups,
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const pg = yield* Effect.serviceOption(PgClientTag)
-    const sqlite = yield* Effect.serviceOption(SqliteClientTag)
-    const dialect = sql.onDialectOrElse({ pg: () => "pg", sqlite: () => "sqlite", orElse: () => "other" })
-    if (dialect === "pg" && Option.isSome(pg)) {
-      const given = Option.map(yield* Effect.serviceOption(ListenDatabase), (d) => d.url)
-      const config = Option.match(given, {
-        onNone: () => pg.value.config,
-        // Its own URL; the pool's other settings (TLS, application name) as they are.
-        onSome: (url) => ({ ...pg.value.config, url: Redacted.make(url) })
-      })
-      const probe: Probe = (channel, payload) => sql.unsafe("SELECT pg_notify($1, $2)", [channel, payload])
-      return make(listening(config, yield* PgSchema.current, probe, Option.getOrUndefined(given)))
-    }
-    if (dialect === "sqlite" && Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
-      return make(watching(SqliteWatch.make(sqlite.value.config.filename)))
-    }
-    return make()
-  })
-)
+export const layer = (): Layer.Layer<Wakeups, never, SqlClient.SqlClient> =>
+  Layer.effect(
+    Wakeups,
+    Effect.map(remoteTarget, (target) => {
+      switch (target._tag) {
+        case "Pg":
+          return make(listening(target.config, target.schema, target.probe, target.listenDatabase))
+        case "Sqlite":
+          return make(watching(SqliteWatch.make(target.filename)))
+        case "None":
+          return make()
+      }
+    })
+  )

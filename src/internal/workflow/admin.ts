@@ -5,14 +5,15 @@
  * Interrupt, resume and a deferred's completion are the engine's own steps
  * (engine.ts); what is stored stays encoded JSON, shown as it is.
  */
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError as SqlErrorClass, type SqlError } from "@effect/sql/SqlError"
 import { TokenParsed } from "@effect/workflow/DurableDeferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Schema from "effect/Schema"
-import { InvalidInput, StorageError } from "../../Errors.js"
+import { InvalidInput, type StorageError } from "../../Errors.js"
+import { storage } from "../store/decode.js"
 import { type Db, type Run, texts } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import * as Prune from "./prune.js"
@@ -113,9 +114,9 @@ const parseJson = (text: string | null): unknown => {
   }
 }
 
+// A storage failure, typed as the repository's are (store/decode.ts).
 const typed = <A, E>(effect: Effect.Effect<A, E | SqlError>) =>
-  Effect.catchIf(effect, (e): e is SqlError => (e as { _tag?: string })._tag === "SqlError", (error) =>
-    Effect.fail(new StorageError({ operation: "workflows", cause: error })))
+  Effect.catchIf(effect, (e): e is SqlError => e instanceof SqlErrorClass, (error) => Effect.fail(storage("workflows")(error)))
 
 /** An execution with everything stored about it, read by `t` (found by `found`). */
 const showWith = (

@@ -18,16 +18,13 @@
  * reads again: the safety net for a notification lost while the LISTEN
  * connection was reconnecting, not the way results arrive.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
-import type * as PgClient from "@effect/sql-pg/PgClient"
-import * as Context from "effect/Context"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { listen, ListenDatabase, type Probe } from "../listen.js"
-import * as PgSchema from "../pgSchema.js"
+import { listen } from "../listen.js"
+import { remoteTarget } from "../remoteTarget.js"
 import * as SqliteWatch from "../sqliteWatch.js"
 
 /** How long a waiter waits for a push before it reads the row again. */
@@ -75,46 +72,31 @@ class Ticket {
     })
 }
 
-// @effect/sql-pg's and @effect/sql-sqlite-node's tags by their keys (as Wakeups.ts): no driver loaded for nothing.
-const PgClientTag = Context.GenericTag<PgClient.PgClient>("@effect/sql-pg/PgClient")
-const SqliteClientTag = Context.GenericTag<{ readonly config: { readonly filename: string } }>(
-  "@effect/sql-sqlite-node/SqliteClient"
-)
-
 /**
  * What pushes other processes' completions, for the database in context:
  * run (in the engine's scope) with the punch of one execution and of all.
  */
 type Remote = (one: (executionId: string) => void, all: () => void) => Effect.Effect<void>
 
-const remoteFor = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const pg = yield* Effect.serviceOption(PgClientTag)
-  const sqlite = yield* Effect.serviceOption(SqliteClientTag)
-  if (Option.isSome(pg) && sql.onDialectOrElse({ pg: () => true, orElse: () => false })) {
-    const given = Option.map(yield* Effect.serviceOption(ListenDatabase), (d) => d.url)
-    const config = Option.match(given, {
-      onNone: () => pg.value.config,
-      onSome: (url) => ({ ...pg.value.config, url: Redacted.make(url) })
-    })
-    const channel = (yield* PgSchema.current).workflowChannel
-    const probe: Probe = (ch, payload) => sql.unsafe("SELECT pg_notify($1, $2)", [ch, payload])
-    const remote: Remote = (one, all) =>
-      listen(config, [channel], probe, all, (_, payload) => one(payload)).pipe(
-        Effect.catchAll((error) =>
-          Effect.logWarning(`docket workflows: ${error.message}; results are read every ${FALLBACK_MS / 1000} s meanwhile`)
-        ),
-        Effect.zipRight(Effect.sleep("1 second")),
-        Effect.forever
+const remoteFor = Effect.map(remoteTarget, (target): Option.Option<Remote> => {
+  switch (target._tag) {
+    case "Pg":
+      return Option.some((one, all) =>
+        listen(target.config, [target.schema.workflowChannel], target.probe, all, (_, payload) => one(payload)).pipe(
+          Effect.catchAll((error) =>
+            Effect.logWarning(`docket workflows: ${error.message}; results are read every ${FALLBACK_MS / 1000} s meanwhile`)
+          ),
+          Effect.zipRight(Effect.sleep("1 second")),
+          Effect.forever
+        )
       )
-    return Option.some(remote)
+    case "Sqlite": {
+      const watch = SqliteWatch.make(target.filename)
+      return Option.some((_, all) => Effect.scoped(Effect.zipRight(watch.subscribe(all), Effect.never)))
+    }
+    case "None":
+      return Option.none()
   }
-  if (Option.isSome(sqlite) && SqliteWatch.watchable(sqlite.value.config.filename)) {
-    const watch = SqliteWatch.make(sqlite.value.config.filename)
-    const remote: Remote = (_, all) => Effect.scoped(Effect.zipRight(watch.subscribe(all), Effect.never))
-    return Option.some(remote)
-  }
-  return Option.none<Remote>()
 })
 
 /** How many awaited executions one sweep reads in a statement. */
