@@ -18,7 +18,7 @@ import { type Db, type Run, texts } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import * as Prune from "./prune.js"
 import { type Deps, ExecutionNotFound, InterruptSignal, steps } from "./engine.js"
-import type { ExecutionRow, ExecutionState } from "./sql.js"
+import { COLUMNS, type ExecutionRow, type ExecutionState } from "./sql.js"
 
 /** An execution as listed. */
 export interface Execution {
@@ -56,9 +56,6 @@ const toExecution = (row: ExecutionRow): Execution => ({
   updatedAt: num(row.updated_at),
   completedAt: row.completed_at === null ? null : num(row.completed_at)
 })
-
-const COLUMNS = "execution_id, workflow, payload, state, result, parent_workflow, parent_execution, wakes, runs, " +
-  "created_at, updated_at, completed_at"
 
 // Newest first; $1 state or NULL, $2 workflow or NULL, $3 page size, $4 updated_at before, $5 id before (the page's last).
 const listPg = `SELECT ${COLUMNS} FROM docket_workflow_executions

@@ -31,7 +31,8 @@ export interface ExecutionRow {
   readonly completed_at: number | string | null
 }
 
-const COLUMNS = "execution_id, workflow, payload, state, result, parent_workflow, parent_execution, wakes, runs, " +
+/** An execution's columns, as `ExecutionRow` has them. */
+export const COLUMNS = "execution_id, workflow, payload, state, result, parent_workflow, parent_execution, wakes, runs, " +
   "created_at, updated_at, completed_at"
 
 // $1 id, $2 workflow, $3 payload, $4 parent workflow, $5 parent execution.
