@@ -53,7 +53,8 @@ export const layer = <H extends Handler.Any>(
 ): Layer.Layer<
   Worker.Worker | QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
   Database.DatabaseUnavailable | MigrationFailed | InvalidInput | InvalidSchedule,
-  Handler.Requirements<H>
+  // The database's client is this layer's own: a handler that writes through it is given it.
+  Exclude<Handler.Requirements<H>, SqlClient.SqlClient | QueueRepo.QueueRepo | Wakeups.Wakeups>
 > => Worker.layer(options).pipe(Layer.provideMerge(layerStore(options)))
 
 /** `layerStore`'s options: the database and the repository's, as `layer` takes them. */

@@ -122,6 +122,20 @@ export interface Options<A, I, E, R, O = void, OI = O> {
    */
   readonly perGroup?: PerGroup | undefined
   /**
+   * Runs each item's handler inside one transaction of the queue's database,
+   * and writes the item's completion in that same transaction, fenced by its
+   * claim: the handler's own writes (through the `SqlClient` it is given, on
+   * the queue's database) and the item's `done` commit together or not at
+   * all. A failure, a crash, a lost lease or a cancel leaves none of the
+   * handler's writes, so a message changes an actor's state exactly once
+   * however often its item runs. It costs a pool connection held for the
+   * run (the pool caps such runs at once: `Worker.Options.transactions`) and
+   * a completion of its own instead of a batched one; on SQLite the run
+   * holds the file's write lock (keep it short). docs/concepts.md,
+   * "Transactional handlers".
+   */
+  readonly transactional?: boolean | undefined
+  /**
    * Snoozes an item of this kind may take (default 100, `DEFAULT_MAX_SNOOZES`):
    * a `Snooze` of an item snoozed this many times already is dead instead,
    * with `SnoozeLimit`, so a handler that keeps snoozing cannot hold an item

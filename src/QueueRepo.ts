@@ -34,6 +34,7 @@ import * as Items from "./internal/store/items.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as Schedules from "./internal/store/schedules.js"
+import * as Transaction from "./internal/store/transaction.js"
 import * as Workers from "./internal/store/workers.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
@@ -108,6 +109,7 @@ const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Opt
   const enqueue = Enqueue.make(store, wakeups, prepare)
   return {
     dialect: store.dialect,
+    ...Transaction.make(store),
     ...enqueue,
     ...Claims.make(store, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS, {
       keepDone: retention.done !== 0,

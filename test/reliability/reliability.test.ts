@@ -26,6 +26,7 @@ import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
+import { transactionalKillScenario } from "./transactional.js"
 import { workflowKillScenario } from "./workflowKill.js"
 
 afterAll(() => printSummary())
@@ -50,3 +51,4 @@ failoverScenario()
 slowDatabaseScenario()
 soakScenario()
 workflowKillScenario()
+transactionalKillScenario()

@@ -21,6 +21,16 @@ type EI = InvalidInput | StorageError
 /** The storage service. */
 export interface Service {
   readonly dialect: "pg" | "sqlite"
+  /**
+   * Runs `effect` in one transaction of this store's database (joining the
+   * caller's, if any): the store's operations inside it, and the
+   * application's statements through any `SqlClient` of the same database,
+   * commit together or not at all. `effect`'s failure rolls the transaction
+   * back and is returned as it is; a failed BEGIN, COMMIT or ROLLBACK is a
+   * `StorageError`. On SQLite the transaction holds the file's one
+   * connection (and, from its first write, the write lock) until it ends.
+   */
+  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StorageError, R>
   /** Adds an item; joins the caller's transaction when there is one. */
   readonly enqueue: (kind: string, payload: unknown, options?: EnqueueOptions) => Effect.Effect<EnqueueResult, EI>
   /** Adds many items in one statement, dedupe respected; results in input order. */
