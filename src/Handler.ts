@@ -13,6 +13,7 @@
  * })
  * ```
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -203,7 +204,7 @@ export function make(kind: string, options: Options<any, any, any, any, any, any
  */
 export const fromPromise = (
   kind: string,
-  run: (payload: unknown, job: Job) => Promise<unknown> | unknown,
+  run: (payload: unknown, job: Job, tx: Transaction) => Promise<unknown> | unknown,
   options: Omit<Options<unknown, unknown, never, never>, "payload" | "run" | "result"> = {}
 ): Handler<unknown, unknown, unknown, never, unknown, unknown> => ({
   kind,
@@ -211,11 +212,42 @@ export const fromPromise = (
   payload: Schema.Unknown,
   // The value as it is: JSON.stringify is its encoding (checked by the pool).
   result: Schema.Unknown,
-  run: (payload, job) =>
-    Effect.tryPromise({
-      try: async () => await run(payload, job),
-      catch: (error) => error
-    })
+  run: options.transactional === true
+    ? (payload, job) =>
+      Effect.flatMap(Effect.context<never>(), (context) =>
+        Effect.tryPromise({ try: async () => await run(payload, job, transactionIn(context)), catch: (error) => error }))
+    : (payload, job) =>
+      Effect.tryPromise({ try: async () => await run(payload, job, NO_TRANSACTION), catch: (error) => error })
+})
+
+/**
+ * What a plain-function handler (`fromPromise`, a task file) is given as its
+ * third argument: with `transactional: true`, statements run in the
+ * transaction that completes its item (`Options.transactional`), on the
+ * queue's database, with that database's own placeholders (`$1` on
+ * PostgreSQL, `?` on SQLite); without it, `query` fails.
+ */
+export interface Transaction {
+  readonly query: <Row extends object = Record<string, unknown>>(
+    text: string,
+    params?: ReadonlyArray<unknown>
+  ) => Promise<Array<Row>>
+}
+
+const NO_TRANSACTION: Transaction = {
+  query: () => Promise.reject(new Error("docket: tx.query needs the handler's transactional: true"))
+}
+
+// Statements on the run's own context: inside the item's transaction, @effect/sql
+// finds its connection there (the client is the pool's, the queue's database).
+const transactionIn = (context: Context.Context<never>): Transaction => ({
+  query: <Row extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
+    Effect.runPromise(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Row>(text, params)).pipe(
+        Effect.map((rows) => [...rows]),
+        Effect.provide(context as Context.Context<SqlClient.SqlClient>)
+      )
+    )
 })
 
 /**
