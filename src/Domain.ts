@@ -253,6 +253,48 @@ export interface KindInfo {
   }
 }
 
+/** A group of a kind with unfinished items, as `docket group list` shows it. */
+export interface GroupInfo {
+  readonly group: string
+  readonly counts: {
+    /** Waiting and due. */
+    readonly due: number
+    /** Waiting, due later (a delay, or a retry's backoff). */
+    readonly scheduled: number
+    /** Claimed (a lease, live or ended). */
+    readonly running: number
+    /** Waiting after a failure (an attempt counted), for its retry. */
+    readonly retrying: number
+  }
+  /** The earliest due time (epoch ms) among its waiting items; null when none waits. */
+  readonly nextDueAt: number | null
+  /** Its first unfinished item: in an ordered group, what the others wait behind. */
+  readonly head: {
+    readonly id: number
+    readonly state: "waiting" | "running"
+    readonly attempts: number
+    readonly runAt: number
+    readonly lastError: string | null
+  }
+  /**
+   * An ordered group held by a failure: its first item failed and waits for
+   * its retry, and nothing behind it starts meanwhile.
+   */
+  readonly blocked: boolean
+}
+
+/** A page of groups, in group order; `cursor` gives the next (null after the last). */
+export interface GroupPage {
+  readonly groups: ReadonlyArray<GroupInfo>
+  readonly cursor: string | null
+}
+
+/** Which page of a kind's groups: after the previous page's cursor, at most `limit` (1 to 1,000; default 100). */
+export interface GroupListOptions {
+  readonly after?: string | undefined
+  readonly limit?: number | undefined
+}
+
 /** One page of dead items, in id order. */
 export interface DeadPageOptions {
   readonly kind?: string | undefined

@@ -28,6 +28,7 @@ import * as Cancel from "./internal/store/cancel.js"
 import * as Claims from "./internal/store/claims.js"
 import * as Dead from "./internal/store/dead.js"
 import * as Enqueue from "./internal/store/enqueue.js"
+import * as GroupList from "./internal/store/groupList.js"
 import * as History from "./internal/store/history.js"
 import * as Insights from "./internal/store/insights.js"
 import * as Items from "./internal/store/items.js"
@@ -122,7 +123,8 @@ const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Opt
     ...Cancel.make(store, wakeups),
     ...Workers.make(store),
     ...Schedules.make(store, wakeups, enqueue.enqueueMany),
-    ...Insights.make(store, wakeups)
+    ...Insights.make(store, wakeups),
+    ...GroupList.make(store)
   }
 }
 

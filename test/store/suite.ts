@@ -14,6 +14,7 @@ import { cancelSuite } from "./cancel.js"
 import { claimsSuite } from "./claims.js"
 import { deadSuite } from "./dead.js"
 import { errorsSuite } from "./errors.js"
+import { groupListSuite } from "./groupList.js"
 import { groupsSuite } from "./groups.js"
 import { historySuite } from "./history.js"
 import { itemsSuite } from "./items.js"
@@ -38,6 +39,7 @@ export const storeSuite = (backend: Backend, empty: Backend = backend) => {
   attemptsSuite(backend)
   kindsSuite(backend)
   groupsSuite(backend)
+  groupListSuite(backend)
   snoozeSuite(backend)
   cancelSuite(backend)
   historySuite(backend)

@@ -20,7 +20,7 @@ import { databaseOption, jsonOption, readInteger, refuse } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
 /** The kind argument, checked while the command line is parsed (exit 2, one line). */
-const kindArg = Args.text({ name: "kind" }).pipe(
+export const kindArg = Args.text({ name: "kind" }).pipe(
   Args.withDescription("The kind (letters, digits and _ . : -)."),
   Args.mapEffect((text) =>
     Either.match(V.checkKind(text), {
