@@ -17,6 +17,7 @@ import { errorsSuite } from "./errors.js"
 import { groupsSuite } from "./groups.js"
 import { historySuite } from "./history.js"
 import { itemsSuite } from "./items.js"
+import { keyModesSuite } from "./keyModes.js"
 import { kindsSuite } from "./kinds.js"
 import { migrationsSuite } from "./migrations.js"
 import { schedulesSuite } from "./schedules.js"
@@ -40,6 +41,7 @@ export const storeSuite = (backend: Backend, empty: Backend = backend) => {
   groupsSuite(backend)
   snoozeSuite(backend)
   cancelSuite(backend)
+  keyModesSuite(backend)
   historySuite(backend)
   schedulesSuite(backend)
   upgradeSuite(empty)
