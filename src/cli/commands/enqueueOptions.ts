@@ -49,7 +49,8 @@ export const enqueueConfig = {
     "from",
     "file",
     "Bulk: an NDJSON file (or - for stdin), one object a line: " +
-      `{"kind":..,"payload":..,"key"?,"onConflict"?,"group"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}. ` +
+      `{"kind":..,"payload":..} with any of "key", "onConflict", "group", "delay", "runAt", "priority", ` +
+      `"maxAttempts". ` +
       "A bad line refuses the whole file."
   )
 }
