@@ -20,7 +20,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type { Backoff } from "./Backoff.js"
-import type { GlobalLimits, PerGroup } from "./Domain.js"
+import type { GlobalLimits, OnConflict, PerGroup } from "./Domain.js"
 import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"
 import * as V from "./internal/validate.js"
 
@@ -145,6 +145,14 @@ export interface Options<A, I, E, R, O = void, OI = O> {
    * `maxSnoozes`).
    */
   readonly maxSnoozes?: number | undefined
+  /**
+   * What an enqueue of this kind through `Docket.client(handler)` does when
+   * its `key` is held by a waiting item, unless the enqueue gives its own
+   * `onConflict`: "keep" (the default: the waiting item stays), "replace",
+   * "debounce" or "replaceRunning" (see `QueueRepo.OnConflict`). Enqueues
+   * through `QueueRepo` directly (and `docket enqueue`) give their own.
+   */
+  readonly onConflict?: OnConflict | undefined
 }
 
 /**

@@ -209,7 +209,7 @@ describe("--help", () => {
       expect(help[command]).toMatch(new RegExp(`^USAGE\\n  docket ${command}( |$)`, "m"))
     }
     expect(help["dead"]).toMatch(/^USAGE\n  docket dead <command>$/m)
-    for (const option of ["--key <key>", "--delay <duration>", "--run-at <time>", "--priority <integer>", "--max-attempts <integer>", "--from <file>", "-d, --database <url>"]) {
+    for (const option of ["--key <key>", "--on-conflict keep | replace | debounce | replaceRunning", "--delay <duration>", "--run-at <time>", "--priority <integer>", "--max-attempts <integer>", "--from <file>", "-d, --database <url>"]) {
       expect(help["enqueue"]).toContain(`\n  ${option}\n`)
     }
     expect(help["enqueue"]).toMatch(/^ARGUMENTS\n  <kind>\n/m)

@@ -18,6 +18,7 @@ import { groupListSuite } from "./groupList.js"
 import { groupsSuite } from "./groups.js"
 import { historySuite } from "./history.js"
 import { itemsSuite } from "./items.js"
+import { keyModesSuite } from "./keyModes.js"
 import { kindsSuite } from "./kinds.js"
 import { migrationsSuite } from "./migrations.js"
 import { schedulesSuite } from "./schedules.js"
@@ -42,6 +43,7 @@ export const storeSuite = (backend: Backend, empty: Backend = backend) => {
   groupListSuite(backend)
   snoozeSuite(backend)
   cancelSuite(backend)
+  keyModesSuite(backend)
   historySuite(backend)
   schedulesSuite(backend)
   upgradeSuite(empty)
