@@ -12,6 +12,7 @@ import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
 import { failoverScenario } from "./failover.js"
+import { groupsScenario } from "./groups.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -50,3 +51,4 @@ failoverScenario()
 slowDatabaseScenario()
 soakScenario()
 workflowKillScenario()
+groupsScenario()
