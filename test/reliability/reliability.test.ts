@@ -12,6 +12,7 @@ import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
 import { failoverScenario } from "./failover.js"
+import { groupFairnessScenario } from "./groupFairness.js"
 import { groupsScenario } from "./groups.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
@@ -52,3 +53,4 @@ slowDatabaseScenario()
 soakScenario()
 workflowKillScenario()
 groupsScenario()
+groupFairnessScenario()
