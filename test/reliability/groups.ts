@@ -5,16 +5,19 @@
  * through the phases below in turn, each on a kind of its own
  * (fixtures/reliability/groups/). Two producers (two connections of this
  * process, enqueuing one item at a time, concurrently) enqueue each group's
- * items interleaved while the workers run. Every run appends its start and
+ * items interleaved while the workers run (one item a call for the ordered
+ * phases; a round of one item per group a call for `three`, so that a
+ * backlog builds and each group can fill its places). Every run appends its start and
  * end to a file of its process (outside the item's transaction), and every
  * figure comes from those records (groupRuns.ts says what they prove):
  *
- * - ordered: 50 groups x 16 items, `perGroup: { concurrency: 1, ordered:
+ * - ordered: 50 groups x 12 items, `perGroup: { concurrency: 1, ordered:
  *   true }`: per group, runs never overlap and start in id order.
- * - ordered, killed: the same while a random process is SIGKILLed every
- *   second and replaced: after a killed run of item i the next start in its
- *   group is item i again, once i's lease has ended.
- * - three: 10 groups x 24 items, `perGroup: { concurrency: 3 }` (30 slots, so
+ * - ordered, killed: the same (50 x 20 items, each working longer) while a
+ *   random process is SIGKILLed every second and replaced: after a killed run
+ *   of item i the next start in its group is item i again, once i's lease
+ *   has ended.
+ * - three: 10 groups x 18 items, `perGroup: { concurrency: 3 }` (30 slots, so
  *   each group could take 3 and more), processes SIGKILLed every second: never
  *   more than 3 runs of a group at once, a killed run counted until its
  *   lease's end.
@@ -100,20 +103,24 @@ const openQueue = async (dialect: DialectName): Promise<Queue> => {
  * the even sequence numbers, producer 1 the odd ones, going round the groups,
  * so a group's items come from both, interleaved. Returns each group's ids.
  */
-const produce = async (q: Queue, kind: string, groups: number, perGroup: number, ms: () => number) => {
+const produce = async (q: Queue, kind: string, groups: number, perGroup: number, ms: () => number, oneByOne = true) => {
   const ids = new Map<string, Array<number>>()
   const producer = async (p: number) => {
     const runtime = ManagedRuntime.make(repoLayer(q.url))
+    const enqueue = (items: ReadonlyArray<QueueRepo.EnqueueRequest>) =>
+      runtime.runPromise(Effect.flatMap(QueueRepo.QueueRepo, (r) => r.enqueueMany(items)))
     try {
       for (let seq = p; seq < perGroup; seq += 2) {
-        for (let g = 0; g < groups; g++) {
-          const group = `g${g}`
-          const { id } = await runtime.runPromise(Effect.flatMap(QueueRepo.QueueRepo, (r) =>
-            r.enqueue(kind, { producer: p, seq, ms: ms() }, { group })))
-          const list = ids.get(group) ?? []
+        const round = Array.from({ length: groups }, (_, g) => ({ kind, group: `g${g}`, payload: { producer: p, seq, ms: ms() } }))
+        // One item a call (ordered: the most interleaving), or the round in one call (a backlog builds faster).
+        const written: Array<{ readonly id: number }> = []
+        if (oneByOne) for (const item of round) written.push(...await enqueue([item]))
+        else written.push(...await enqueue(round))
+        written.forEach(({ id }, g) => {
+          const list = ids.get(`g${g}`) ?? []
           list.push(id)
-          ids.set(group, list)
-        }
+          ids.set(`g${g}`, list)
+        })
       }
     } finally {
       await runtime.dispose()
@@ -184,16 +191,20 @@ const lostOf = (q: Queue): Lost => {
   return (r) => lost.get(r.pid)?.has(r.item) ?? false
 }
 
-const ORDERED = { groups: 50, perGroup: 16, killedPerGroup: 30 }
+const ORDERED = { groups: 50, perGroup: 12, killedPerGroup: 20 }
+
+/** Every worker started (a replacement takes seconds on a busy machine): kills need two up, and the slots are counted. */
+const allReady = (q: Queue) => Promise.all([...q.live].map((w) => w.ready(60_000)))
 
 const ordered = async (q: Queue, kind: string, kill: boolean) => {
+  await allReady(q)
   const started = Date.now()
   const kills = newKills()
   // Killed: longer, so that several kills land while groups run.
   const perGroup = kill ? ORDERED.killedPerGroup : ORDERED.perGroup
   const total = ORDERED.groups * perGroup
   const [ids] = await Promise.all([
-    produce(q, kind, ORDERED.groups, perGroup, () => (kill ? 50 : 10) + Math.floor(Math.random() * (kill ? 100 : 40))),
+    produce(q, kind, ORDERED.groups, perGroup, () => (kill ? 40 : 10) + Math.floor(Math.random() * (kill ? 60 : 40))),
     // The drive starts with the producers: items start while others are still being enqueued.
     drive(q, kind, total, kill, kills)
   ])
@@ -238,15 +249,16 @@ const ordered = async (q: Queue, kind: string, kill: boolean) => {
   }
 }
 
-const THREE = { groups: 10, perGroup: 24, limit: 3 }
+const THREE = { groups: 10, perGroup: 18, limit: 3 }
 
 const three = async (q: Queue) => {
   const kind = "grp.three"
+  await allReady(q)
   const started = Date.now()
   const kills = newKills()
   const total = THREE.groups * THREE.perGroup
   await Promise.all([
-    produce(q, kind, THREE.groups, THREE.perGroup, () => 300 + Math.floor(Math.random() * 300)),
+    produce(q, kind, THREE.groups, THREE.perGroup, () => 200 + Math.floor(Math.random() * 200), false),
     drive(q, kind, total, true, kills)
   ])
   const drainedMs = Date.now() - started
