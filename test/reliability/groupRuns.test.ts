@@ -26,8 +26,13 @@ const run = (item: number, start: number, end: number | null, extra: Partial<Gro
 const ids = new Map([["g", [1, 2, 3]]])
 const none = () => undefined
 const noneLost = (_: GroupRun) => false
-const judge = (runs: Array<GroupRun>, endOf: (r: GroupRun) => number | undefined = none, killed = new Set<number>(), lost: (r: GroupRun) => boolean = noneLost) =>
-  judgeOrdered(runs, ids, endOf, killed, lost)
+const judge = (
+  runs: Array<GroupRun>,
+  endOf: (r: GroupRun) => number | undefined = none,
+  killed = new Set<number>(),
+  lost: (r: GroupRun) => boolean = noneLost,
+  precedes?: (a: number, b: number) => boolean
+) => judgeOrdered(runs, ids, endOf, killed, lost, precedes)
 
 describe("the group scenarios' judge", () => {
   it("accepts runs one after another in id order", () => {
@@ -39,6 +44,18 @@ describe("the group scenarios' judge", () => {
     expect(judge([run(1, 0, 10), run(2, 5, 20), run(3, 25, 30)]).overlaps.length).toBe(1)
     expect(judge([run(2, 0, 10), run(1, 10, 20), run(3, 25, 30)]).disorder.length).toBeGreaterThan(0)
     expect(judge([run(1, 0, 10), run(3, 10, 20), run(2, 25, 30)]).disorder.length).toBeGreaterThan(0)
+  })
+
+  it("enqueue order as given: two enqueues in flight at once may start either way, not one returned before the other began", () => {
+    const runs = [run(2, 0, 10), run(1, 10, 20), run(3, 25, 30)]
+    expect(judge(runs).disorder.length).toBeGreaterThan(0)
+    // 1 and 2 were in flight at once; 3 was enqueued after both returned.
+    const inFlight = (a: number, b: number) => a < b && b === 3
+    expect(judge(runs, none, new Set(), noneLost, inFlight).disorder).toEqual([])
+    expect(judge([run(1, 0, 10), run(3, 10, 20), run(2, 25, 30)], none, new Set(), noneLost, inFlight).disorder.length).toBeGreaterThan(0)
+    // Never back to an item once another started after it.
+    expect(judge([run(1, 0, 10), run(2, 10, 20), run(1, 25, 30, { attempt: 2 }), run(3, 35, 40)], none, new Set([1])).disorder.length)
+      .toBeGreaterThan(0)
   })
 
   it("after a killed run: the same item again once its lease ended, never the next item, never before the lease's end", () => {

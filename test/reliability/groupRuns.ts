@@ -23,9 +23,16 @@
  *   claim's token), and it says so ("lease lost", "completion refused"). Such
  *   a run is counted apart (`lost`), never as a breach: it is explained only
  *   by its own process's report for that item.
- * - Ordered, N = 1: a group's items start for the first time in id order,
- *   and after a run of item i the next run in the group is item i again
- *   (its run did not finish: killed) or the group's next item (it did).
+ * - Ordered, N = 1: a group's items start in enqueue order, and after a run
+ *   of item i the next run in the group is item i again (its run did not
+ *   finish: killed) or an item that never ran (it did). Enqueue order is
+ *   exact where an enqueue had returned before the other began; for two
+ *   enqueues in flight at once it is the order their transactions committed
+ *   in. On SQLite that is id order (an id is taken under the write lock); on
+ *   PostgreSQL an id is taken before its transaction commits, so of two
+ *   enqueues in flight at once the later id may commit, and start, first.
+ *   So the judge is given which item must precede which (`precedes`): id
+ *   order on SQLite, "returned before the other was called" on PostgreSQL.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -128,7 +135,7 @@ export const mostPerGroup = (runs: ReadonlyArray<GroupRun>, endOf: EndOf, limit:
 
 /** The verdict on an ordered kind's runs with concurrency 1. */
 export interface OrderVerdict {
-  /** First starts out of id order, items never started, a next start that skipped or went back. */
+  /** First starts out of enqueue order, items never started, a run of an item after another item had started behind it. */
   readonly disorder: ReadonlyArray<string>
   /** Two runs of a group at once (a killed run counted to its lease's end). */
   readonly overlaps: ReadonlyArray<string>
@@ -140,16 +147,20 @@ export interface OrderVerdict {
   readonly afterLostLease: number
 }
 
+/** Whether item `a` must start before item `b` of its group (default: id order). */
+export type Precedes = (a: number, b: number) => boolean
+
 /**
  * Judges an ordered group (`perGroup: { concurrency: 1, ordered: true }`):
- * `ids` are each group's enqueued item ids (the order they must start in).
+ * `ids` are each group's enqueued item ids.
  */
 export const judgeOrdered = (
   runs: ReadonlyArray<GroupRun>,
   ids: ReadonlyMap<string, ReadonlyArray<number>>,
   endOf: EndOf,
   killedPids: ReadonlySet<number>,
-  lost: Lost
+  lost: Lost,
+  precedes: Precedes = (a, b) => a < b
 ): OrderVerdict => {
   const disorder: Array<string> = []
   const overlaps: Array<string> = []
@@ -157,14 +168,18 @@ export const judgeOrdered = (
   let rerunsAfterKill = 0
   let rerunsAfterLeaseEnd = 0
   const groups = byGroup(runs)
-  for (const [group, wanted] of ids) {
-    const order = [...wanted].sort((a, b) => a - b)
+  for (const [group, order] of ids) {
     const list = groups.get(group) ?? []
     const firsts: Array<number> = []
     for (const r of list) if (!firsts.includes(r.item)) firsts.push(r.item)
-    if (firsts.join(",") !== order.join(",")) {
-      disorder.push(`group ${group}: first starts ${firsts.join(",")}; enqueued ${order.join(",")}`)
+    const never = order.filter((id) => !firsts.includes(id))
+    if (never.length > 0) disorder.push(`group ${group}: items ${never.join(",")} never started`)
+    for (let i = 0; i < firsts.length; i++) {
+      for (let j = i + 1; j < firsts.length; j++) {
+        if (precedes(firsts[j], firsts[i])) disorder.push(`group ${group}: item ${firsts[j]} started after item ${firsts[i]}, which it precedes`)
+      }
     }
+    const seen = new Set<number>([list[0]?.item])
     for (let k = 1; k < list.length; k++) {
       const [prev, next] = [list[k - 1], list[k]]
       const prevEnd = spanOf(endOf)(prev).end
@@ -186,9 +201,10 @@ export const judgeOrdered = (
       } else if (next.item === prev.item) {
         // It returned, but its outcome may not have been written before its process was killed.
         if (!lost(prev) && !killedPids.has(prev.pid)) disorder.push(`group ${group}: item ${prev.item} ran again after a run that returned in a live process: ${show(prev)}, then ${show(next)}`)
-      } else if (order.indexOf(next.item) !== order.indexOf(prev.item) + 1) {
-        disorder.push(`group ${group}: item ${next.item} ran right after item ${prev.item}, not the next one`)
+      } else if (seen.has(next.item)) {
+        disorder.push(`group ${group}: item ${next.item} ran again after item ${prev.item}, which started after it`)
       }
+      seen.add(next.item)
     }
   }
   return { disorder, overlaps, rerunsAfterKill, rerunsAfterLeaseEnd, afterLostLease }

@@ -30,7 +30,17 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { freshDir, freshPgDatabase, pgAvailable, repoLayer } from "../support/db.js"
-import { type EndOf, finishedItems, type GroupRun, judgeOrdered, type Lost, mostPerGroup, readGroupRuns, reportedLost } from "./groupRuns.js"
+import {
+  type EndOf,
+  finishedItems,
+  type GroupRun,
+  judgeOrdered,
+  type Lost,
+  mostPerGroup,
+  type Precedes,
+  readGroupRuns,
+  reportedLost
+} from "./groupRuns.js"
 import { delay, fixture, killWorker, report, startWorker, waitFor, type WorkerProcess } from "./support.js"
 
 type DialectName = "pg" | "sqlite"
@@ -105,6 +115,9 @@ const openQueue = async (dialect: DialectName): Promise<Queue> => {
  */
 const produce = async (q: Queue, kind: string, groups: number, perGroup: number, ms: () => number, oneByOne = true) => {
   const ids = new Map<string, Array<number>>()
+  // When each item's enqueue was called and returned (performance.now()).
+  const called = new Map<number, number>()
+  const returned = new Map<number, number>()
   const producer = async (p: number) => {
     const runtime = ManagedRuntime.make(repoLayer(q.url))
     const enqueue = (items: ReadonlyArray<QueueRepo.EnqueueRequest>) =>
@@ -114,8 +127,17 @@ const produce = async (q: Queue, kind: string, groups: number, perGroup: number,
         const round = Array.from({ length: groups }, (_, g) => ({ kind, group: `g${g}`, payload: { producer: p, seq, ms: ms() } }))
         // One item a call (ordered: the most interleaving), or the round in one call (a backlog builds faster).
         const written: Array<{ readonly id: number }> = []
-        if (oneByOne) for (const item of round) written.push(...await enqueue([item]))
-        else written.push(...await enqueue(round))
+        const timed = async (items: typeof round) => {
+          const at = performance.now()
+          const got = await enqueue(items)
+          for (const { id } of got) {
+            called.set(id, at)
+            returned.set(id, performance.now())
+          }
+          written.push(...got)
+        }
+        if (oneByOne) for (const item of round) await timed([item])
+        else await timed(round)
         written.forEach(({ id }, g) => {
           const list = ids.get(`g${g}`) ?? []
           list.push(id)
@@ -127,7 +149,12 @@ const produce = async (q: Queue, kind: string, groups: number, perGroup: number,
     }
   }
   await Promise.all([producer(0), producer(1)])
-  return ids
+  for (const list of ids.values()) list.sort((a, b) => a - b)
+  // Which item must start first: see groupRuns.ts (on PostgreSQL an id is taken before its commit).
+  const precedes: Precedes = q.dialect === "sqlite"
+    ? (a, b) => a < b
+    : (a, b) => returned.get(a)! < called.get(b)!
+  return { ids, precedes }
 }
 
 /** A SIGKILL of the drive, and the leases the victim's items had then (item id -> lease end). */
@@ -203,7 +230,7 @@ const ordered = async (q: Queue, kind: string, kill: boolean) => {
   // Killed: longer, so that several kills land while groups run.
   const perGroup = kill ? ORDERED.killedPerGroup : ORDERED.perGroup
   const total = ORDERED.groups * perGroup
-  const [ids] = await Promise.all([
+  const [{ ids, precedes }] = await Promise.all([
     produce(q, kind, ORDERED.groups, perGroup, () => (kill ? 40 : 10) + Math.floor(Math.random() * (kill ? 60 : 40))),
     // The drive starts with the producers: items start while others are still being enqueued.
     drive(q, kind, total, kill, kills)
@@ -212,7 +239,9 @@ const ordered = async (q: Queue, kind: string, kill: boolean) => {
   await expectKindDone(q, kind)
   const runs = q.runs(kind)
   const lost = lostOf(q)
-  const verdict = judgeOrdered(runs, ids, leaseEndOf(kills), kills.pids, lost)
+  const verdict = judgeOrdered(runs, ids, leaseEndOf(kills), kills.pids, lost, precedes)
+  // First starts out of id order (on PostgreSQL, of enqueues in flight at once: allowed, counted).
+  const idOrder = judgeOrdered(runs, ids, leaseEndOf(kills), kills.pids, lost)
   const { most } = mostPerGroup(runs, leaseEndOf(kills), 1, lost)
   const killedRuns = runs.filter((r) => r.end === null).length
   report(`groups ordered${kill ? " killed" : ""} (${q.dialect})`, {
@@ -229,6 +258,7 @@ const ordered = async (q: Queue, kind: string, kill: boolean) => {
     maxPerGroupAtOnce: most,
     overlaps: verdict.overlaps.length,
     disorder: verdict.disorder.length,
+    idOrderInversions: idOrder.disorder.length,
     runsWithLeaseLost: runs.filter(lost).length,
     overlapsAfterLostLease: verdict.afterLostLease,
     drainS: seconds(drainedMs)
