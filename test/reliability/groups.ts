@@ -13,7 +13,7 @@
  *
  * - ordered: 50 groups x 12 items, `perGroup: { concurrency: 1, ordered:
  *   true }`: per group, runs never overlap and start in id order.
- * - ordered, killed: the same (50 x 20 items, each working longer) while a
+ * - ordered, killed: the same (50 x 16 items, each working longer) while a
  *   random process is SIGKILLed every second and replaced: after a killed run
  *   of item i the next start in its group is item i again, once i's lease
  *   has ended.
@@ -218,7 +218,7 @@ const lostOf = (q: Queue): Lost => {
   return (r) => lost.get(r.pid)?.has(r.item) ?? false
 }
 
-const ORDERED = { groups: 50, perGroup: 12, killedPerGroup: 20 }
+const ORDERED = { groups: 50, perGroup: 12, killedPerGroup: 16 }
 
 /** Every worker started (a replacement takes seconds on a busy machine): kills need two up, and the slots are counted. */
 const allReady = (q: Queue) => Promise.all([...q.live].map((w) => w.ready(60_000)))
