@@ -13,6 +13,7 @@ import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
 import { failoverScenario } from "./failover.js"
 import { groupFairnessScenario } from "./groupFairness.js"
+import { groupModelScenario } from "./groupModel.js"
 import { groupsScenario } from "./groups.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
@@ -54,3 +55,4 @@ soakScenario()
 workflowKillScenario()
 groupsScenario()
 groupFairnessScenario()
+groupModelScenario()
