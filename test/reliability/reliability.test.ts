@@ -12,6 +12,9 @@ import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
 import { failoverScenario } from "./failover.js"
+import { groupFairnessScenario } from "./groupFairness.js"
+import { groupModelScenario } from "./groupModel.js"
+import { groupsScenario } from "./groups.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -52,3 +55,6 @@ slowDatabaseScenario()
 soakScenario()
 workflowKillScenario()
 transactionalKillScenario()
+groupsScenario()
+groupFairnessScenario()
+groupModelScenario()
