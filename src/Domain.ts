@@ -308,6 +308,8 @@ export interface GroupInfo {
     readonly runAt: number
     readonly lastError: string | null
   }
+  /** The kind's groups are ordered (`perGroup.ordered`): the others wait behind the first item. */
+  readonly ordered: boolean
   /**
    * An ordered group held by a failure: its first item failed and waits for
    * its retry, and nothing behind it starts meanwhile.
@@ -321,10 +323,15 @@ export interface GroupPage {
   readonly cursor: string | null
 }
 
-/** Which page of a kind's groups: after the previous page's cursor, at most `limit` (1 to 1,000; default 100). */
+/**
+ * Which page of a kind's groups: after the previous page's cursor, at most
+ * `limit` (1 to 1,000; default 100); or only the group `group` (none if it
+ * has no unfinished items).
+ */
 export interface GroupListOptions {
   readonly after?: string | undefined
   readonly limit?: number | undefined
+  readonly group?: string | undefined
 }
 
 /** One page of dead items, in id order. */

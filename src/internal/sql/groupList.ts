@@ -50,8 +50,13 @@ export interface GroupRecord {
   }
 }
 
-/** The operation: up to `limit` groups of `kind` after `after` (none: from the first). */
-export type GroupList = (kind: string, after: string | null, limit: number) => Effect.Effect<ReadonlyArray<GroupRecord>, SqlError>
+/** The operation: up to `limit` groups of `kind` after `after` (none: from the first); only `only`, if given. */
+export type GroupList = (
+  kind: string,
+  after: string | null,
+  limit: number,
+  only: string | null
+) => Effect.Effect<ReadonlyArray<GroupRecord>, SqlError>
 
 const listSql = (now: string, p: (n: number) => string) => `
 WITH page AS (
@@ -64,7 +69,7 @@ WITH page AS (
     min(id) AS head_id
   FROM docket_items
   WHERE kind = ${p(1)} AND group_key IS NOT NULL AND state IN ('waiting', 'running')
-    AND (${p(2)} IS NULL OR group_key > ${p(2)})
+    AND (${p(2)} IS NULL OR group_key > ${p(2)}) AND (${p(4)} IS NULL OR group_key = ${p(4)})
   GROUP BY group_key
   ORDER BY group_key
   LIMIT ${p(3)}
@@ -74,8 +79,8 @@ SELECT page.*, h.state AS head_state, h.attempts AS head_attempts, h.run_at AS h
 FROM page JOIN docket_items h ON h.id = page.head_id
 ORDER BY page.group_key`
 
-/** PostgreSQL: $1 kind, $2 the cursor (or NULL), $3 the page's size. */
-export const pg = listSql(Now.pg, (n) => (n === 2 ? "$2::text" : `$${n}`))
+/** PostgreSQL: $1 kind, $2 the cursor (or NULL), $3 the page's size, $4 one group only (or NULL). */
+export const pg = listSql(Now.pg, (n) => (n === 2 || n === 4 ? `$${n}::text` : `$${n}`))
 
 /** SQLite: as `pg`. */
 export const sqlite = listSql(Now.sqlite, (n) => `?${n}`)
@@ -98,5 +103,5 @@ const toRecord = (row: GroupRow): GroupRecord => ({
 })
 
 /** `groupList` for a dialect. */
-export const make = texts<string, GroupList>(pg, sqlite, (run, text) => (kind, after, limit) =>
-  Effect.map(run<GroupRow>(text, [kind, after, limit]), (rows) => rows.map(toRecord)))
+export const make = texts<string, GroupList>(pg, sqlite, (run, text) => (kind, after, limit, only) =>
+  Effect.map(run<GroupRow>(text, [kind, after, limit, only]), (rows) => rows.map(toRecord)))

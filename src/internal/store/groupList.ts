@@ -28,7 +28,8 @@ const checkOptions = (kind: string, options: GroupListOptions) =>
     const after = options.after === undefined
       ? null
       : yield* Either.mapLeft(V.checkGroup(options.after), (e) => new InvalidInput({ field: "cursor", reason: e.reason }))
-    return { limit, after }
+    const only = options.group === undefined ? null : yield* V.checkGroup(options.group)
+    return { limit, after, only }
   })
 
 // An ordered group is held by a failure while its first item waits for a retry.
@@ -37,6 +38,7 @@ const toInfo = (r: GroupRecord): GroupInfo => ({
   counts: { due: r.due, scheduled: r.scheduled, running: r.running, retrying: r.retrying },
   nextDueAt: r.nextDueAt,
   head: r.head,
+  ordered: r.ordered,
   blocked: r.ordered && r.head.state === "waiting" && r.head.attempts > 0
 })
 
@@ -44,8 +46,8 @@ const toInfo = (r: GroupRecord): GroupInfo => ({
 export const make = (store: Pick<Storage, "groupList">): GroupList => ({
   listGroups: (kind, options = {}) =>
     Effect.gen(function*() {
-      const { after, limit } = yield* V.lift(checkOptions(kind, options))
-      const records = yield* store.groupList(kind, after, limit).pipe(Effect.mapError(storage("listGroups")))
+      const { after, limit, only } = yield* V.lift(checkOptions(kind, options))
+      const records = yield* store.groupList(kind, after, limit, only).pipe(Effect.mapError(storage("listGroups")))
       const groups = records.map(toInfo)
       return { groups, cursor: groups.length === limit ? groups[groups.length - 1].group : null } satisfies GroupPage
     })
