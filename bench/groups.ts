@@ -15,7 +15,8 @@
  * Runs alternate between contenders (A B C A B C ...); each table cell is the
  * median of the repetitions. Every run checks the handlers' records: each item
  * ran once, in enqueue order per group, never more at once than the limit.
- * Flags: --quick, --workloads, --systems, --stores pg,sqlite, --procs 1,2, --repeat n, --json.
+ * Flags: --quick, --workloads, --systems, --stores pg,sqlite, --procs 1,2, --repeat n,
+ * --slots n (per process), --groups n (W7), --drain n (G6: items drained), --backlog n (G6: items in the table), --big n (W8: the big group), --json.
  * Environment: BENCH_PG_URL (default postgres://root@127.0.0.1:5432/postgres),
  * BENCH_PGBOSS_BATCH (pg-boss batchSize, default 500).
  */
@@ -62,6 +63,12 @@ const list = <A extends string>(value: string, known: ReadonlyArray<A>, what: st
   return names as Array<A>
 }
 
+const positive = (flag: string | undefined, value: string): number => {
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} needs a positive integer`)
+  return n
+}
+
 export const parseGroupArgs = (argv: ReadonlyArray<string>): GroupOptions & { readonly json: boolean } => {
   let workloads: ReadonlyArray<GroupWorkload> = GROUP_WORKLOADS
   let systems: ReadonlyArray<GroupSystemName> = GROUP_SYSTEMS
@@ -97,6 +104,21 @@ export const parseGroupArgs = (argv: ReadonlyArray<string>): GroupOptions & { re
       case "--repeat":
         repeat = Number(value())
         if (!Number.isInteger(repeat) || repeat < 1) throw new Error("--repeat needs a positive integer")
+        break
+      case "--drain":
+        sizes = { ...sizes, drain: positive(arg, value()) }
+        break
+      case "--backlog":
+        sizes = { ...sizes, backlog: positive(arg, value()) }
+        break
+      case "--slots":
+        sizes = { ...sizes, slots: positive(arg, value()) }
+        break
+      case "--groups":
+        sizes = { ...sizes, groups: positive(arg, value()) }
+        break
+      case "--big":
+        sizes = { ...sizes, big: positive(arg, value()) }
         break
       case "--json":
         json = true

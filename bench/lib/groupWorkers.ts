@@ -48,7 +48,8 @@ export class GroupWorkers {
       })
       workers.children.push(child)
     }
-    await workers.waitFor(() => workers.children.every((c) => c.loaded), 60_000, "loading")
+    // Loading under tsx takes seconds; on this shared machine under load, over a minute was seen.
+    await workers.waitFor(() => workers.children.every((c) => c.loaded), 180_000, "loading")
     return workers
   }
 
