@@ -49,7 +49,11 @@ export class GroupWorkers {
       workers.children.push(child)
     }
     // Loading under tsx takes seconds; on this shared machine under load, over a minute was seen.
-    await workers.waitFor(() => workers.children.every((c) => c.loaded), 180_000, "loading")
+    // A process not loaded in time is ended with the others (left running, it kept the bench alive).
+    await workers.waitFor(() => workers.children.every((c) => c.loaded), 180_000, "loading").catch((error) => {
+      workers.kill()
+      throw error
+    })
     return workers
   }
 
