@@ -10,6 +10,7 @@ import { pgCancelTests } from "./pg/cancel.js"
 import { pgClaimPlanTests, pgClaimsTests } from "./pg/claims.js"
 import { pgConnectionsTests } from "./pg/connections.js"
 import { pgDeadTests } from "./pg/dead.js"
+import { pgGroupPlanTests } from "./pg/groupPlans.js"
 import { pgGroupsTests } from "./pg/groups.js"
 import { pgHeldHorizonTests } from "./pg/heldHorizon.js"
 import { pgHistoryTests } from "./pg/history.js"
@@ -31,3 +32,4 @@ describe.skipIf(!pgAvailable)("QueueRepo on PostgreSQL", () => {
   })
 })
 pgClaimPlanTests()
+pgGroupPlanTests()

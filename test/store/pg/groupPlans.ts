@@ -1,0 +1,76 @@
+/**
+ * PostgreSQL only: the grouped claim stays a seek with a backlog (issue 36,
+ * "W6-sized backlog": 1,000,000 waiting items in 100,000 groups, measured in
+ * bench/groups.ts G6). Here 20,000 due items in 2,000 ordered groups, so the
+ * test runs in a second: every statement the claim runs (the walk over the
+ * groups and each group's head, inside docket_claim_groups, a PL/pgSQL
+ * function) is seen through auto_explain, whose plans of nested statements
+ * come to this session as notices, and none of them reads docket_items
+ * whole (no Seq Scan on it), in the first five executions (planned each time)
+ * nor after (PL/pgSQL's generic plans).
+ * Registered at the top level of test/store/pgOnly.test.ts.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, ManagedRuntime } from "effect"
+import pg from "pg"
+import * as Docket from "../../../src/Docket.js"
+import * as QueueRepo from "../../../src/QueueRepo.js"
+import { freshPgDatabase, pgAvailable } from "../../support/db.js"
+
+const cleanups: Array<() => Promise<void>> = []
+
+export const pgGroupPlanTests = () => {
+  afterAll(async () => {
+    for (const c of cleanups.reverse()) await c()
+  })
+
+  describe.skipIf(!pgAvailable)("the grouped claim with a backlog (PostgreSQL)", () => {
+    it("claims one head per group and reads docket_items only through indexes (20,000 items, 2,000 groups)", async () => {
+      const db = await freshPgDatabase()
+      cleanups.push(db.drop)
+      const runtime = ManagedRuntime.make(Docket.layerClient(db.url))
+      cleanups.push(() => runtime.dispose())
+      await runtime.runPromise(
+        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.declarePerGroup("seq", { concurrency: 1, ordered: true }))
+      )
+      const client = new pg.Client({ connectionString: db.url })
+      await client.connect()
+      cleanups.push(() => client.end())
+      // Item n in group n % 2000: a group's ten items are 2,000 ids apart, as
+      // interleaved enqueues leave them.
+      await client.query(`
+        INSERT INTO docket_items (kind, payload, group_key, run_at, created_at, updated_at)
+        SELECT 'seq', '{}', 'g' || (n % 2000), docket_now_ms() - 1000, docket_now_ms(), docket_now_ms()
+        FROM generate_series(0, 19999) n ORDER BY n`)
+      await client.query("VACUUM ANALYZE docket_items")
+
+      const notices: Array<string> = []
+      client.on("notice", (notice) => notices.push(notice.message ?? ""))
+      await client.query("LOAD 'auto_explain'")
+      for (const set of [
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "auto_explain.log_level = notice"
+      ]) await client.query(`SET ${set}`)
+
+      const claimed: Array<{ id: string; group_key: string }> = []
+      for (let n = 0; n < 8; n++) {
+        const { rows } = await client.query<{ id: string; group_key: string }>(
+          `SELECT (item).id AS id, (item).group_key AS group_key
+           FROM docket_claim_next('w', 10, 60000, NULL, 10, NULL, NULL, NULL, NULL) WHERE (item).id IS NOT NULL`
+        )
+        claimed.push(...rows)
+      }
+      // Eight claims of 10: 80 groups' heads (each group's smallest id), one item per group.
+      expect(claimed).toHaveLength(80)
+      expect(new Set(claimed.map((r) => r.group_key)).size).toBe(80)
+      for (const row of claimed) expect(Number(row.id) <= 2000).toBe(true)
+
+      const plans = notices.filter((n) => /Query Text/.test(n) && /docket_items/.test(n))
+      // The control: the group walk's own statements were seen (they name the group index).
+      expect(plans.some((p) => /docket_items_group/.test(p)), notices.join("\n---\n")).toBe(true)
+      const scans = plans.filter((p) => /Seq Scan on docket_items\b/.test(p))
+      expect(scans, scans.join("\n---\n")).toEqual([])
+    })
+  })
+}
