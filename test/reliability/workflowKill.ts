@@ -20,7 +20,6 @@
  */
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
-import Sqlite from "better-sqlite3"
 import { Effect, Exit, ManagedRuntime } from "effect"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -28,60 +27,9 @@ import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import * as Workflows from "../../src/Workflows.js"
 import { Five, Go, type StepLine, Waits } from "../fixtures/reliability/workflow/workflows.js"
-import { freshPgDatabase, pgAvailable } from "../support/db.js"
-import {
-  delay,
-  fixture,
-  killWorker,
-  pgPool,
-  report,
-  scaled,
-  startWorker,
-  stopWorker,
-  waitFor,
-  type WorkerProcess
-} from "./support.js"
-
-/** The scenario's database, read the same way on both dialects. */
-interface Store {
-  readonly url: string
-  readonly rows: <A>(text: string, params?: ReadonlyArray<unknown>) => Promise<Array<A>>
-  readonly close: () => Promise<void>
-}
-
-const pgStore = async (): Promise<Store> => {
-  const db = await freshPgDatabase()
-  const pool = pgPool(db.url)
-  return {
-    url: db.url,
-    rows: async <A>(text: string, params: ReadonlyArray<unknown> = []) =>
-      (await pool.query(text.replace(/\?(\d)/g, "$$$1"), [...params])).rows as Array<A>,
-    close: async () => {
-      await pool.end()
-      await db.drop()
-    }
-  }
-}
-
-const sqliteStore = async (): Promise<Store> => {
-  const dir = mkdtempSync(join(tmpdir(), "docket-wfkill-"))
-  const url = join(dir, "workflows.db")
-  let db: Sqlite.Database | undefined
-  return {
-    url,
-    rows: async <A>(text: string, params: ReadonlyArray<unknown> = []) => {
-      db ??= new Sqlite(url, { readonly: true })
-      return db.prepare(text.replace(/\?\d/g, "?")).all(...params) as Array<A>
-    },
-    close: async () => {
-      db?.close()
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }
-}
-
-const count = async (store: Store, text: string, params: ReadonlyArray<unknown> = []) =>
-  Number((await store.rows<{ n: number | string }>(text, params))[0].n)
+import { pgAvailable } from "../support/db.js"
+import { countOf as count, Crew, scenarioStore, type Store } from "./killLoop.js"
+import { delay, fixture, killWorker, report, scaled, stopWorker, waitFor } from "./support.js"
 
 const completeCount = (store: Store, workflow: string) =>
   count(store, "SELECT count(*) AS n FROM docket_workflow_executions WHERE workflow = ?1 AND state = 'complete'", [workflow])
@@ -105,23 +53,12 @@ const readSteps = (dir: string) => {
 const scenario = (dialect: "pg" | "sqlite") =>
     it(`200 five-activity executions while a worker is SIGKILLed every second; then clocks and deferreds across a restart of every process (${dialect})`, async () => {
       const executions = scaled(200, 20)
-      const store = dialect === "pg" ? await pgStore() : await sqliteStore()
+      const store = await scenarioStore(dialect, "wfkill")
       const stepsDir = mkdtempSync(join(tmpdir(), "docket-wfsteps-"))
       const client = ManagedRuntime.make(Workflows.layerClient(store.url))
-      const live = new Set<WorkerProcess>()
-      const every: Array<WorkerProcess> = []
-      const spawnOne = () => {
-        const worker = startWorker({
-          database: store.url,
-          tasks: "",
-          script: fixture("workflow", "worker.ts"),
-          env: { WF_STEPS_DIR: stepsDir }
-        })
-        live.add(worker)
-        every.push(worker)
-        void worker.exited.then(() => live.delete(worker))
-        return worker
-      }
+      const crew = new Crew({ database: store.url, tasks: "", script: fixture("workflow", "worker.ts"), env: { WF_STEPS_DIR: stepsDir } })
+      const { every, killed, live } = crew
+      const spawnOne = () => crew.spawn()
       try {
         await client.runPromise(Effect.void) // migrates
         const started = performance.now()
@@ -133,25 +70,11 @@ const scenario = (dialect: "pg" | "sqlite") =>
         await Promise.all([spawnOne(), spawnOne(), spawnOne()].map((w) => w.ready(60_000)))
 
         // A kill every second (while two or more are up) until every execution is complete.
-        const killed = new Set<number>()
-        let kills = 0
-        const deadline = performance.now() + 240_000
-        let next = performance.now() + 1000
-        while ((await completeCount(store, "Five")) < executions) {
-          if (performance.now() > deadline) throw new Error(`not every execution completed within 240 s`)
-          if (performance.now() >= next) {
-            next += 1000
-            const up = [...live].filter((w) => w.name !== undefined && w.alive())
-            if (up.length >= 2) {
-              const victim = up[Math.floor(Math.random() * up.length)]
-              killed.add(victim.pid)
-              kills++
-              await killWorker(victim)
-              spawnOne()
-            }
-          }
-          await delay(50)
-        }
+        await crew.killEverySecondUntil(
+          "every execution complete",
+          async () => (await completeCount(store, "Five")) >= executions,
+          240_000
+        )
         const drainedMs = performance.now() - started
 
         // Every result is right, read back through the engine.
@@ -220,7 +143,7 @@ const scenario = (dialect: "pg" | "sqlite") =>
         report(`workflow kill (${dialect})`, {
           executions,
           activities: executions * 5,
-          kills,
+          kills: crew.kills,
           workers: every.length,
           activitiesRunAgain: ranAgain,
           finishedButRunAgain: finishedThenAgain,
@@ -228,7 +151,7 @@ const scenario = (dialect: "pg" | "sqlite") =>
           restartFinishMs: firstHalfMs
         })
       } finally {
-        for (const worker of every) await killWorker(worker)
+        await crew.killAll()
         await client.dispose()
         await store.close()
         rmSync(stepsDir, { recursive: true, force: true })

@@ -88,7 +88,7 @@ export const groupListSuite = (backend: Backend) =>
             SELECT 'g', '1', 0, 0, 0, 0, 'group-' || lpad((n % 5000)::text, 5, '0') FROM generate_series(1, 20000) AS n`)
           yield* unsafe("ANALYZE docket_items")
           const { pg } = yield* Effect.promise(() => import("../../src/internal/sql/groupList.js"))
-          const plan = yield* unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${pg}`, ["g", "group-02500", 100])
+          const plan = yield* unsafe<{ "QUERY PLAN": string }>(`EXPLAIN ${pg}`, ["g", "group-02500", 100, null])
           const text = plan.map((r) => r["QUERY PLAN"]).join("\n")
           expect(text).toMatch(/Index (Only )?Scan using docket_items_group /)
           expect(text).not.toMatch(/Seq Scan on docket_items/)

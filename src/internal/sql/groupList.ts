@@ -11,6 +11,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
+import type { GroupInfo } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { texts } from "./db.js"
 import { num, numOrNull } from "./rows.js"
@@ -41,13 +42,7 @@ export interface GroupRecord {
   readonly nextDueAt: number | null
   /** The kind's groups are ordered (`perGroup.ordered`). */
   readonly ordered: boolean
-  readonly head: {
-    readonly id: number
-    readonly state: "waiting" | "running"
-    readonly attempts: number
-    readonly runAt: number
-    readonly lastError: string | null
-  }
+  readonly head: GroupInfo["head"]
 }
 
 /** The operation: up to `limit` groups of `kind` after `after` (none: from the first); only `only`, if given. */
