@@ -15,6 +15,7 @@ import { dead, deadCommands, deadGroup } from "./commands/dead.js"
 import { demoCommand } from "./commands/demo.js"
 import { enqueue } from "./commands/enqueue.js"
 import { grants } from "./commands/grants.js"
+import { group, groupCommands, groupGroup } from "./commands/group.js"
 import { kind, kindCommands, kindGroup } from "./commands/kind.js"
 import { list } from "./commands/list.js"
 import { migrate } from "./commands/migrate.js"
@@ -58,6 +59,7 @@ export const tree: CommandNode = node(docketGroup, [
   node(show),
   node(deadGroup, deadCommands.map((c) => node(c))),
   node(kindGroup, kindCommands.map((c) => node(c))),
+  node(groupGroup, groupCommands.map((c) => node(c))),
   node(recurringGroup, recurringCommands.map((c) => node(c))),
   node(workflowGroup, workflowCommands.map((c) => node(c))),
   node(cancel),
@@ -67,5 +69,5 @@ export const tree: CommandNode = node(docketGroup, [
 
 /** The root command: `docket <subcommand>`. */
 export const root = docketGroup.pipe(Command.withSubcommands([
-  migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, recurring, workflow, cancel, dashboard, demoCommand
+  migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, group, recurring, workflow, cancel, dashboard, demoCommand
 ]))

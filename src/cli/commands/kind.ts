@@ -19,8 +19,8 @@ import { parseRate, readPeriod } from "../input.js"
 import { databaseOption, jsonOption, readInteger, refuse } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
-/** The kind argument, checked while the command line is parsed (exit 2, one line). */
-const kindArg = Args.text({ name: "kind" }).pipe(
+/** The kind argument, checked while the command line is parsed (exit 2, one line); `docket group` uses it too. */
+export const kindArg = Args.text({ name: "kind" }).pipe(
   Args.withDescription("The kind (letters, digits and _ . : -)."),
   Args.mapEffect((text) =>
     Either.match(V.checkKind(text), {

@@ -119,6 +119,15 @@ export interface Service {
   /** Workers start the kind's items again; idle pools are woken at once. */
   readonly resumeKind: (kind: string) => Effect.Effect<void, EI>
   /**
+   * No worker starts an item of the kind's group until it is resumed (running
+   * ones finish; enqueues are kept; the kind's other groups go on). Works for
+   * a kind with or without `perGroup`. An `InvalidInput` on `kind` or `group`
+   * changes nothing; pausing a paused group changes nothing.
+   */
+  readonly pauseGroup: (kind: string, group: string) => Effect.Effect<void, EI>
+  /** Workers start the group's items again; idle pools are woken at once. Resuming a group not paused changes nothing. */
+  readonly resumeGroup: (kind: string, group: string) => Effect.Effect<void, EI>
+  /**
    * A person's global limits for the kind (null removes one, undefined keeps
    * it). They win over a handler's declaration until `resetKindLimits`.
    */

@@ -1,0 +1,134 @@
+/**
+ * Groups of a kind, the claim's side of issue 36, from the shared store suite
+ * (registered by ./groups.ts for every backend): a person pausing and resuming
+ * one group. Time is moved by editing rows, never by sleeping.
+ */
+import { expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { InvalidInput } from "../../src/Errors.js"
+import * as QueueRepo from "../../src/QueueRepo.js"
+import { type Backend, countAll, unsafe } from "../support/db.js"
+import { withRepo } from "../support/harness.js"
+
+const Repo = QueueRepo.QueueRepo
+
+const claim = (limit = 100) =>
+  Effect.flatMap(Repo, (repo) => repo.claim({ worker: "w", limit, lease: "1 minute", kinds: ["g"] }))
+
+// Items of kind "g", each with its payload naming it: [group, n] pairs.
+const enqueue = (items: ReadonlyArray<readonly [string | null, number]>) =>
+  Effect.flatMap(Repo, (repo) =>
+    repo.enqueueMany(items.map(([group, n]) => ({ kind: "g", payload: { group, n }, ...(group === null ? {} : { group }) }))))
+
+const names = (claims: ReadonlyArray<QueueRepo.Claim>) =>
+  claims.map((c) => {
+    const p = JSON.parse(c.payloadJson) as { group: string | null; n: number }
+    return `${p.group ?? "-"}${p.n}`
+  }).sort()
+
+const completeAll = (claims: ReadonlyArray<QueueRepo.Claim>) => Effect.flatMap(Repo, (repo) => repo.completeMany(claims))
+
+// What is stored: the paused groups and the kind's count of them.
+const pausedRows = Effect.gen(function*() {
+  const groups = yield* unsafe<{ kind: string; group_key: string }>(
+    "SELECT kind, group_key FROM docket_groups ORDER BY kind, group_key"
+  )
+  const counts = yield* unsafe<{ kind: string; n: number | string }>(
+    "SELECT kind, paused_groups AS n FROM docket_kinds WHERE paused_groups <> 0 ORDER BY kind"
+  )
+  return {
+    groups: groups.map((g) => `${g.kind}/${g.group_key}`),
+    counts: counts.map((c) => `${c.kind}:${Number(c.n)}`)
+  }
+})
+
+/** Registers the tests for a backend (inside ./groups.ts's describe). */
+export const groupControlsSuite = (backend: Backend) => {
+  it.live("pause one group: none of its items start while the other groups' do; running ones finish; resume starts them", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.declarePerGroup("g", { concurrency: 1 })
+      yield* enqueue([["a", 1], ["a", 2], ["b", 1], ["b", 2], [null, 1]])
+      const first = yield* claim()
+      expect(names(first)).toEqual(["-1", "a1", "b1"])
+      yield* repo.pauseGroup("g", "a")
+      // a1 runs on and finishes; a2 does not start; b goes on.
+      yield* completeAll(first)
+      expect(names(yield* claim())).toEqual(["b2"])
+      // Enqueues into a paused group are kept (and not started).
+      yield* enqueue([["a", 3]])
+      expect(yield* claim()).toEqual([])
+      expect(yield* pausedRows).toEqual({ groups: ["g/a"], counts: ["g:1"] })
+      yield* repo.resumeGroup("g", "a")
+      expect(yield* pausedRows).toEqual({ groups: [], counts: [] })
+      expect(names(yield* claim())).toEqual(["a2"])
+    })))
+
+  it.live("a kind without perGroup: a paused group's items are held back, its other groups and ungrouped items are not", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.pauseGroup("g", "a")
+      yield* enqueue([["a", 1], ["a", 2], ["b", 1], ["b", 2], [null, 1], [null, 2]])
+      // No group limit: b's two items start together; a's none.
+      const claimed = yield* claim()
+      expect(names(claimed)).toEqual(["-1", "-2", "b1", "b2"])
+      expect(yield* claim()).toEqual([])
+      // Another kind is not touched by g's paused group.
+      yield* repo.enqueue("other", {}, { group: "a" })
+      expect((yield* repo.claim({ worker: "w", limit: 10, lease: "1 minute" })).map((c) => c.kind)).toEqual(["other"])
+      yield* repo.resumeGroup("g", "a")
+      expect(names(yield* claim())).toEqual(["a1", "a2"])
+      // With no paused group left, the kind is claimed as before (the general walk).
+      expect(yield* pausedRows).toEqual({ groups: [], counts: [] })
+    })))
+
+  it.live("pausing twice, resuming twice, several groups: the kind's count of paused groups stays exact", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.pauseGroup("g", "a")
+      yield* repo.pauseGroup("g", "a")
+      yield* repo.pauseGroup("g", "b")
+      yield* repo.pauseGroup("h", "a")
+      expect(yield* pausedRows).toEqual({ groups: ["g/a", "g/b", "h/a"], counts: ["g:2", "h:1"] })
+      yield* repo.resumeGroup("g", "a")
+      yield* repo.resumeGroup("g", "a")
+      yield* repo.resumeGroup("g", "never-paused")
+      yield* repo.resumeGroup("unknown-kind", "a")
+      expect(yield* pausedRows).toEqual({ groups: ["g/b", "h/a"], counts: ["g:1", "h:1"] })
+      // Concurrent pauses and resumes of one kind's groups.
+      yield* Effect.all(
+        Array.from({ length: 20 }, (_, n) => repo.pauseGroup("k", `x${n % 5}`)),
+        { concurrency: "unbounded" }
+      )
+      yield* Effect.all(
+        Array.from({ length: 6 }, (_, n) => repo.resumeGroup("k", `x${n % 3}`)),
+        { concurrency: "unbounded" }
+      )
+      expect((yield* pausedRows).counts).toEqual(["g:1", "h:1", "k:2"])
+    })))
+
+  it.live("bad input: an empty or over-long kind or group is an InvalidInput naming it, and nothing is written", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const cases: ReadonlyArray<readonly [string, string, string]> = [
+        ["", "a", "kind"],
+        ["x".repeat(129), "a", "kind"],
+        ["g", "", "group"],
+        ["g", "x".repeat(513), "group"]
+      ]
+      for (const [kind, group, field] of cases) {
+        for (const op of [repo.pauseGroup(kind, group), repo.resumeGroup(kind, group)]) {
+          const error = yield* Effect.flip(op)
+          expect(error).toBeInstanceOf(InvalidInput)
+          expect((error as InvalidInput).field).toBe(field)
+        }
+      }
+      expect(yield* pausedRows).toEqual({ groups: [], counts: [] })
+      const kinds = yield* unsafe<{ n: number | string }>("SELECT count(*) AS n FROM docket_kinds")
+      expect(Number(kinds[0].n)).toBe(0)
+      expect(yield* countAll).toBe(0)
+      // The longest group is accepted.
+      yield* repo.pauseGroup("g", "x".repeat(512))
+      expect((yield* pausedRows).counts).toEqual(["g:1"])
+    })))
+}
