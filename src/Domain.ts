@@ -226,6 +226,19 @@ export interface PerGroup {
   readonly concurrency: number
   /** Default false. */
   readonly ordered?: boolean | undefined
+  /**
+   * What an ordered group does while its item that failed waits for its
+   * retry (a last error, not due yet): "wait" (the default, strict: nothing
+   * behind it starts until it has run again) or "continue" (the items behind
+   * it go on; once due it runs at its place, ahead of the later ones).
+   */
+  readonly onFailure?: "wait" | "continue" | undefined
+  /**
+   * What a dead item does to its group: "release" (the default: the group
+   * goes on without it) or "hold" (nothing of the group starts while it has a
+   * dead item, until a person retries or deletes it; the other groups go on).
+   */
+  readonly onDead?: "release" | "hold" | undefined
 }
 
 /** A kind as an operator sees it: its controls and its items by state. */

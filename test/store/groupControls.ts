@@ -1,13 +1,14 @@
 /**
  * Groups of a kind, the claim's side of issue 36, from the shared store suite
  * (registered by ./groups.ts for every backend): a person pausing and resuming
- * one group. Time is moved by editing rows, never by sleeping.
+ * one group; what a failure (onFailure) and a dead item (onDead) do to their
+ * group. Time is moved by editing rows, never by sleeping.
  */
 import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { InvalidInput } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
-import { type Backend, countAll, unsafe } from "../support/db.js"
+import { type Backend, countAll, makeDue, unsafe } from "../support/db.js"
 import { withRepo } from "../support/harness.js"
 
 const Repo = QueueRepo.QueueRepo
@@ -130,5 +131,85 @@ export const groupControlsSuite = (backend: Backend) => {
       // The longest group is accepted.
       yield* repo.pauseGroup("g", "x".repeat(512))
       expect((yield* pausedRows).counts).toEqual(["g:1"])
+    })))
+
+  it.live("onFailure continue: an ordered group's failed item waiting for its retry does not hold the items behind it; once due it runs at its place", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.declarePerGroup("g", { concurrency: 1, ordered: true, onFailure: "continue" })
+      const [a1, a2, a3] = yield* enqueue([["a", 1], ["a", 2], ["a", 3]])
+      const [first] = yield* claim()
+      expect(first.id).toBe(a1.id)
+      expect(yield* repo.fail(first, "boom", { _tag: "Retry", delay: "1 hour" })).toBe("retried")
+      // a1 waits for its backoff; a2 goes on (with "wait" it would not: ./groups.ts).
+      const [second] = yield* claim()
+      expect(second.id).toBe(a2.id)
+      expect(yield* claim()).toEqual([])
+      // a1 due again while a2 runs: still one at a time.
+      yield* makeDue(a1.id)
+      expect(yield* claim()).toEqual([])
+      yield* completeAll([second])
+      // a1 is back at its place, ahead of a3.
+      const [third] = yield* claim()
+      expect([third.id, third.attempt]).toEqual([a1.id, 2])
+      yield* completeAll([third])
+      expect((yield* claim()).map((c) => c.id)).toEqual([a3.id])
+    })))
+
+  it.live("onDead hold: a group with a dead item starts nothing until a person retries or deletes it; the other groups go on", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      yield* repo.declarePerGroup("g", { concurrency: 1, onDead: "hold" })
+      const [a1, a2, , b2] = yield* enqueue([["a", 1], ["a", 2], ["b", 1], ["b", 2]])
+      const first = yield* claim()
+      expect(names(first)).toEqual(["a1", "b1"])
+      const dying = first.find((c) => c.id === a1.id)!
+      expect(yield* repo.fail(dying, "fatal", { _tag: "Dead" })).toBe("dead")
+      yield* completeAll(first.filter((c) => c.id !== a1.id))
+      // a is held by its dead item; b goes on.
+      expect((yield* claim()).map((c) => c.id)).toEqual([b2.id])
+      expect(yield* claim()).toEqual([])
+      // A retry puts it back: the group runs again (unordered: a1 and a2 by claim order, one at a time).
+      expect(yield* repo.retryDead({ ids: [a1.id] })).toEqual([a1.id])
+      const [next] = yield* claim()
+      expect([a1.id, a2.id]).toContain(next.id)
+      expect(yield* claim()).toEqual([])
+      // Dead again: held again; a delete of the dead item releases the group.
+      expect(yield* repo.fail(next, "fatal", { _tag: "Dead" })).toBe("dead")
+      expect(yield* claim()).toEqual([])
+      expect(yield* repo.deleteDead({ ids: [next.id] })).toEqual([next.id])
+      const [last] = yield* claim()
+      expect(last.id).toBe(next.id === a1.id ? a2.id : a1.id)
+      // "release" (the default) lets the group go on past a dead item.
+      yield* repo.declarePerGroup("g", { concurrency: 1 })
+      yield* enqueue([["c", 1], ["c", 2]])
+      const [c1] = (yield* claim()).filter((c) => c.group === "c")
+      yield* repo.fail(c1, "fatal", { _tag: "Dead" })
+      expect(names((yield* claim()).filter((c) => c.group === "c"))).toEqual(["c2"])
+    })))
+
+  it.live("bad onFailure or onDead: an InvalidInput on perGroup naming it, nothing written", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const bad = [
+        [{ concurrency: 1, onFailure: "skip" }, /onFailure must be "wait" or "continue"/],
+        [{ concurrency: 1, onDead: "keep" }, /onDead must be "release" or "hold"/]
+      ] as const
+      for (const [perGroup, reason] of bad) {
+        const error = yield* Effect.flip(repo.declarePerGroup("g", perGroup as unknown as QueueRepo.PerGroup))
+        expect(error).toBeInstanceOf(InvalidInput)
+        expect((error as InvalidInput).field).toBe("perGroup")
+        expect((error as InvalidInput).reason).toMatch(reason)
+      }
+      const kinds = yield* unsafe<{ n: number | string }>("SELECT count(*) AS n FROM docket_kinds")
+      expect(Number(kinds[0].n)).toBe(0)
+      // A good declaration is stored as given; a change of one setting alone is a change.
+      expect(yield* repo.declarePerGroup("g", { concurrency: 2, onFailure: "continue", onDead: "hold" })).toBe(true)
+      expect(yield* repo.declarePerGroup("g", { concurrency: 2, onFailure: "continue", onDead: "hold" })).toBe(false)
+      expect(yield* repo.declarePerGroup("g", { concurrency: 2, onFailure: "continue" })).toBe(true)
+      const [row] = yield* unsafe<{ f: string; d: string }>(
+        "SELECT group_on_failure AS f, group_on_dead AS d FROM docket_kinds WHERE kind = 'g'"
+      )
+      expect(row).toEqual({ f: "continue", d: "release" })
     })))
 }

@@ -27,10 +27,28 @@ export type Kinds = Pick<
   "listKinds" | "pauseKind" | "resumeKind" | "setKindLimits" | "declareKindLimits" | "resetKindLimits" | "declarePerGroup"
 >
 
-/** Checks a `perGroup` declaration: none (undefined or null), or its concurrency and order. */
+/** A `perGroup` declaration checked, with its defaults filled in. */
+export interface GroupSettings {
+  readonly concurrency: number
+  readonly ordered: boolean
+  readonly onFailure: "wait" | "continue"
+  readonly onDead: "release" | "hold"
+}
+
+// A choice among `choices` (undefined: the first), or an InvalidInput on perGroup naming the member.
+const checkChoice = <A extends string>(name: string, value: unknown, choices: readonly [A, ...Array<A>]) =>
+  value === undefined
+    ? Either.right(choices[0])
+    : choices.includes(value as A)
+    ? Either.right(value as A)
+    : Either.left(
+      new InvalidInput({ field: "perGroup", reason: `${name} must be ${choices.map((c) => `"${c}"`).join(" or ")}` })
+    )
+
+/** Checks a `perGroup` declaration: none (undefined or null), or its settings. */
 export const checkPerGroup = (
   perGroup: PerGroup | null | undefined
-): Either.Either<{ readonly concurrency: number; readonly ordered: boolean } | null, InvalidInput> =>
+): Either.Either<GroupSettings | null, InvalidInput> =>
   Either.gen(function*() {
     if (perGroup === undefined || perGroup === null) return null
     if (typeof perGroup !== "object") {
@@ -44,7 +62,9 @@ export const checkPerGroup = (
     if (typeof ordered !== "boolean") {
       return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "ordered must be true or false" }))
     }
-    return { concurrency, ordered }
+    const onFailure = yield* checkChoice("onFailure", perGroup.onFailure, ["wait", "continue"])
+    const onDead = yield* checkChoice("onDead", perGroup.onDead, ["release", "hold"])
+    return { concurrency, ordered, onFailure, onDead }
   })
 
 const checkRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
@@ -110,7 +130,7 @@ export const make = (
       Effect.gen(function*() {
         const k = yield* kindOf(kind)
         const checked = yield* V.lift(checkPerGroup(given))
-        const changed = yield* store.kindSetGroups(k, checked?.concurrency ?? null, checked?.ordered ?? false).pipe(
+        const changed = yield* store.kindSetGroups(k, checked).pipe(
           Effect.mapError(storage("declarePerGroup"))
         )
         if (changed) yield* wakeups.enqueued
