@@ -239,6 +239,13 @@ export interface PerGroup {
    * dead item, until a person retries or deletes it; the other groups go on).
    */
   readonly onDead?: "release" | "hold" | undefined
+  /**
+   * At most `limit` starts of one group in any window of `period`, across
+   * every worker process (a limit from 1 to 10,000, a period from 1 ms to 31
+   * days). A start counts once its claim commits, whatever its worker does
+   * after. Default: none.
+   */
+  readonly rate?: Rate | undefined
 }
 
 /** A kind as an operator sees it: its controls and its items by state. */

@@ -19,7 +19,7 @@
  *   any handler, applies to every item of the kind enqueued without its own,
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.
  *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.
- *   `perGroup`, `{ concurrency, ordered?, onFailure?, onDead? }`, limits each group of the kind,
+ *   `perGroup`, `{ concurrency, ordered?, onFailure?, onDead?, rate? }`, limits each group of the kind,
  *   as `Handler.Options.perGroup`.)
  *
  * A task file may also export `recurring`: a schedule enqueuing items of its

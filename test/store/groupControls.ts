@@ -2,10 +2,11 @@
  * Groups of a kind, the claim's side of issue 36, from the shared store suite
  * (registered by ./groups.ts for every backend): a person pausing and resuming
  * one group; what a failure (onFailure) and a dead item (onDead) do to their
- * group. Time is moved by editing rows, never by sleeping.
+ * group; a per-group rate, its overshoot counted from the starts' rows. Time
+ * is moved by editing rows, never by sleeping.
  */
 import { expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { InvalidInput } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, makeDue, unsafe } from "../support/db.js"
@@ -211,5 +212,57 @@ export const groupControlsSuite = (backend: Backend) => {
         "SELECT group_on_failure AS f, group_on_dead AS d FROM docket_kinds WHERE kind = 'g'"
       )
       expect(row).toEqual({ f: "continue", d: "release" })
+    })))
+
+  it.live("rate: at most N starts of one group in any window of the period; the other groups have their own; starts leaving the window free places", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const hour = 3_600_000
+      yield* repo.declarePerGroup("g", { concurrency: 10, rate: { limit: 2, period: "1 hour" } })
+      yield* enqueue([["a", 1], ["a", 2], ["a", 3], ["a", 4], ["b", 1], ["b", 2], ["b", 3], [null, 1]])
+      const first = yield* claim()
+      // Ungrouped items are not limited by perGroup.
+      expect(names(first)).toEqual(["-1", "a1", "a2", "b1", "b2"])
+      yield* completeAll(first)
+      // Finished or not, the starts count for the hour.
+      expect(yield* claim()).toEqual([])
+      // A pool held back by the rate sleeps until the oldest start leaves its window, not for a poll.
+      const wait = Option.getOrThrow(yield* repo.nextDueIn)
+      expect(Duration.toMillis(wait)).toBeGreaterThan(hour - 60_000)
+      expect(Duration.toMillis(wait)).toBeLessThanOrEqual(hour)
+      // a's starts an hour older: they left the window, so a may start two more; b still none.
+      yield* unsafe(`UPDATE docket_group_starts SET started_at = started_at - ${hour} WHERE group_key = 'a'`)
+      const more = yield* claim()
+      expect(names(more)).toEqual(["a3", "a4"])
+      // The overshoot, counted from the rows: no window of an hour ending at a start holds more than 2 of a group.
+      const rows = yield* unsafe<{ group_key: string; started_at: number | string }>(
+        "SELECT group_key, started_at FROM docket_group_starts ORDER BY group_key, started_at"
+      )
+      for (const row of rows) {
+        const t = Number(row.started_at)
+        const inWindow = rows.filter((r) => r.group_key === row.group_key && Number(r.started_at) > t - hour && Number(r.started_at) <= t)
+        expect(inWindow.length).toBeLessThanOrEqual(2)
+      }
+      // The starts that left the window were forgotten at the group's next claim.
+      expect(rows.map((r) => r.group_key)).toEqual(["a", "a", "b", "b"])
+    })))
+
+  it.live("bad rate: without a period, a limit of 0: an InvalidInput on perGroup naming the member, nothing written", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const bad = [
+        [{ limit: 5 }, /^rate\.period must be a duration/],
+        [{ limit: 0, period: "1 second" }, /^rate\.limit must be/],
+        [{ limit: 5, period: "40 days" }, /^rate\.period must be/],
+        ["5/1s", /^rate must be \{ limit, period \}/]
+      ] as const
+      for (const [rate, reason] of bad) {
+        const error = yield* Effect.flip(repo.declarePerGroup("g", { concurrency: 1, rate: rate as unknown as QueueRepo.Rate }))
+        expect(error).toBeInstanceOf(InvalidInput)
+        expect((error as InvalidInput).field).toBe("perGroup")
+        expect((error as InvalidInput).reason).toMatch(reason)
+      }
+      const kinds = yield* unsafe<{ n: number | string }>("SELECT count(*) AS n FROM docket_kinds")
+      expect(Number(kinds[0].n)).toBe(0)
     })))
 }

@@ -33,6 +33,9 @@ export interface GroupSettings {
   readonly ordered: boolean
   readonly onFailure: "wait" | "continue"
   readonly onDead: "release" | "hold"
+  /** `rate`'s limit and period, or both null. */
+  readonly rateLimit: number | null
+  readonly ratePeriodMs: number | null
 }
 
 // A choice among `choices` (undefined: the first), or an InvalidInput on perGroup naming the member.
@@ -44,6 +47,18 @@ const checkChoice = <A extends string>(name: string, value: unknown, choices: re
     : Either.left(
       new InvalidInput({ field: "perGroup", reason: `${name} must be ${choices.map((c) => `"${c}"`).join(" or ")}` })
     )
+
+// A per-group rate: an InvalidInput on perGroup naming rate.limit or rate.period.
+const checkGroupRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
+  Either.gen(function*() {
+    const on = (member: string) => (e: InvalidInput) => new InvalidInput({ field: "perGroup", reason: `${member} ${e.reason}` })
+    if (typeof rate !== "object" || rate === null) {
+      return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "rate must be { limit, period }" }))
+    }
+    const limit = yield* Either.mapLeft(V.checkIntegerIn("rate", rate.limit, 1, MAX_RATE_LIMIT), on("rate.limit"))
+    const periodMs = yield* Either.mapLeft(V.checkMillis("rate", rate.period, 1, MAX_RATE_PERIOD_MS), on("rate.period"))
+    return { limit, periodMs }
+  })
 
 /** Checks a `perGroup` declaration: none (undefined or null), or its settings. */
 export const checkPerGroup = (
@@ -64,7 +79,8 @@ export const checkPerGroup = (
     }
     const onFailure = yield* checkChoice("onFailure", perGroup.onFailure, ["wait", "continue"])
     const onDead = yield* checkChoice("onDead", perGroup.onDead, ["release", "hold"])
-    return { concurrency, ordered, onFailure, onDead }
+    const rate = perGroup.rate === undefined ? null : yield* checkGroupRate(perGroup.rate)
+    return { concurrency, ordered, onFailure, onDead, rateLimit: rate?.limit ?? null, ratePeriodMs: rate?.periodMs ?? null }
   })
 
 const checkRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
