@@ -2,7 +2,8 @@
  * Groups of a kind, the claim's side of issue 36, from the shared store suite
  * (registered by ./groups.ts for every backend): a person pausing and resuming
  * one group; what a failure (onFailure) and a dead item (onDead) do to their
- * group; a per-group rate, its overshoot counted from the starts' rows. Time
+ * group; a per-group rate, its overshoot counted from the starts' rows; a
+ * person's setting of the group limits winning over declarations. Time
  * is moved by editing rows, never by sleeping.
  */
 import { expect, it } from "@effect/vitest"
@@ -258,6 +259,55 @@ export const groupControlsSuite = (backend: Backend) => {
       ] as const
       for (const [rate, reason] of bad) {
         const error = yield* Effect.flip(repo.declarePerGroup("g", { concurrency: 1, rate: rate as unknown as QueueRepo.Rate }))
+        expect(error).toBeInstanceOf(InvalidInput)
+        expect((error as InvalidInput).field).toBe("perGroup")
+        expect((error as InvalidInput).reason).toMatch(reason)
+      }
+      const kinds = yield* unsafe<{ n: number | string }>("SELECT count(*) AS n FROM docket_kinds")
+      expect(Number(kinds[0].n)).toBe(0)
+    })))
+
+  it.live("a person's group limits win over handlers' declarations until reset; the declarations' other settings still apply", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const row = Effect.map(
+        unsafe<{ c: number | null; r: number | null; p: number | string | null; by: string; dead: string }>(
+          `SELECT group_concurrency AS c, group_rate_limit AS r, group_rate_period_ms AS p, group_limits_set_by AS by,
+             group_on_dead AS dead FROM docket_kinds WHERE kind = 'g'`
+        ),
+        ([r]) => ({ ...r, p: r.p === null ? null : Number(r.p) })
+      )
+      yield* repo.declarePerGroup("g", { concurrency: 3 })
+      yield* repo.setGroupLimits("g", { concurrency: 1, rate: { limit: 10, period: "1 minute" } })
+      expect(yield* row).toEqual({ c: 1, r: 10, p: 60_000, by: "person", dead: "release" })
+      // A worker starting with its declaration: the person's limits are kept, the rest is written.
+      expect(yield* repo.declarePerGroup("g", { concurrency: 3, onDead: "hold" })).toBe(true)
+      expect(yield* row).toEqual({ c: 1, r: 10, p: 60_000, by: "person", dead: "hold" })
+      yield* enqueue([["a", 1], ["a", 2]])
+      expect((yield* claim()).length).toBe(1)
+      // One kept (undefined), one removed (null).
+      yield* repo.setGroupLimits("g", { rate: null })
+      expect(yield* row).toMatchObject({ c: 1, r: null, p: null, by: "person" })
+      // Reset hands them back: none until a declaration, which then writes its own.
+      yield* repo.resetKindLimits("g")
+      expect(yield* row).toMatchObject({ c: null, r: null, by: "code" })
+      yield* repo.declarePerGroup("g", { concurrency: 3, onDead: "hold" })
+      expect(yield* row).toMatchObject({ c: 3, r: null, by: "code" })
+      expect((yield* claim()).length).toBe(1)
+    })))
+
+  it.live("a person's bad group limits: an InvalidInput on perGroup naming the value, nothing written", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const bad: ReadonlyArray<readonly [QueueRepo.GlobalLimits, RegExp]> = [
+        [{ concurrency: 0 }, /^concurrency must be/],
+        [{ concurrency: 10_001 }, /^concurrency must be/],
+        [{ rate: { limit: 5 } as unknown as QueueRepo.Rate }, /^rate must be a duration/],
+        [{ rate: { limit: 0, period: "1 second" } }, /^rate must be/],
+        [{}, /give a concurrency or a rate/]
+      ]
+      for (const [limits, reason] of bad) {
+        const error = yield* Effect.flip(repo.setGroupLimits("g", limits))
         expect(error).toBeInstanceOf(InvalidInput)
         expect((error as InvalidInput).field).toBe("perGroup")
         expect((error as InvalidInput).reason).toMatch(reason)

@@ -12,6 +12,7 @@ import * as KindSetPaused from "../sql/kindSetPaused.js"
 import * as KindSetLimits from "../sql/kindSetLimits.js"
 import * as KindSetGroups from "../sql/kindSetGroups.js"
 import * as GroupSetPaused from "../sql/groupSetPaused.js"
+import * as KindSetGroupLimits from "../sql/kindSetGroupLimits.js"
 
 /** The kinds operations. */
 export interface Kinds {
@@ -20,6 +21,7 @@ export interface Kinds {
   readonly kindSetLimits: KindSetLimits.KindSetLimits
   readonly kindSetGroups: KindSetGroups.KindSetGroups
   readonly groupSetPaused: GroupSetPaused.GroupSetPaused
+  readonly kindSetGroupLimits: KindSetGroupLimits.KindSetGroupLimits
 }
 
 /** The kinds operations of `db`'s dialect. */
@@ -28,5 +30,6 @@ export const make = (db: Db): Kinds => ({
   kindSetPaused: KindSetPaused.make(db),
   kindSetLimits: KindSetLimits.make(db),
   kindSetGroups: KindSetGroups.make(db),
-  groupSetPaused: GroupSetPaused.make(db)
+  groupSetPaused: GroupSetPaused.make(db),
+  kindSetGroupLimits: KindSetGroupLimits.make(db)
 })

@@ -24,7 +24,14 @@ export const MAX_RATE_PERIOD_MS = 31 * 24 * 3600 * 1000
 /** The operations on kinds. */
 export type Kinds = Pick<
   Service,
-  "listKinds" | "pauseKind" | "resumeKind" | "setKindLimits" | "declareKindLimits" | "resetKindLimits" | "declarePerGroup"
+  | "listKinds"
+  | "pauseKind"
+  | "resumeKind"
+  | "setKindLimits"
+  | "declareKindLimits"
+  | "resetKindLimits"
+  | "declarePerGroup"
+  | "setGroupLimits"
 >
 
 /** A `perGroup` declaration checked, with its defaults filled in. */
@@ -112,13 +119,27 @@ export const checkLimits = (limits: GlobalLimits): Either.Either<LimitsRow, Inva
     }
   })
 
+/** Checks a person's group limits: as a kind's, on `perGroup`, the concurrency at most 10,000; one of them given. */
+export const checkGroupLimits = (limits: GlobalLimits): Either.Either<LimitsRow, InvalidInput> =>
+  Either.gen(function*() {
+    const onPerGroup = (e: InvalidInput) => new InvalidInput({ field: "perGroup", reason: `${e.field} ${e.reason}` })
+    const checked = yield* Either.mapLeft(checkLimits(limits), onPerGroup)
+    if (checked.keepConcurrency === true && checked.keepRate === true) {
+      return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "give a concurrency or a rate (null removes one)" }))
+    }
+    if (checked.concurrency !== null) {
+      yield* Either.mapLeft(V.checkIntegerIn("concurrency", checked.concurrency, 1, V.MAX_GROUP_CONCURRENCY), onPerGroup)
+    }
+    return checked
+  })
+
 /**
  * The operations over the storage. A change that may let items start (a
  * resume, a limit set, reset or declared) wakes this process's pools; on
  * PostgreSQL its statement notifies every process's.
  */
 export const make = (
-  store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits" | "kindSetGroups">,
+  store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits" | "kindSetGroups" | "kindSetGroupLimits">,
   wakeups: Wakeups.Service
 ): Kinds => {
   const kindOf = (kind: string) => V.lift(V.checkKind(kind))
@@ -152,11 +173,23 @@ export const make = (
         if (changed) yield* wakeups.enqueued
         return changed
       }),
+    setGroupLimits: (kind, given) =>
+      Effect.gen(function*() {
+        const k = yield* kindOf(kind)
+        const checked = yield* V.lift(checkGroupLimits(given))
+        const changed = yield* store.kindSetGroupLimits(k, checked, "person").pipe(Effect.mapError(storage("setGroupLimits")))
+        if (changed) yield* wakeups.enqueued
+      }),
     resetKindLimits: (kind) =>
       Effect.gen(function*() {
         const k = yield* kindOf(kind)
         const none = { concurrency: null, rateLimit: null, ratePeriodMs: null }
-        if (yield* store.kindSetLimits(k, none, "reset").pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
+        const reset = Effect.zipWith(
+          store.kindSetLimits(k, none, "reset"),
+          store.kindSetGroupLimits(k, none, "reset"),
+          (a, b) => a || b
+        )
+        if (yield* reset.pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
       })
   }
 }

@@ -143,7 +143,18 @@ export interface Service {
    * True when something changed. An `InvalidInput` on `perGroup` changes nothing.
    */
   readonly declarePerGroup: (kind: string, perGroup: PerGroup | undefined) => Effect.Effect<boolean, EI>
-  /** Hands the kind's limits back to its code: none until a worker declaring some starts. */
+  /**
+   * A person's group limits for the kind (`perGroup`'s concurrency, an
+   * integer from 1 to 10,000, and rate; null removes one, undefined keeps
+   * it). They win over handlers' declarations until `resetKindLimits`; the
+   * declarations' other settings (ordered, onFailure, onDead) still apply.
+   * An `InvalidInput` on `perGroup` changes nothing.
+   */
+  readonly setGroupLimits: (kind: string, limits: GlobalLimits) => Effect.Effect<void, EI>
+  /**
+   * Hands the kind's limits back to its code: none until a worker declaring
+   * some starts. Its group limits too, where a person set them.
+   */
   readonly resetKindLimits: (kind: string) => Effect.Effect<void, EI>
   /**
    * A worker pool's heartbeat in the live-workers table: the first one
