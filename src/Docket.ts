@@ -53,7 +53,8 @@ export const layer = <H extends Handler.Any>(
 ): Layer.Layer<
   Worker.Worker | QueueRepo.QueueRepo | Wakeups.Wakeups | SqlClient.SqlClient,
   Database.DatabaseUnavailable | MigrationFailed | InvalidInput | InvalidSchedule,
-  Handler.Requirements<H>
+  // The database's client is this layer's own: a handler that writes through it is given it.
+  Exclude<Handler.Requirements<H>, SqlClient.SqlClient | QueueRepo.QueueRepo | Wakeups.Wakeups>
 > => Worker.layer(options).pipe(Layer.provideMerge(layerStore(options)))
 
 /** `layerStore`'s options: the database and the repository's, as `layer` takes them. */
@@ -111,7 +112,8 @@ export interface Client<A> {
  * A typed client for a handler's kind: a payload of the wrong type is a
  * compile error. An item enqueued without `maxAttempts` is stored without
  * one: the worker that runs it applies its handler's (so a worker with a
- * newer handler applies the newer budget).
+ * newer handler applies the newer budget). An enqueue without `onConflict`
+ * takes the handler's (`Handler.Options.onConflict`), else "keep".
  */
 export const client = <A, I, E, R, O, OI>(handler: Handler.Handler<A, I, E, R, O, OI>): Client<A> => {
   const encode = Schema.encodeEither(handler.payload)
@@ -123,15 +125,19 @@ export const client = <A, I, E, R, O, OI>(handler: Handler.Handler<A, I, E, R, O
           ParseResult.TreeFormatter.formatErrorSync(error)
         }`
       }))
+  // The kind's default for a held key, unless the enqueue gives its own.
+  const defaultMode = handler.onConflict
+  const withMode = <O extends QueueRepo.EnqueueOptions>(options: O): O =>
+    defaultMode === undefined || options.onConflict !== undefined ? options : { ...options, onConflict: defaultMode }
   return {
     kind: handler.kind,
     enqueue: (payload, options) =>
       Effect.flatMap(encoded(payload, null), (json) =>
-        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue(handler.kind, json, options))),
+        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue(handler.kind, json, withMode(options ?? {})))),
     enqueueMany: (items) =>
       Effect.forEach(items, (item, i) =>
         Effect.map(encoded(item.payload, i), (json): QueueRepo.EnqueueRequest => ({
-          ...item,
+          ...withMode(item),
           kind: handler.kind,
           payload: json
         }))).pipe(

@@ -7,8 +7,18 @@ import type { Item, ListState } from "./Item.js"
 
 /** Options of one enqueue. `delay` and `runAt` are exclusive. */
 export interface EnqueueOptions {
-  /** Dedupe key: while an item of this kind and key WAITS, another enqueue of it is not added. */
+  /**
+   * Dedupe key: while an item of this kind and key WAITS, a second enqueue of
+   * it does what `onConflict` says (by default nothing: the first is kept).
+   */
   readonly key?: string | undefined
+  /**
+   * What an enqueue with a `key` does when an item of its kind and key
+   * already waits (see `OnConflict`); default: the kind's handler's
+   * `onConflict` when enqueued through `Docket.client`, else "keep". Ignored
+   * without a key.
+   */
+  readonly onConflict?: OnConflict | undefined
   /** Due this long after now (database clock); a `Duration` input or milliseconds. */
   readonly delay?: Duration.DurationInput | undefined
   /** Due at this time (a `Date` or epoch milliseconds). */
@@ -39,10 +49,32 @@ export interface EnqueueRequest extends EnqueueOptions {
   readonly payload: unknown
 }
 
-/** What an enqueue did: added a new item, or found a waiting item with the same kind and key. */
+/**
+ * What a second enqueue of a held dedupe key does (docs/concepts.md "Dedupe keys"):
+ * - "keep": nothing; the waiting item stays as it is (`Deduplicated`).
+ * - "replace": the waiting item takes this enqueue's payload, due time, group
+ *   and trace, and its priority and max attempts when given; its attempts
+ *   start again from 0. It keeps its id, so its place in an ordered group.
+ * - "debounce": as "replace", but the due time only moves later (the later of
+ *   the waiting item's and this enqueue's: now plus `delay`, or `runAt`), so a
+ *   burst of enqueues with a delay runs once, that long after the last.
+ * - "replaceRunning": as "replace", and any RUNNING item of the kind and key is
+ *   cancelled as `cancel` does (its run interrupted, its holder's writes
+ *   refused as stale); the new payload waits (or is inserted) to run.
+ */
+export type OnConflict = "keep" | "replace" | "debounce" | "replaceRunning"
+
+/**
+ * What an enqueue did: added a new item (`Enqueued`), found a waiting item with
+ * the same kind and key and left it (`Deduplicated`, "keep"), or changed that
+ * item (`Replaced`, the other modes). An enqueue with "replaceRunning" and a
+ * key also says which running items of its kind and key it cancelled
+ * (`cancelled`, ids, empty when none ran).
+ */
 export type EnqueueResult =
-  | { readonly _tag: "Enqueued"; readonly id: number }
+  | { readonly _tag: "Enqueued"; readonly id: number; readonly cancelled?: ReadonlyArray<number> }
   | { readonly _tag: "Deduplicated"; readonly id: number }
+  | { readonly _tag: "Replaced"; readonly id: number; readonly cancelled?: ReadonlyArray<number> }
 
 /** A claimed item: the handle for complete, fail, release, snooze and extend. */
 export interface Claim {
@@ -271,6 +303,55 @@ export interface KindInfo {
     readonly dead: number
     readonly cancelled: number
   }
+}
+
+/** A group of a kind with unfinished items, as `docket group list` shows it. */
+export interface GroupInfo {
+  readonly group: string
+  readonly counts: {
+    /** Waiting and due. */
+    readonly due: number
+    /** Waiting, due later (a delay, or a retry's backoff). */
+    readonly scheduled: number
+    /** Claimed (a lease, live or ended). */
+    readonly running: number
+    /** Waiting after a failure (an attempt counted), for its retry. */
+    readonly retrying: number
+  }
+  /** The earliest due time (epoch ms) among its waiting items; null when none waits. */
+  readonly nextDueAt: number | null
+  /** Its first unfinished item: in an ordered group, what the others wait behind. */
+  readonly head: {
+    readonly id: number
+    readonly state: "waiting" | "running"
+    readonly attempts: number
+    readonly runAt: number
+    readonly lastError: string | null
+  }
+  /** The kind's groups are ordered (`perGroup.ordered`): the others wait behind the first item. */
+  readonly ordered: boolean
+  /**
+   * An ordered group held by a failure: its first item failed and waits for
+   * its retry, and nothing behind it starts meanwhile.
+   */
+  readonly blocked: boolean
+}
+
+/** A page of groups, in group order; `cursor` gives the next (null after the last). */
+export interface GroupPage {
+  readonly groups: ReadonlyArray<GroupInfo>
+  readonly cursor: string | null
+}
+
+/**
+ * Which page of a kind's groups: after the previous page's cursor, at most
+ * `limit` (1 to 1,000; default 100); or only the group `group` (none if it
+ * has no unfinished items).
+ */
+export interface GroupListOptions {
+  readonly after?: string | undefined
+  readonly limit?: number | undefined
+  readonly group?: string | undefined
 }
 
 /** One page of dead items, in id order. */

@@ -13,6 +13,8 @@ export type InvalidField =
   | "kind"
   | "payload"
   | "key"
+  /** What a second enqueue of a held key does (`EnqueueOptions.onConflict`): not one of the modes. */
+  | "onConflict"
   /** An item's group (`EnqueueOptions.group`): empty, too long, not text. */
   | "group"
   /** A kind's `perGroup` limits: a concurrency that is not an integer from 1, an `ordered` that is not a boolean, an `onFailure`, `onDead` or `rate` not one allowed. */

@@ -13,13 +13,14 @@
  * })
  * ```
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type { Backoff } from "./Backoff.js"
-import type { GlobalLimits, PerGroup } from "./Domain.js"
+import type { GlobalLimits, OnConflict, PerGroup } from "./Domain.js"
 import { HANDLER_KEY_PREFIX } from "./internal/handlerKey.js"
 import * as V from "./internal/validate.js"
 
@@ -122,6 +123,20 @@ export interface Options<A, I, E, R, O = void, OI = O> {
    */
   readonly perGroup?: PerGroup | undefined
   /**
+   * Runs each item's handler inside one transaction of the queue's database,
+   * and writes the item's completion in that same transaction, fenced by its
+   * claim: the handler's own writes (through the `SqlClient` it is given, on
+   * the queue's database) and the item's `done` commit together or not at
+   * all. A failure, a crash, a lost lease or a cancel leaves none of the
+   * handler's writes, so a message changes an actor's state exactly once
+   * however often its item runs. It costs a pool connection held for the
+   * run (the pool caps such runs at once: `Worker.Options.transactions`) and
+   * a completion of its own instead of a batched one; on SQLite the run
+   * holds the file's write lock (keep it short). docs/concepts.md,
+   * "Transactional handlers".
+   */
+  readonly transactional?: boolean | undefined
+  /**
    * Snoozes an item of this kind may take (default 100, `DEFAULT_MAX_SNOOZES`):
    * a `Snooze` of an item snoozed this many times already is dead instead,
    * with `SnoozeLimit`, so a handler that keeps snoozing cannot hold an item
@@ -130,6 +145,14 @@ export interface Options<A, I, E, R, O = void, OI = O> {
    * `maxSnoozes`).
    */
   readonly maxSnoozes?: number | undefined
+  /**
+   * What an enqueue of this kind through `Docket.client(handler)` does when
+   * its `key` is held by a waiting item, unless the enqueue gives its own
+   * `onConflict`: "keep" (the default: the waiting item stays), "replace",
+   * "debounce" or "replaceRunning" (see `QueueRepo.OnConflict`). Enqueues
+   * through `QueueRepo` directly (and `docket enqueue`) give their own.
+   */
+  readonly onConflict?: OnConflict | undefined
 }
 
 /**
@@ -189,7 +212,7 @@ export function make(kind: string, options: Options<any, any, any, any, any, any
  */
 export const fromPromise = (
   kind: string,
-  run: (payload: unknown, job: Job) => Promise<unknown> | unknown,
+  run: (payload: unknown, job: Job, tx: Transaction) => Promise<unknown> | unknown,
   options: Omit<Options<unknown, unknown, never, never>, "payload" | "run" | "result"> = {}
 ): Handler<unknown, unknown, unknown, never, unknown, unknown> => ({
   kind,
@@ -197,11 +220,42 @@ export const fromPromise = (
   payload: Schema.Unknown,
   // The value as it is: JSON.stringify is its encoding (checked by the pool).
   result: Schema.Unknown,
-  run: (payload, job) =>
-    Effect.tryPromise({
-      try: async () => await run(payload, job),
-      catch: (error) => error
-    })
+  run: options.transactional === true
+    ? (payload, job) =>
+      Effect.flatMap(Effect.context<never>(), (context) =>
+        Effect.tryPromise({ try: async () => await run(payload, job, transactionIn(context)), catch: (error) => error }))
+    : (payload, job) =>
+      Effect.tryPromise({ try: async () => await run(payload, job, NO_TRANSACTION), catch: (error) => error })
+})
+
+/**
+ * What a plain-function handler (`fromPromise`, a task file) is given as its
+ * third argument: with `transactional: true`, statements run in the
+ * transaction that completes its item (`Options.transactional`), on the
+ * queue's database, with that database's own placeholders (`$1` on
+ * PostgreSQL, `?` on SQLite); without it, `query` fails.
+ */
+export interface Transaction {
+  readonly query: <Row extends object = Record<string, unknown>>(
+    text: string,
+    params?: ReadonlyArray<unknown>
+  ) => Promise<Array<Row>>
+}
+
+const NO_TRANSACTION: Transaction = {
+  query: () => Promise.reject(new Error("docket: tx.query needs the handler's transactional: true"))
+}
+
+// Statements on the run's own context: inside the item's transaction, @effect/sql
+// finds its connection there (the client is the pool's, the queue's database).
+const transactionIn = (context: Context.Context<never>): Transaction => ({
+  query: <Row extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
+    Effect.runPromise(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Row>(text, params)).pipe(
+        Effect.map((rows) => [...rows]),
+        Effect.provide(context as Context.Context<SqlClient.SqlClient>)
+      )
+    )
 })
 
 /**

@@ -28,6 +28,7 @@ import * as Cancel from "./internal/store/cancel.js"
 import * as Claims from "./internal/store/claims.js"
 import * as Dead from "./internal/store/dead.js"
 import * as Enqueue from "./internal/store/enqueue.js"
+import * as GroupList from "./internal/store/groupList.js"
 import * as History from "./internal/store/history.js"
 import * as Insights from "./internal/store/insights.js"
 import * as Items from "./internal/store/items.js"
@@ -35,6 +36,7 @@ import * as Groups from "./internal/store/groups.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as Schedules from "./internal/store/schedules.js"
+import * as Transaction from "./internal/store/transaction.js"
 import * as Workers from "./internal/store/workers.js"
 import * as V from "./internal/validate.js"
 import * as Wakeups from "./Wakeups.js"
@@ -109,6 +111,7 @@ const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Opt
   const enqueue = Enqueue.make(store, wakeups, prepare)
   return {
     dialect: store.dialect,
+    ...Transaction.make(store),
     ...enqueue,
     ...Claims.make(store, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS, {
       keepDone: retention.done !== 0,
@@ -122,7 +125,8 @@ const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Opt
     ...Cancel.make(store, wakeups),
     ...Workers.make(store),
     ...Schedules.make(store, wakeups, enqueue.enqueueMany),
-    ...Insights.make(store, wakeups)
+    ...Insights.make(store, wakeups),
+    ...GroupList.make(store)
   }
 }
 

@@ -257,7 +257,10 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
     })
     const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)
     const finished = (entry: Running) => hooks.get().finished(entry)
-    const executor = yield* Executor.make({ worker, handlers, counts, publisher, recorder, traced, finished })
+    const executor = yield* Executor.make({
+      worker, handlers, counts, publisher, recorder, traced, finished, repo, leaseMs,
+      transactions: yield* Effect.makeSemaphore(config.transactions)
+    })
     const slots = yield* Slots.make({
       state, executor, worker, leaseMs, concurrency,
       graceMs: config.graceMs,

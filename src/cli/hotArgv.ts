@@ -49,6 +49,8 @@ const time = (name: string) => (value: string) => right(parseTime(name, value))
 const integer = (name: string, bounds: { readonly min: number; readonly max: number }) => (value: string) =>
   right(readInteger(name, value, bounds))
 
+const onConflict = (value: string) => (V.ON_CONFLICT_MODES as ReadonlyArray<string>).includes(value) ? value : undefined
+
 const DATABASE: Record<string, Flag> = {
   "--database": { field: "url", read: text },
   "-d": { field: "url", read: text },
@@ -65,6 +67,7 @@ const SPECS: Record<HotCommand["command"], Spec> = {
     flags: {
       ...DATABASE,
       "--key": { field: "key", read: text },
+      "--on-conflict": { field: "onConflict", read: onConflict },
       "--group": { field: "group", read: text },
       "--delay": { field: "delay", read: duration("--delay") },
       "--run-at": { field: "runAt", read: time("--run-at") },
@@ -148,6 +151,7 @@ export const parseHot = (argv: ReadonlyArray<string>): HotCommand | undefined =>
     kind: Option.fromNullable(positionals[0]),
     payload: Option.fromNullable(positionals[1]),
     key: optional(values, "key"),
+    onConflict: optional(values, "onConflict"),
     group: optional(values, "group"),
     delay: optional(values, "delay"),
     runAt: optional(values, "runAt"),

@@ -125,6 +125,8 @@ export const checkRequest = (
   if (Either.isLeft(payload)) return refuse(payload.left)
   const key = V.checkKey(request.key)
   if (Either.isLeft(key)) return refuse(key.left)
+  const onConflict = V.checkOnConflict(request.onConflict)
+  if (Either.isLeft(onConflict)) return refuse(onConflict.left)
   const group = V.checkGroup(request.group)
   if (Either.isLeft(group)) return refuse(group.left)
   if (request.priority !== undefined) {
@@ -145,10 +147,10 @@ export const checkRequest = (
   return Either.right(request)
 }
 
-const BULK_FIELDS = new Set(["kind", "payload", "key", "group", "delay", "runAt", "priority", "maxAttempts"])
+const BULK_FIELDS = new Set(["kind", "payload", "key", "onConflict", "group", "delay", "runAt", "priority", "maxAttempts"])
 
 /**
- * One line of a bulk file: `{"kind":..,"payload":..,"key"?,"group"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}`.
+ * One line of a bulk file: `{"kind":..,"payload":..,"key"?,"onConflict"?,"group"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}`.
  * `check: false` skips `checkRequest` (a line already checked by a first pass).
  */
 export const parseBulkLine = (
@@ -195,6 +197,7 @@ const bulkRequest = (line: string): Either.Either<QueueRepo.EnqueueRequest, Usag
     kind: record.kind as string,
     payload: record.payload === undefined ? null : record.payload,
     key: record.key === null ? undefined : (record.key as string | undefined),
+    onConflict: record.onConflict === null ? undefined : (record.onConflict as QueueRepo.OnConflict | undefined),
     group: record.group === null ? undefined : (record.group as string | undefined),
     delay,
     runAt,

@@ -10,7 +10,7 @@
  *   `Permanent` or `Cancel` makes the item dead at once; throwing
  *   `new Snooze({ delay })` puts it back for that long, attempt not
  *   counted). Such a file may also export `options`:
- *   `{ maxAttempts, backoff, timeout, concurrency, maxSnoozes, global, perGroup }`,
+ *   `{ maxAttempts, backoff, timeout, concurrency, maxSnoozes, global, perGroup, transactional }`,
  *   where `backoff` is a duration (`"200ms"`, or milliseconds) for a constant
  *   delay, `{ base, factor, max, jitter }` for an exponential one, or a
  *   Backoff policy function; `timeout` is a duration; `global` the limits
@@ -20,7 +20,9 @@
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.
  *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.
  *   `perGroup`, `{ concurrency, ordered?, onFailure?, onDead?, rate? }`, limits each group of the kind,
- *   as `Handler.Options.perGroup`.)
+ *   as `Handler.Options.perGroup`. `transactional: true` runs the function in
+ *   the transaction that completes its item, as `Handler.Options.transactional`:
+ *   its statements go through its third argument, `tx.query(text, params)`.)
  *
  * A task file may also export `recurring`: a schedule enqueuing items of its
  * kind (the schedule's name is the kind), as a cron expression
@@ -149,13 +151,16 @@ const positiveInt = (file: string, name: string, value: unknown): Either.Either<
 const snoozeCap = (file: string, value: unknown): Either.Either<number, UsageError> =>
   Either.mapLeft(V.checkMaxSnoozes(value), (error) => usage(`task file ${file}: options.maxSnoozes ${error.reason}`))
 
+const booleanOption = (file: string, name: string, value: unknown): Either.Either<boolean, UsageError> =>
+  typeof value === "boolean" ? Either.right(value) : Either.left(usage(`task file ${file}: options.${name} must be true or false`))
+
 /** The handler options a plain-function task file may export as `options`. */
 const plainOptions = (file: string, value: unknown) =>
   Either.gen(function*() {
     if (value === undefined || value === null) return {}
     if (typeof value !== "object") return yield* Either.left(usage(`task file ${file}: options must be an object`))
     const o = value as Record<string, unknown>
-    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "maxSnoozes", "global", "perGroup"])
+    const known = new Set(["maxAttempts", "backoff", "timeout", "concurrency", "maxSnoozes", "global", "perGroup", "transactional"])
     const unknown = Object.keys(o).filter((k) => !known.has(k))
     if (unknown.length > 0) {
       return yield* Either.left(usage(`task file ${file}: unknown option ${unknown[0]} (known: ${[...known].join(", ")})`))
@@ -167,7 +172,8 @@ const plainOptions = (file: string, value: unknown) =>
       timeout: o.timeout === undefined ? undefined : yield* durationOption(file, "timeout", o.timeout),
       global: o.global === undefined ? undefined : yield* globalOption(file, o.global),
       maxSnoozes: o.maxSnoozes === undefined ? undefined : yield* snoozeCap(file, o.maxSnoozes),
-      perGroup: o.perGroup === undefined ? undefined : yield* perGroupOption(file, o.perGroup)
+      perGroup: o.perGroup === undefined ? undefined : yield* perGroupOption(file, o.perGroup),
+      transactional: o.transactional === undefined ? undefined : yield* booleanOption(file, "transactional", o.transactional)
     }
   })
 

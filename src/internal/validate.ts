@@ -76,6 +76,22 @@ export const checkKey = (key: unknown): Either.Either<string | null, InvalidInpu
   return Either.right(key)
 }
 
+/**
+ * Every `OnConflict` mode (Domain.ts), in the order the docs list them (the
+ * type is read from here, not imported: Domain.ts imports this module).
+ */
+export const ON_CONFLICT_MODES = ["keep", "replace", "debounce", "replaceRunning"] as const
+type OnConflict = (typeof ON_CONFLICT_MODES)[number]
+
+/** What a second enqueue of a held key does (none given: "keep"). */
+export const checkOnConflict = (mode: unknown): Either.Either<OnConflict, InvalidInput> => {
+  if (mode === undefined || mode === null) return Either.right("keep")
+  if (typeof mode === "string" && (ON_CONFLICT_MODES as ReadonlyArray<string>).includes(mode)) {
+    return Either.right(mode as OnConflict)
+  }
+  return invalid("onConflict", `must be one of ${ON_CONFLICT_MODES.join(", ")}`)
+}
+
 /** Checks a group name (none: null). Stored as group_key; named `group` everywhere a person reads it. */
 export const checkGroup = (group: unknown): Either.Either<string | null, InvalidInput> => {
   if (group === undefined || group === null) return Either.right(null)

@@ -342,6 +342,35 @@ describe.each(backends)("docket command on $name", (backend) => {
       expect(await db.repo((repo) => repo.listWorkers())).toEqual([])
     })
 
+    it("a transactional task file writes through tx.query in the transaction that completes its item: a failed attempt leaves nothing", async () => {
+      const url = await backend.fresh()
+      const db = openDb(url)
+      await db.sql("CREATE TABLE task_rows (item BIGINT NOT NULL, attempt INTEGER NOT NULL)")
+      const tasks = tempDir("docket-tasks-")
+      cleanups.push(async () => tasks.remove())
+      const insert = backend.name === "pg" ? "INSERT INTO task_rows (item, attempt) VALUES ($1, $2)" : "INSERT INTO task_rows (item, attempt) VALUES (?, ?)"
+      tasks.write("apply.mjs", `export const options = { transactional: true, backoff: "10ms" }
+export default async (payload, job, tx) => {
+  await tx.query(${JSON.stringify(insert)}, [job.id, job.attempt])
+  if (job.attempt === 1) throw new Error("the first attempt fails after its write")
+}
+`)
+      tasks.write("plain.mjs", "export default async (payload, job, tx) => { await tx.query('SELECT 1') }\n")
+      const worker = start(["worker", "--tasks", tasks.dir, "--database", url, "--poll", "100ms", "--log-items"])
+      cleanups.push(async () => {
+        worker.child.kill("SIGKILL")
+      })
+      const [applied, plain] = await db.repo((repo) =>
+        repo.enqueueMany([{ kind: "apply", payload: 1 }, { kind: "plain", payload: 1, maxAttempts: 1 }])
+      )
+      await worker.waitFor(new RegExp(`done apply #${applied.id} `))
+      await worker.waitFor(new RegExp(`dead plain #${plain.id} \\(attempt 1\\): Error: docket: tx\\.query needs the handler's transactional: true`))
+      worker.child.kill("SIGTERM")
+      expect((await worker.exited).code).toBe(0)
+      // Only the attempt that succeeded left its row.
+      expect((await db.sql("SELECT item, attempt FROM task_rows")).map((r) => [Number(r.item), Number(r.attempt)])).toEqual([[applied.id, 2]])
+    })
+
     it("docket workers: a running worker is live; SIGKILLed and silent, it is gone, and stats names the kinds no live worker handles", async () => {
       const url = await backend.fresh()
       const db = openDb(url)

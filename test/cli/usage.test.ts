@@ -181,7 +181,8 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 describe("--help", () => {
   const commands = [
     "migrate", "enqueue", "worker", "stats", "workers", "list", "show", "dead", "dead list", "dead retry", "dead delete",
-    "group", "group pause", "group resume", "recurring", "recurring list", "workflow", "workflow list", "workflow show", "workflow interrupt", "workflow resume",
+    "group", "group list", "group pause", "group resume", "recurring", "recurring list", "workflow", "workflow list",
+    "workflow show", "workflow interrupt", "workflow resume",
     "workflow complete", "cancel", "dashboard", "demo"
   ]
 
@@ -209,7 +210,7 @@ describe("--help", () => {
       expect(help[command]).toMatch(new RegExp(`^USAGE\\n  docket ${command}( |$)`, "m"))
     }
     expect(help["dead"]).toMatch(/^USAGE\n  docket dead <command>$/m)
-    for (const option of ["--key <key>", "--delay <duration>", "--run-at <time>", "--priority <integer>", "--max-attempts <integer>", "--from <file>", "-d, --database <url>"]) {
+    for (const option of ["--key <key>", "--on-conflict keep | replace | debounce | replaceRunning", "--delay <duration>", "--run-at <time>", "--priority <integer>", "--max-attempts <integer>", "--from <file>", "-d, --database <url>"]) {
       expect(help["enqueue"]).toContain(`\n  ${option}\n`)
     }
     expect(help["enqueue"]).toMatch(/^ARGUMENTS\n  <kind>\n/m)

@@ -96,6 +96,41 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       expect(missing.response.headers.get("content-security-policy")).toBe(CSP)
     })
 
+    it("a kind's groups: a page in group order, a failure holding an ordered group; an item's page says what it waits behind", async () => {
+      // A database of its own: the other tests count the seeded items.
+      const own = await serve(await backend.fresh(), {})
+      cleanups.push(own.dispose)
+      const page = async (path: string) => {
+        const response = await get(`${own.root}${path}`)
+        return { response, body: await response.text() }
+      }
+      const [first, second] = await own.repo((repo) =>
+        Effect.gen(function*() {
+          yield* repo.declarePerGroup("group.kind", { concurrency: 1, ordered: true })
+          const added = yield* repo.enqueueMany([
+            { kind: "group.kind", payload: 1, group: "tenant:<b>" },
+            { kind: "group.kind", payload: 2, group: "tenant:<b>" },
+            { kind: "group.kind", payload: 3, group: "tenant:<c>" }
+          ])
+          const claims = yield* repo.claim({ worker: "host-a:1:run", limit: 10, lease: "1 minute", kinds: ["group.kind"] })
+          const head = claims.find((c) => c.id === added[0].id)!
+          expect(yield* repo.fail(head, "Retry: refused", { _tag: "Retry", delay: "1 hour" })).toBe("retried")
+          return added
+        })
+      )
+      const { body, response } = await page("/kinds/group.kind/groups")
+      expect(response.status).toBe(200)
+      expect(body).toContain("<h1>Groups of group.kind</h1>")
+      // Escaped, in group order, the held one marked.
+      expect(body).toContain("tenant:&lt;b&gt;")
+      expect(body.indexOf("tenant:&lt;b&gt;")).toBeLessThan(body.indexOf("tenant:&lt;c&gt;"))
+      expect(body).toMatch(/class="blocked"><td>tenant:&lt;b&gt;<\/td>/)
+      expect(body).toContain(`href="/items/${first.id}">#${first.id} due in`)
+      const item = await page(`/items/${second.id}`)
+      expect(item.body).toContain(`behind item <a href="/items/${first.id}">${first.id}</a> of group tenant:&lt;b&gt;, which waits for its retry`)
+      expect((await page("/kinds")).body).toContain(`href="/kinds/group.kind/groups"`)
+    })
+
     it("the overview loads the throughput chart from the package: uPlot's files as installed, and the script that draws it", async () => {
       const { body } = await page("/")
       expect(body).toContain(chartScriptTags(""))

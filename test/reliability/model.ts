@@ -1,5 +1,6 @@
 /**
- * Model-based test (fast-check): random sequences of enqueue (with keys),
+ * Model-based test (fast-check): random sequences of enqueue (with keys, and
+ * what a held key does: keep, replace, debounce, replaceRunning),
  * claim, complete, fail (retry, dead or the handler's cancel), release,
  * snooze, extend (one at a time and in batches of two), a person's cancel
  * (of existing and unknown ids), pausing and resuming kinds and setting their
@@ -21,6 +22,7 @@ import { SqlClient } from "@effect/sql"
 import { Duration, Effect, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
+import { REPLACED_REASON } from "../../src/internal/store/enqueue.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, itemTables, pgAvailable, pgBackend, repoLayer, setRow, sqliteBackend } from "../support/db.js"
 import { report } from "./support.js"
@@ -36,9 +38,10 @@ interface MItem {
   readonly id: number
   readonly kind: string
   readonly key: string | null
-  readonly priority: number
+  /** A replacing enqueue (onConflict) changes these. */
+  priority: number
   /** As the enqueue gave it; null: the claim decides (its kind's budget, else 8). */
-  readonly maxAttempts: number | null
+  maxAttempts: number | null
   state: State
   runAt: number
   attempts: number
@@ -142,6 +145,30 @@ class Model {
   /** The id of the waiting item that dedupes this enqueue, if any. */
   dedupe(kind: string, key: string | null) {
     return this.waitingTwin(kind, key)?.id
+  }
+
+  /**
+   * A replacing enqueue of a held key (onConflict replace, debounce,
+   * replaceRunning): the waiting twin takes its due time (debounce: only a
+   * later one), priority and max attempts (when given), and starts again.
+   */
+  replace(twin: number, mode: QueueRepo.OnConflict, delay: number, priority: number, maxAttempts: number | null) {
+    const item = this.items.get(twin)!
+    item.runAt = mode === "debounce" ? Math.max(item.runAt, this.now + delay) : this.now + delay
+    item.priority = priority
+    if (maxAttempts !== null) item.maxAttempts = maxAttempts
+    item.attempts = 0
+    item.snoozes = 0
+    item.lastError = null
+  }
+
+  /** replaceRunning: the running items of the kind and key but `except` are cancelled (as `cancel`); their ids. */
+  cancelRunning(kind: string, key: string, except: number): Array<number> {
+    const running = [...this.items.values()].filter((i) =>
+      i.state === "running" && i.kind === kind && i.key === key && i.id !== except
+    ).map((i) => i.id).sort((a, b) => a - b)
+    if (running.length > 0) this.cancel(running, REPLACED_REASON)
+    return running
   }
 
   insert(id: number, kind: string, key: string | null, delay: number, priority: number, maxAttempts: number | null) {
@@ -355,7 +382,15 @@ const claimOrder = (a: { priority: number; runAt: number; id: number }, b: { pri
 // --- the operations ---
 
 type Op =
-  | { op: "enqueue"; kind: string; key: string | null; delay: number; priority: number; maxAttempts: number | undefined }
+  | {
+    op: "enqueue"
+    kind: string
+    key: string | null
+    delay: number
+    priority: number
+    maxAttempts: number | undefined
+    onConflict: QueueRepo.OnConflict | undefined
+  }
   | {
     op: "claim"
     worker: string
@@ -401,7 +436,23 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       delay: fc.oneof(fc.constant(0), minutes(1, 3)),
       priority: fc.integer({ min: -1, max: 1 }),
       // Not given: the claim decides (below, its kinds' budgets, else 8).
-      maxAttempts: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })
+      maxAttempts: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }),
+      // What a held key does (not given: keep).
+      onConflict: fc.constantFrom(undefined, "keep", "replace", "debounce", "replaceRunning")
+    })
+  },
+  // One hot key, so that a replacing enqueue often meets a waiting or running
+  // item of its key (with the enqueues above alone, a few times a hundred steps).
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant("enqueue" as const),
+      kind: fc.constant("a"),
+      key: fc.constant("k1"),
+      delay: fc.oneof(fc.constant(0), minutes(1, 3)),
+      priority: fc.integer({ min: -1, max: 1 }),
+      maxAttempts: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }),
+      onConflict: fc.constantFrom("replace", "debounce", "replaceRunning", "replaceRunning")
     })
   },
   {
@@ -505,6 +556,9 @@ interface Totals {
   steps: number
   claims: number
   limits: number
+  /** Enqueues that replaced a waiting item (onConflict), and running items a replaceRunning cancelled. */
+  replaced: number
+  cancelledByReplace: number
 }
 
 const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals) => {
@@ -626,21 +680,35 @@ const sequence = async (runtime: Runtime, ops: ReadonlyArray<Op>, totals: Totals
     switch (op.op) {
       case "enqueue": {
         const twin = model.dedupe(op.kind, op.key)
+        const mode = op.onConflict ?? "keep"
         const result = await repo((r) =>
           r.enqueue(op.kind, { step: s }, {
             key: op.key ?? undefined,
             delay: op.delay,
             priority: op.priority,
-            maxAttempts: op.maxAttempts
+            maxAttempts: op.maxAttempts,
+            onConflict: op.onConflict
           })
         )
-        if (twin !== undefined) {
+        let id: number
+        if (twin !== undefined && mode === "keep") {
           expect(result, step).toEqual({ _tag: "Deduplicated", id: twin })
+          break
+        } else if (twin !== undefined) {
+          expect(result._tag, step).toBe("Replaced")
+          expect(result.id, step).toBe(twin)
+          model.replace(twin, mode, op.delay, op.priority, op.maxAttempts ?? null)
+          totals.replaced++
+          id = twin
         } else {
           expect(result._tag, step).toBe("Enqueued")
           expect(result.id, `${step}: a new id`).toBeGreaterThan(Math.max(0, ...model.items.keys()))
           model.insert(result.id, op.kind, op.key, op.delay, op.priority, op.maxAttempts ?? null)
+          id = result.id
         }
+        const cancelled = mode === "replaceRunning" && op.key !== null ? model.cancelRunning(op.kind, op.key, id) : undefined
+        expect(result._tag === "Deduplicated" ? undefined : result.cancelled, `${step}: cancelled`).toEqual(cancelled)
+        totals.cancelledByReplace += cancelled?.length ?? 0
         break
       }
       case "claim": {
@@ -824,7 +892,7 @@ const property = (backend: Backend) => {
   it(`agrees with the model at every step (${RUNS} random sequences of up to 40 steps)`, async () => {
     runtime = ManagedRuntime.make(repoLayer(await backend.fresh()))
     const seed = Number(process.env.RELIABILITY_MODEL_SEED ?? Date.now() % 2_147_483_647)
-    const totals: Totals = { steps: 0, claims: 0, limits: 0 }
+    const totals: Totals = { steps: 0, claims: 0, limits: 0, replaced: 0, cancelledByReplace: 0 }
     const started = performance.now()
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40, size: "max" }), (ops) => sequence(runtime!, ops, totals)),
@@ -835,6 +903,8 @@ const property = (backend: Backend) => {
       steps: totals.steps,
       claims: totals.claims,
       "limits set": totals.limits,
+      replaced: totals.replaced,
+      "cancelled by replaceRunning": totals.cancelledByReplace,
       seed,
       seconds: Math.round((performance.now() - started) / 100) / 10,
       disagreements: 0

@@ -12,6 +12,9 @@ import { connectionsScenario } from "./connections.js"
 import { controlScenario } from "./control.js"
 import { diskFullScenario } from "./diskFull.js"
 import { failoverScenario } from "./failover.js"
+import { groupFairnessScenario } from "./groupFairness.js"
+import { groupModelScenario } from "./groupModel.js"
+import { groupsScenario } from "./groups.js"
 import { hostileScenario } from "./hostile.js"
 import { killScenario } from "./kill.js"
 import { longJobsScenario } from "./longJobs.js"
@@ -26,6 +29,7 @@ import { rollingScenario } from "./rolling.js"
 import { soakScenario } from "./soak.js"
 import { sqliteKillScenario } from "./sqliteKill.js"
 import { printSummary } from "./support.js"
+import { transactionalKillScenario } from "./transactional.js"
 import { workflowKillScenario } from "./workflowKill.js"
 
 afterAll(() => printSummary())
@@ -50,3 +54,7 @@ failoverScenario()
 slowDatabaseScenario()
 soakScenario()
 workflowKillScenario()
+transactionalKillScenario()
+groupsScenario()
+groupFairnessScenario()
+groupModelScenario()

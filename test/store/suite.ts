@@ -14,9 +14,11 @@ import { cancelSuite } from "./cancel.js"
 import { claimsSuite } from "./claims.js"
 import { deadSuite } from "./dead.js"
 import { errorsSuite } from "./errors.js"
+import { groupListSuite } from "./groupList.js"
 import { groupsSuite } from "./groups.js"
 import { historySuite } from "./history.js"
 import { itemsSuite } from "./items.js"
+import { keyModesSuite } from "./keyModes.js"
 import { kindsSuite } from "./kinds.js"
 import { migrationsSuite } from "./migrations.js"
 import { schedulesSuite } from "./schedules.js"
@@ -38,8 +40,10 @@ export const storeSuite = (backend: Backend, empty: Backend = backend) => {
   attemptsSuite(backend)
   kindsSuite(backend)
   groupsSuite(backend)
+  groupListSuite(backend)
   snoozeSuite(backend)
   cancelSuite(backend)
+  keyModesSuite(backend)
   historySuite(backend)
   schedulesSuite(backend)
   upgradeSuite(empty)

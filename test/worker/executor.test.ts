@@ -35,6 +35,9 @@ const setup = (handlers: ReadonlyArray<Handler.Any>) =>
       publisher,
       recorder,
       traced: false,
+      repo,
+      leaseMs: 30_000,
+      transactions: yield* Effect.makeSemaphore(4),
       finished: (entry) => {
         state.end(entry)
         ended.push(entry)

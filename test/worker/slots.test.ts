@@ -48,6 +48,9 @@ const setup = (options: Options) =>
       publisher,
       recorder,
       traced: false,
+      repo,
+      leaseMs: 30_000,
+      transactions: yield* Effect.makeSemaphore(4),
       finished: (entry) => {
         state.end(entry)
         hooks.get().dispatch()

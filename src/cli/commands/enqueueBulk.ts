@@ -58,10 +58,10 @@ export const enqueueBulk = (args: EnqueueArgs, from: string) =>
       const extra = Option.getOrElse(args.kind, () => "")
       return yield* (looksLikeOption(extra) ? unknownOption(extra) : usage("--from takes no kind or payload argument"))
     }
-    const perItem = ([args.key, args.group, args.delay, args.runAt, args.priority, args.maxAttempts] as ReadonlyArray<Option.Option<unknown>>)
+    const perItem = ([args.key, args.onConflict, args.group, args.delay, args.runAt, args.priority, args.maxAttempts] as ReadonlyArray<Option.Option<unknown>>)
       .some(Option.isSome)
     if (perItem) {
-      return yield* usage("--from takes no --key, --group, --delay, --run-at, --priority or --max-attempts (give them per line)")
+      return yield* usage("--from takes no --key, --on-conflict, --group, --delay, --run-at, --priority or --max-attempts (give them per line)")
     }
     if (from !== "-" && !existsSync(from)) return yield* usage(`--from: file ${from} does not exist`)
     if (from !== "-" && !statSync(from).isFile()) return yield* usage(`--from: ${from} is not a file`)
@@ -78,7 +78,8 @@ export const enqueueBulk = (args: EnqueueArgs, from: string) =>
       Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(insertAll(repo, first.value, batches, name))))
     yield* Console.log(
       `enqueued ${plural(totals.enqueued, "item")}` +
-        (totals.deduplicated > 0 ? ` (${totals.deduplicated} deduplicated)` : "")
+        (totals.deduplicated > 0 ? ` (${totals.deduplicated} deduplicated)` : "") +
+        (totals.replaced > 0 ? `; replaced ${plural(totals.replaced, "waiting item")}` : "")
     )
   }).pipe(Effect.scoped)
 
@@ -87,7 +88,7 @@ export const enqueueBulk = (args: EnqueueArgs, from: string) =>
 // results are counted, not kept: memory does not grow with the file.
 const insertAll = (repo: QueueRepo.Service, first: Array<QueueRepo.EnqueueRequest>, batches: Batches, name: string) =>
   Effect.gen(function*() {
-    const totals = { enqueued: 0, deduplicated: 0 }
+    const totals = { enqueued: 0, deduplicated: 0, replaced: 0 }
     let batch: Option.Option<Array<QueueRepo.EnqueueRequest>> = Option.some(first)
     while (Option.isSome(batch)) {
       const inserting = yield* Effect.fork(repo.enqueueMany(batch.value))
@@ -96,6 +97,7 @@ const insertAll = (repo: QueueRepo.Service, first: Array<QueueRepo.EnqueueReques
       const results = yield* Fiber.join(inserting)
       for (const r of results) {
         if (r._tag === "Enqueued") totals.enqueued++
+        else if (r._tag === "Replaced") totals.replaced++
         else totals.deduplicated++
       }
       if (Either.isLeft(next)) return yield* next.left

@@ -16,7 +16,18 @@ export const enqueueConfig = {
     Args.withDescription("The payload as JSON (default null)."),
     Args.optional
   ),
-  key: optionalText("key", "key", "Dedupe key: while an item of this kind and key waits, another is not added."),
+  key: optionalText(
+    "key",
+    "key",
+    "Dedupe key: while an item of this kind and key waits, another enqueue of it does what --on-conflict says."
+  ),
+  onConflict: Options.choice("on-conflict", V.ON_CONFLICT_MODES).pipe(
+    Options.withDescription(
+      "With --key, when an item of this kind and key waits: keep it (the default), replace its payload and due time, " +
+        "debounce (replace; the due time only moves later), or replaceRunning (replace, and cancel a running one)."
+    ),
+    Options.optional
+  ),
   group: optionalText(
     "group",
     "group",
@@ -38,7 +49,8 @@ export const enqueueConfig = {
     "from",
     "file",
     "Bulk: an NDJSON file (or - for stdin), one object a line: " +
-      `{"kind":..,"payload":..,"key"?,"group"?,"delay"?,"runAt"?,"priority"?,"maxAttempts"?}. ` +
+      `{"kind":..,"payload":..} with any of "key", "onConflict", "group", "delay", "runAt", "priority", ` +
+      `"maxAttempts". ` +
       "A bad line refuses the whole file."
   )
 }

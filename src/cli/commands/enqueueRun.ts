@@ -13,6 +13,19 @@ import { withRepo } from "../queue.js"
 import { fromEither } from "../values.js"
 import { enqueueBulk } from "./enqueueBulk.js"
 import type { EnqueueArgs } from "./enqueueOptions.js"
+import type * as QueueRepo from "../../QueueRepo.js"
+
+// What the command prints: a new item's id alone (what scripts read), or
+// what became of the waiting item that held the key; and the running items
+// a replaceRunning enqueue cancelled.
+const said = (result: QueueRepo.EnqueueResult, kind: string, key: string | undefined) => {
+  const held = `item ${result.id} of kind ${kind} with key ${key}`
+  if (result._tag === "Deduplicated") return `deduplicated: ${held} is already waiting`
+  const cancelled = result.cancelled === undefined || result.cancelled.length === 0
+    ? ""
+    : ` (cancelled running ${result.cancelled.length === 1 ? "item" : "items"} ${result.cancelled.join(", ")})`
+  return (result._tag === "Enqueued" ? String(result.id) : `replaced: ${held} waits with the new payload`) + cancelled
+}
 
 const enqueueOne = (args: EnqueueArgs, kind: string) =>
   Effect.gen(function*() {
@@ -26,6 +39,7 @@ const enqueueOne = (args: EnqueueArgs, kind: string) =>
       kind,
       payload,
       key: Option.getOrUndefined(args.key),
+      onConflict: Option.getOrUndefined(args.onConflict),
       group: Option.getOrUndefined(args.group),
       delay,
       runAt,
@@ -33,11 +47,7 @@ const enqueueOne = (args: EnqueueArgs, kind: string) =>
       maxAttempts: Option.getOrUndefined(args.maxAttempts)
     }))
     const result = yield* withRepo(args.database, (repo) => repo.enqueue(kind, request.payload, request))
-    yield* Console.log(
-      result._tag === "Enqueued"
-        ? String(result.id)
-        : `deduplicated: item ${result.id} of kind ${kind} with key ${request.key} is already waiting`
-    )
+    yield* Console.log(said(result, kind, request.key))
   })
 
 /** Runs `docket enqueue`: prints the new item's id, or that an item with its kind and key already waits. */

@@ -1,9 +1,9 @@
 /**
- * `docket group pause | resume KIND GROUP`: one group of a kind (a tenant, an
- * endpoint) as a thing a person operates, obeyed by every worker process on
- * every host (the pause is stored). A SQLite file that does not exist is
- * refused, not made. Each subcommand is a value here, listed in
- * `groupCommands`; another file's subcommand joins that list.
+ * `docket group list KIND` (./groupList.ts) and `docket group pause | resume
+ * KIND GROUP`: one group of a kind (a tenant, an endpoint) as a thing a person
+ * operates, obeyed by every worker process on every host (the pause is
+ * stored). A SQLite file that does not exist is refused, not made. Each
+ * subcommand is a value, listed in `groupCommands`.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -14,6 +14,7 @@ import * as Either from "effect/Either"
 import { checkGroupName } from "../../internal/store/groups.js"
 import { databaseOption } from "../options.js"
 import { withExistingRepo } from "../queue.js"
+import { groupList } from "./groupList.js"
 import { kindArg } from "./kind.js"
 
 // A group as an error quotes it: an over-long one cut, so the line stays one line to read.
@@ -45,11 +46,11 @@ const resume = Command.make("resume", { database: databaseOption, kind: kindArg,
 
 /** The `group` command on its own (its help text), without its subcommands. */
 export const groupGroup = Command.make("group").pipe(
-  Command.withDescription("Groups of a kind (an item's --group): pause and resume one of them.")
+  Command.withDescription("Groups of a kind (an item's --group): list them, pause and resume one of them.")
 )
 
 /** The subcommands of `group`. */
-export const groupCommands = [pause, resume] as const
+export const groupCommands = [groupList, pause, resume] as const
 
 /** The `group` command and its subcommands. */
 export const group = groupGroup.pipe(Command.withSubcommands(groupCommands))

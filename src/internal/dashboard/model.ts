@@ -8,7 +8,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type {
-  FinishedMinute, HorizonReport, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo
+  FinishedMinute, GroupInfo, GroupPage, HorizonReport, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo
 } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Resolved } from "../horizon.js"
@@ -244,6 +244,19 @@ export const item = (repo: Service, id: number): Effect.Effect<Item, Problem> =>
       onSome: Effect.succeed
     }))
   )
+
+/** A page of a kind's groups (`cursor`: the previous page's). */
+export const groups = (repo: Service, kind: string, cursor: string | undefined): Effect.Effect<GroupPage, Problem> =>
+  repo.listGroups(kind, { after: cursor, limit: 100 }).pipe(Effect.mapError(toProblem))
+
+/** An unfinished grouped item's group (undefined: no group, finished, or the group has none left). */
+export const groupOf = (repo: Service, item: Item): Effect.Effect<GroupInfo | undefined, Problem> =>
+  item.group === null || (item.state !== "waiting" && item.state !== "running")
+    ? Effect.succeed(undefined)
+    : repo.listGroups(item.kind, { group: item.group, limit: 1 }).pipe(
+      Effect.map((page) => page.groups[0]),
+      Effect.mapError(toProblem)
+    )
 
 export const schedules = (repo: Service): Effect.Effect<ReadonlyArray<ScheduleInfo>, Problem> =>
   repo.listSchedules.pipe(Effect.mapError(toProblem))

@@ -155,7 +155,7 @@ ${result.items.length === 0 ? html`<p class="muted">No items${result.cursor === 
 }
 
 /** One item: its fields, payload, result, every attempt's error, its timeline, and the actions its state allows. */
-export const itemPage = (view: View, item: Item, now: number, notice: string | null): Html => {
+export const itemPage = (view: View, item: Item, now: number, notice: string | null, group: Html): Html => {
   const state = shownState(item, now)
   const act = (action: string, label: string, danger = false) => actionForm(view, `/items/${item.id}/${action}`, label, { danger })
   const actions = [
@@ -178,6 +178,7 @@ ${canAct(view) ? html`<div id="actions">${actions}</div>` : ""}
 <table id="fields"><tbody>
 <tr><th>kind</th><td>${kindLink(view, item.kind)}</td></tr>
 <tr><th>key</th><td>${item.key ?? html`<span class="muted">none</span>`}</td></tr>
+<tr><th>group</th><td id="group">${group}</td></tr>
 <tr><th>priority</th><td>${item.priority}</td></tr>
 <tr><th>attempts</th><td>${item.attempts}${item.maxAttempts === null ? "" : ` of ${item.maxAttempts}`}${item.snoozes > 0 ? ` (${item.snoozes} snoozes)` : ""}</td></tr>
 <tr><th>run after</th><td>${time(item.runAt)}</td></tr>
@@ -213,7 +214,7 @@ ${kinds.length === 0 ? html`<p class="muted">No kinds yet.</p>` : html`<table id
   }</tr></thead>
 <tbody>${
     kinds.map((k) =>
-      html`<tr><td>${kindLink(view, k.kind)}</td><td>${k.paused ? html`<span class="warn">paused</span>` : "-"}</td><td class="n">${
+      html`<tr><td>${kindLink(view, k.kind)} <a class="muted" href="${link(view, `/kinds/${encodeURIComponent(k.kind)}/groups`)}">groups</a></td><td>${k.paused ? html`<span class="warn">paused</span>` : "-"}</td><td class="n">${
         k.concurrency ?? "-"
       }</td><td>${k.rate === null ? "-" : `${k.rate.limit} per ${age(k.rate.periodMs)}`}</td><td>${
         k.concurrency === null && k.rate === null ? "-" : k.limitsSetBy

@@ -12,6 +12,7 @@ import * as QueueRepo from "../../QueueRepo.js"
 import * as Assets from "./assets.js"
 import * as Bulk from "./bulk.js"
 import * as Chart from "./chart.js"
+import * as GroupPages from "./groupPages.js"
 import { crossSite, newSession, SESSION_COOKIE, SESSION_MS, sameSecret } from "./auth.js"
 import type { Html } from "./html.js"
 import {
@@ -90,7 +91,8 @@ export const routes = (config: Config) => {
     HttpRouter.get(at("/items/:id"), page((request, repo, view, p) =>
       show(Effect.gen(function*() {
         const item = yield* Model.item(repo, yield* Model.readId(p.id))
-        return Pages.itemPage(view, item, Date.now(), noticeOf(queryOf(request).get("done")))
+        const group = GroupPages.groupCell(view, item, yield* Model.groupOf(repo, item))
+        return Pages.itemPage(view, item, Date.now(), noticeOf(queryOf(request).get("done")), group)
       })))),
     HttpRouter.post(at("/items/bulk/:action"), action(bulkAction(config))),
     HttpRouter.post(at("/recurring/:name/run"), action((_, repo, __, p) =>
@@ -105,6 +107,12 @@ export const routes = (config: Config) => {
         return seeOther(name === "delete" ? `${config.base}/items?state=dead` : `${config.base}/items/${id}?done=${encodeURIComponent(outcome)}`)
       }))),
     HttpRouter.get(at("/kinds"), page((_, repo, view) => show(Effect.map(Model.kinds(repo), (k) => Pages.kindsPage(view, k))))),
+    HttpRouter.get(at("/kinds/:kind/groups"), page((request, repo, view, p) =>
+      show(Effect.gen(function*() {
+        const kind = p.kind ?? ""
+        const groups = yield* Model.groups(repo, kind, queryOf(request).get("cursor") ?? undefined)
+        return GroupPages.groupsPage(view, kind, groups, Date.now())
+      })))),
     HttpRouter.post(at("/kinds/:kind/:action"), action(kindAction(config))),
     HttpRouter.get(at("/recurring"), page((_, repo, view) => show(Effect.map(Model.schedules(repo), (s) => Pages.recurringPage(view, s))))),
     HttpRouter.get(at("/workers"), page((_, repo, view) => show(Effect.map(Model.workers(repo), (w) => Pages.workersPage(view, w))))),

@@ -6,6 +6,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
+import type { OnConflict } from "../../Domain.js"
 import * as Now from "./clock.js"
 import { intArray, op } from "./db.js"
 import { NOTIFY_CHANNEL } from "./notify.js"
@@ -24,6 +25,10 @@ export interface InsertRow {
   readonly maxAttempts: number | null
   /** The item's group inside its kind (stored as group_key), or null. */
   readonly group: string | null
+  /** What the enqueue does when a waiting item holds its key (the insert ignores it: internal/store/enqueue.ts). */
+  readonly onConflict: OnConflict
+  /** Whether the request gave its priority (a replace changes the waiting item's only then). */
+  readonly priorityGiven: boolean
 }
 
 /** The operation: rows inserted, in id order. */

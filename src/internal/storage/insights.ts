@@ -14,6 +14,7 @@ import * as InsightRetriedPerMinute from "../sql/insightRetriedPerMinute.js"
 import * as InsightTotals from "../sql/insightTotals.js"
 import * as InsightSearch from "../sql/insightSearch.js"
 import * as InsightHorizon from "../sql/insightHorizon.js"
+import * as GroupList from "../sql/groupList.js"
 
 /** The insights operations. */
 export interface Insights {
@@ -24,6 +25,7 @@ export interface Insights {
   readonly insightTotals: InsightTotals.InsightTotals
   readonly insightSearch: InsightSearch.InsightSearch
   readonly insightHorizon: InsightHorizon.InsightHorizon
+  readonly groupList: GroupList.GroupList
 }
 
 /** The insights operations of `db`'s dialect. */
@@ -34,5 +36,6 @@ export const make = (db: Db): Insights => ({
   insightRetriedPerMinute: InsightRetriedPerMinute.make(db),
   insightTotals: InsightTotals.make(db),
   insightSearch: InsightSearch.make(db),
-  insightHorizon: InsightHorizon.make(db)
+  insightHorizon: InsightHorizon.make(db),
+  groupList: GroupList.make(db)
 })

@@ -1,6 +1,7 @@
 /**
  * The items area: adding items (and finding the waiting ones an enqueue's
- * keyed rows were deduplicated to), reading them, cancelling them, making
+ * keyed rows were deduplicated to, replacing them, finding the running ones
+ * a "replaceRunning" enqueue cancels), reading them, cancelling them, making
  * scheduled ones due now, and when the next becomes due.
  * Each member is one operation, in internal/sql/<member>.ts: its texts for both
  * dialects, their parameters and the decoding of their rows; its type there
@@ -10,6 +11,8 @@
 import type { Db } from "../sql/db.js"
 import * as ItemInsertMany from "../sql/itemInsertMany.js"
 import * as ItemFindWaiting from "../sql/itemFindWaiting.js"
+import * as ItemReplaceWaiting from "../sql/itemReplaceWaiting.js"
+import * as ItemFindRunning from "../sql/itemFindRunning.js"
 import * as ItemGet from "../sql/itemGet.js"
 import * as ItemGetMany from "../sql/itemGetMany.js"
 import * as ItemCancelMany from "../sql/itemCancelMany.js"
@@ -20,6 +23,8 @@ import * as ItemNextDue from "../sql/itemNextDue.js"
 export interface Items {
   readonly itemInsertMany: ItemInsertMany.ItemInsertMany
   readonly itemFindWaiting: ItemFindWaiting.ItemFindWaiting
+  readonly itemReplaceWaiting: ItemReplaceWaiting.ItemReplaceWaiting
+  readonly itemFindRunning: ItemFindRunning.ItemFindRunning
   readonly itemGet: ItemGet.ItemGet
   readonly itemGetMany: ItemGetMany.ItemGetMany
   readonly itemCancelMany: ItemCancelMany.ItemCancelMany
@@ -31,6 +36,8 @@ export interface Items {
 export const make = (db: Db): Items => ({
   itemInsertMany: ItemInsertMany.make(db),
   itemFindWaiting: ItemFindWaiting.make(db),
+  itemReplaceWaiting: ItemReplaceWaiting.make(db),
+  itemFindRunning: ItemFindRunning.make(db),
   itemGet: ItemGet.make(db),
   itemGetMany: ItemGetMany.make(db),
   itemCancelMany: ItemCancelMany.make(db),

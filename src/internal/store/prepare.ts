@@ -36,6 +36,8 @@ export const make = ({ maxPayloadBytes }: Limits): Prepare => (request, index) =
   if (Either.isLeft(key)) return refuse(key.left, index)
   const group = V.checkGroup(request.group)
   if (Either.isLeft(group)) return refuse(group.left, index)
+  const onConflict = V.checkOnConflict(request.onConflict)
+  if (Either.isLeft(onConflict)) return refuse(onConflict.left, index)
   if (request.delay !== undefined && request.runAt !== undefined) {
     return refuse(new InvalidInput({ field: "delay", reason: "give delay or runAt, not both" }), index)
   }
@@ -72,6 +74,8 @@ export const make = ({ maxPayloadBytes }: Limits): Prepare => (request, index) =
     runAt,
     delayMs,
     maxAttempts,
-    group: group.right
+    group: group.right,
+    onConflict: onConflict.right,
+    priorityGiven: request.priority !== undefined
   })
 }

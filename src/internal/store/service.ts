@@ -9,7 +9,7 @@ import type * as Option from "effect/Option"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
-  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, Item, ItemPage, PerGroup,
+  EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, GroupListOptions, GroupPage, Item, ItemPage, PerGroup,
   HorizonReport, HorizonThreshold, KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
   SnoozeRequest, Stats, TickPass, Total, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
@@ -21,6 +21,16 @@ type EI = InvalidInput | StorageError
 /** The storage service. */
 export interface Service {
   readonly dialect: "pg" | "sqlite"
+  /**
+   * Runs `effect` in one transaction of this store's database (joining the
+   * caller's, if any): the store's operations inside it, and the
+   * application's statements through any `SqlClient` of the same database,
+   * commit together or not at all. `effect`'s failure rolls the transaction
+   * back and is returned as it is; a failed BEGIN, COMMIT or ROLLBACK is a
+   * `StorageError`. On SQLite the transaction holds the file's one
+   * connection (and, from its first write, the write lock) until it ends.
+   */
+  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StorageError, R>
   /** Adds an item; joins the caller's transaction when there is one. */
   readonly enqueue: (kind: string, payload: unknown, options?: EnqueueOptions) => Effect.Effect<EnqueueResult, EI>
   /** Adds many items in one statement, dedupe respected; results in input order. */
@@ -112,6 +122,14 @@ export interface Service {
    * leases' ends are left out.
    */
   readonly nextDueIn: Effect.Effect<Option.Option<Duration.Duration>, E>
+  /**
+   * A page of a kind's groups with unfinished items, in group order: each
+   * with its items by state, its first item and whether a failure holds it
+   * (an ordered group whose first item waits for its retry). The page's
+   * `cursor` gives the next (null after the last). A bad kind, limit (1 to
+   * 1,000) or cursor is an InvalidInput.
+   */
+  readonly listGroups: (kind: string, options?: GroupListOptions) => Effect.Effect<GroupPage, EI>
   /** Every kind with items or controls: paused, limits, who set them, counts by state; by kind. */
   readonly listKinds: Effect.Effect<ReadonlyArray<KindInfo>, E>
   /** No worker starts an item of the kind until it is resumed (running ones finish; enqueues are kept). */

@@ -20,6 +20,7 @@ export interface WatchConfig extends Horizon.Resolved {
 export interface Config {
   readonly id: string
   readonly concurrency: number
+  readonly transactions: number
   readonly prefetch: number
   readonly leaseMs: number
   readonly pollMs: number
@@ -42,6 +43,14 @@ export interface Config {
 export interface PoolOptions {
   /** Handlers running at once in this process (default 10). */
   readonly concurrency?: number | undefined
+  /**
+   * Runs of `transactional` handlers at once in this pool (default 4; the
+   * others wait in their slots, their leases renewed). Each holds one of the
+   * database pool's connections (10 by default, `Database.Options.maxConnections`)
+   * for its run: keep this below it, so that claims, lease renewals and
+   * outcomes always find one.
+   */
+  readonly transactions?: number | undefined
   /**
    * At most this many items claimed ahead of free slots (default 8000). The
    * pool adapts within it: it prefetches about what it starts in half of
@@ -131,6 +140,7 @@ export const resolve = (options: PoolOptions): Config => {
   return {
     id: options.worker ?? defaultName(),
     concurrency: checkInt("concurrency", options.concurrency ?? 10, 1),
+    transactions: checkInt("transactions", options.transactions ?? 4, 1),
     prefetch: checkInt("prefetch", options.prefetch ?? 8000, 0),
     leaseMs,
     pollMs: millis(options.poll ?? "2 seconds"),

@@ -16,6 +16,7 @@ import type * as Tracer from "effect/Tracer"
 import * as Backoff from "../../Backoff.js"
 import type { Claim } from "../../Domain.js"
 import type * as Handler from "../../Handler.js"
+import type * as QueueRepo from "../../QueueRepo.js"
 import { Timeout } from "../../Outcome.js"
 import { decide, DONE, type Finished, type Outcome } from "../decide.js"
 import { DEFAULT_MAX_SNOOZES, MAX_DELAY_MS } from "../validate.js"
@@ -25,6 +26,7 @@ import type { Encoder, HandlerTable } from "./handlers.js"
 import { currentItem } from "./logging.js"
 import type { Recorder } from "./recorder.js"
 import type { Running, Tallies } from "./state.js"
+import { runInTransaction, type TxEnd } from "./transactional.js"
 
 /** What the executor needs from the pool. */
 export interface ExecutorDeps {
@@ -37,6 +39,12 @@ export interface ExecutorDeps {
   readonly traced: boolean
   /** A run ended (synchronous bookkeeping: the slot is free). */
   readonly finished: (entry: Running) => void
+  /** The store, for transactional handlers' runs (transactional.ts). */
+  readonly repo: QueueRepo.Service
+  /** The pool's lease, renewed when a transactional run starts on SQLite. */
+  readonly leaseMs: number
+  /** Transactional runs at once (each holds a connection): `Worker.Options.transactions`. */
+  readonly transactions: Effect.Semaphore
 }
 
 // A run's value as its done item keeps it. One that cannot be kept makes the
@@ -47,6 +55,12 @@ const doneWith = (encode: Encoder, value: unknown): Outcome => {
   const encoded = encode(value)
   return Either.isRight(encoded) ? { _tag: "Done", result: encoded.right } : { _tag: "Dead", error: encoded.left }
 }
+
+// A run's outcome from its exit: its value kept (when the kind keeps results), or its failure decided.
+const decideExit = (run: Effect.Effect<unknown, unknown>, encode: Encoder | undefined): Effect.Effect<Outcome<number | undefined>> =>
+  encode === undefined
+    ? Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
+    : Effect.matchCause(run, { onSuccess: (value) => doneWith(encode, value), onFailure: decide })
 
 // The run's span links to the enqueue's (its stored span context), so a trace
 // reads request -> enqueue -> run across processes; a missing or malformed
@@ -182,7 +196,7 @@ export class Executor {
     )
   }
 
-  private decideRun(claim: Claim, abort: () => AbortSignal): Effect.Effect<Outcome<number | undefined>> {
+  private decideRun(claim: Claim, abort: () => AbortSignal): Effect.Effect<TxEnd> {
     const { decoders, byKind } = this.deps.handlers
     const handler = byKind.get(claim.kind)
     if (handler === undefined) {
@@ -206,16 +220,30 @@ export class Executor {
       run = Effect.timeoutFail(run, { duration: after, onTimeout: () => new Timeout({ after }) })
     }
     const encode = this.deps.handlers.encoders.get(claim.kind)
-    if (encode === undefined) return Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
-    return Effect.matchCause(run, { onSuccess: (value) => doneWith(encode, value), onFailure: decide })
+    if (handler.transactional === true) return this.inTransaction(claim, run, encode)
+    return decideExit(run, encode)
+  }
+
+  // A transactional handler's run and its completion, in one transaction
+  // (transactional.ts), at most `transactions` at once in this pool.
+  private inTransaction(claim: Claim, run: Effect.Effect<void, unknown>, encode: Encoder | undefined): Effect.Effect<TxEnd> {
+    const { leaseMs, repo, transactions } = this.deps
+    return transactions.withPermits(1)(runInTransaction(repo, claim, leaseMs, run, (r) => decideExit(r, encode)))
   }
 
   // A run's end: its outcome settled and queued for the next batch write,
   // its slot free. Only a retry left to the kind's backoff needs an effect (a
   // Schedule may compute the delay).
-  private settle(entry: Running, outcome: Outcome<number | undefined>, durationMs: number): Effect.Effect<void> {
+  private settle(entry: Running, outcome: TxEnd, durationMs: number): Effect.Effect<void> {
     const { claim } = entry
     switch (outcome._tag) {
+      // A transactional run's end, written in its own transaction (or refused there).
+      case "Committed":
+        this.deps.finished(entry)
+        return this.deps.recorder.committed(claim, durationMs)
+      case "Stale":
+        this.deps.finished(entry)
+        return this.deps.recorder.refusedInTransaction(claim)
       // The handler's Cancel: final whatever attempts remain, and not dead.
       case "Done":
       case "Cancel":

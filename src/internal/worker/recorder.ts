@@ -244,6 +244,27 @@ export class Recorder implements Part {
     )
   }
 
+  /**
+   * A transactional run's completion, committed with its handler's writes
+   * (worker/transactional.ts): counted and published as a batch's are.
+   */
+  committed(claim: Claim, durationMs: number): Effect.Effect<void> {
+    const { counts, publisher } = this.deps
+    counts.completed++
+    metrics.completed.unsafeUpdate(1, [])
+    metrics.duration.unsafeUpdate(durationMs, [])
+    this.deps.wrote?.()
+    return publisher.wants("Completed") ? publisher.publish({ _tag: "Completed", claim, durationMs }) : Effect.void
+  }
+
+  /** A transactional run's completion refused by its fence: rolled back with the handler's writes. */
+  refusedInTransaction(claim: Claim): Effect.Effect<void> {
+    return this.refused(
+      "completion (with the handler's writes, rolled back)",
+      Effect.annotateLogs({ kind: claim.kind, id: claim.id, attempt: claim.attempt })
+    )
+  }
+
   // This pool wakes itself when a retried or snoozed item is due, instead of
   // waiting for the poll (the claimer may be sleeping).
   private wakeWhenDue(delayMs: number): void {

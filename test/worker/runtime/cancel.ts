@@ -77,6 +77,41 @@ export const cancelRuntimeSuite = (backend: Backend) => {
     crossProcess(true)
     if (backend.name === "pg") crossProcess(false)
 
+    it.live("a replaceRunning enqueue interrupts its key's running handler (in this process, before any renewal), and the new payload runs", () => {
+      const started = Effect.runSync(Deferred.make<void>())
+      const interrupted = Effect.runSync(Deferred.make<void>())
+      const ran = Effect.runSync(Deferred.make<number>())
+      // The kind's default: every enqueue through its client replaces a running one.
+      const Build = Handler.make("build", {
+        payload: Schema.Struct({ rev: Schema.Number }),
+        onConflict: "replaceRunning",
+        run: (payload) =>
+          payload.rev === 1
+            ? Effect.zipRight(
+              Deferred.succeed(started, undefined),
+              Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
+            ).pipe(Effect.asVoid)
+            : Deferred.succeed(ran, payload.rev).pipe(Effect.asVoid)
+      })
+      return withPool(backend, { handlers: [Build], poll: "1 minute" }, () =>
+        Effect.gen(function*() {
+          const worker = yield* Worker.Worker
+          const events = yield* worker.subscribe
+          const client = Docket.client(Build)
+          const first = yield* client.enqueue({ rev: 1 }, { key: "main" })
+          yield* Deferred.await(started)
+          const next = yield* client.enqueue({ rev: 2 }, { key: "main" })
+          expect(next).toEqual({ _tag: "Enqueued", id: next.id, cancelled: [first.id] })
+          // Within 5 s: the default lease renews every 10 s, so only the
+          // enqueue's own cancel wake-up (this process) can stop it this soon.
+          yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
+          expect(yield* Deferred.await(ran).pipe(Effect.timeout("10 seconds"))).toBe(2)
+          const { event } = yield* waitForEvent(events, (e) => e._tag === "Cancelled", "10 seconds")
+          expect(event).toMatchObject({ _tag: "Cancelled", source: "cancel", error: "Cancelled: replaced by a new enqueue of its key" })
+          expect(yield* item(first.id)).toMatchObject({ state: "cancelled", attempts: 1 })
+        }))
+    })
+
     it.live("a promise handler's job.signal aborts when its item is cancelled in this process, at once", () => {
       const started = Effect.runSync(Deferred.make<void>())
       const aborted = Effect.runSync(Deferred.make<number>())

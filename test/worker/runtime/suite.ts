@@ -8,6 +8,7 @@ import { historyRuntimeSuite } from "./history.js"
 import { outcomesRuntimeSuite } from "./outcomes.js"
 import { poolRuntimeSuite } from "./pool.js"
 import { snoozeRuntimeSuite } from "./snooze.js"
+import { transactionalRuntimeSuite } from "./transactional.js"
 
 /** Registers every runtime test for a backend. */
 export const runtimeSuite = (backend: Backend) => {
@@ -16,4 +17,5 @@ export const runtimeSuite = (backend: Backend) => {
   snoozeRuntimeSuite(backend)
   cancelRuntimeSuite(backend)
   historyRuntimeSuite(backend)
+  transactionalRuntimeSuite(backend)
 }
