@@ -258,6 +258,26 @@ export interface PerGroup {
   readonly concurrency: number
   /** Default false. */
   readonly ordered?: boolean | undefined
+  /**
+   * What an ordered group does while its item that failed waits for its
+   * retry (a last error, not due yet): "wait" (the default, strict: nothing
+   * behind it starts until it has run again) or "continue" (the items behind
+   * it go on; once due it runs at its place, ahead of the later ones).
+   */
+  readonly onFailure?: "wait" | "continue" | undefined
+  /**
+   * What a dead item does to its group: "release" (the default: the group
+   * goes on without it) or "hold" (nothing of the group starts while it has a
+   * dead item, until a person retries or deletes it; the other groups go on).
+   */
+  readonly onDead?: "release" | "hold" | undefined
+  /**
+   * At most `limit` starts of one group in any window of `period`, across
+   * every worker process (a limit from 1 to 10,000, a period from 1 ms to 31
+   * days). A start counts once its claim commits, whatever its worker does
+   * after. Default: none.
+   */
+  readonly rate?: Rate | undefined
 }
 
 /** A kind as an operator sees it: its controls and its items by state. */

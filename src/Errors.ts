@@ -17,7 +17,7 @@ export type InvalidField =
   | "onConflict"
   /** An item's group (`EnqueueOptions.group`): empty, too long, not text. */
   | "group"
-  /** A kind's `perGroup` limits: a concurrency that is not an integer from 1, an `ordered` that is not a boolean. */
+  /** A kind's `perGroup` limits: a concurrency that is not an integer from 1, an `ordered` that is not a boolean, an `onFailure`, `onDead` or `rate` not one allowed. */
   | "perGroup"
   | "delay"
   | "runAt"

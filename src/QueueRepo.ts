@@ -32,6 +32,7 @@ import * as GroupList from "./internal/store/groupList.js"
 import * as History from "./internal/store/history.js"
 import * as Insights from "./internal/store/insights.js"
 import * as Items from "./internal/store/items.js"
+import * as Groups from "./internal/store/groups.js"
 import * as Kinds from "./internal/store/kinds.js"
 import * as Prepare from "./internal/store/prepare.js"
 import * as Schedules from "./internal/store/schedules.js"
@@ -120,6 +121,7 @@ const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Opt
     ...Items.make(store),
     ...Dead.make(store),
     ...Kinds.make(store, wakeups),
+    ...Groups.make(store, wakeups),
     ...Cancel.make(store, wakeups),
     ...Workers.make(store),
     ...Schedules.make(store, wakeups, enqueue.enqueueMany),

@@ -63,6 +63,7 @@ BEGIN
   controlled AS MATERIALIZED (
     SELECT coalesce(array_agg(c.kind), '{}') AS kinds FROM docket_kinds c
     WHERE c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL
+      OR c.paused_groups > 0
   ),
   cursors AS MATERIALIZED (
     SELECT c.p, c.r, c.i FROM unnest($5, $6, $7) AS c(p, r, i)
@@ -183,7 +184,8 @@ BEGIN
   WITH RECURSIVE now AS MATERIALIZED (SELECT docket_now_ms() AS ms),
   controlled AS MATERIALIZED (
     SELECT coalesce(array_agg(c.kind), '{}') AS kinds FROM docket_kinds c
-    WHERE $5 AND (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL)
+    WHERE $5 AND (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL
+      OR c.paused_groups > 0)
   ),
   expired AS (
     SELECT i.id, i.priority, i.run_at FROM docket_items i
@@ -263,6 +265,11 @@ CREATE FUNCTION public.docket_claim_groups(text, integer, bigint, text, integer,
 DECLARE
   now_ms bigint := docket_now_ms();
   start_key text;
+  paused_n integer;
+  hold boolean;
+  skip_failed boolean;
+  rate_n integer;
+  rate_ms bigint;
   g text;
   nxt text;
   last_key text;
@@ -271,15 +278,19 @@ DECLARE
   left_n integer := $2;
   live integer;
   room integer;
+  started integer;
   ids bigint[] := '{}';
   got bigint[];
   head bigint[];
   k integer;
   r record;
 BEGIN
-  SELECT k.group_cursor INTO start_key FROM docket_kinds k WHERE k.kind = $4;
+  SELECT c.group_cursor, c.paused_groups, c.group_on_dead = 'hold', c.group_on_failure = 'continue',
+         c.group_rate_limit, c.group_rate_period_ms
+    INTO start_key, paused_n, hold, skip_failed, rate_n, rate_ms
+  FROM docket_kinds c WHERE c.kind = $4;
 
-  FOR pass IN 1..(CASE WHEN $5 > 1 THEN 2 ELSE 1 END) LOOP
+  FOR pass IN 1..(CASE WHEN coalesce($5, 2) > 1 THEN 2 ELSE 1 END) LOOP
     EXIT WHEN left_n <= 0;
     g := coalesce(start_key, '');
     wrapped := false;
@@ -302,21 +313,34 @@ BEGIN
         last_key := nxt;
       END IF;
       steps := steps + 1;
-      SELECT count(*) INTO live FROM docket_items i
-      WHERE i.kind = $4 AND i.group_key = g AND i.state = 'running' AND i.lease_until > now_ms;
-      room := least($5 - live, left_n, CASE WHEN pass = 1 THEN 1 ELSE $5 END);
+      CONTINUE WHEN paused_n > 0 AND EXISTS (SELECT 1 FROM docket_groups p WHERE p.kind = $4 AND p.group_key = g);
+      CONTINUE WHEN hold AND EXISTS (
+        SELECT 1 FROM docket_items d WHERE d.kind = $4 AND d.group_key = g AND d.group_key IS NOT NULL AND d.state = 'dead');
+      room := least(left_n, CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END);
+      IF $5 IS NOT NULL THEN
+        SELECT count(*) INTO live FROM docket_items i
+        WHERE i.kind = $4 AND i.group_key = g AND i.state = 'running' AND i.lease_until > now_ms;
+        room := least(room, $5 - live);
+      END IF;
+      IF rate_n IS NOT NULL THEN
+        SELECT count(*) INTO started FROM docket_group_starts s
+        WHERE s.kind = $4 AND s.group_key = g AND s.started_at > now_ms - rate_ms;
+        room := least(room, rate_n - started);
+      END IF;
       CONTINUE WHEN room <= 0;
       got := '{}';
       IF $6 THEN
         head := ARRAY(
           SELECT i.id FROM docket_items i
           WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+            AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
           ORDER BY i.id
           LIMIT $5);
         k := 0;
         FOR r IN
           SELECT i.id, i.state, i.run_at, i.lease_until, i.dedupe_key, i.kind FROM docket_items i
           WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+            AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
           ORDER BY i.id
           LIMIT $5
           FOR UPDATE SKIP LOCKED
@@ -354,6 +378,11 @@ BEGIN
           LIMIT room
         ) u;
       END IF;
+      IF rate_n IS NOT NULL AND cardinality(got) > 0 THEN
+        DELETE FROM docket_group_starts s WHERE s.kind = $4 AND s.group_key = g AND s.started_at <= now_ms - rate_ms;
+        INSERT INTO docket_group_starts (kind, group_key, started_at)
+        SELECT $4, g, now_ms FROM generate_series(1, cardinality(got));
+      END IF;
       ids := ids || got;
       left_n := left_n - cardinality(got);
     END LOOP;
@@ -370,7 +399,7 @@ BEGIN
     END IF;
   END LOOP;
   IF last_key IS NOT NULL THEN
-    UPDATE docket_kinds k SET group_cursor = last_key WHERE k.kind = $4;
+    UPDATE docket_kinds c SET group_cursor = last_key WHERE c.kind = $4;
   END IF;
   IF left_n > 0 THEN
     RETURN QUERY
@@ -427,10 +456,12 @@ DECLARE
     + pg_stat_get_xact_tuples_returned('docket_items_lease'::regclass);
 BEGIN
   SELECT array_agg(c.kind) INTO controlled FROM docket_kinds c
-  WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL) AND ($4 IS NULL OR c.kind = ANY($4));
+  WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL
+    OR c.paused_groups > 0) AND ($4 IS NULL OR c.kind = ANY($4));
   IF controlled IS NOT NULL THEN
     FOR k IN
-      SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms, c.group_concurrency, c.group_ordered FROM docket_kinds c
+      SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms, c.group_concurrency, c.group_ordered,
+        c.paused_groups FROM docket_kinds c
       WHERE c.kind = ANY(controlled) AND NOT c.paused
       ORDER BY c.kind
       FOR UPDATE
@@ -448,11 +479,12 @@ BEGIN
         allowed := least(allowed, n);
       END IF;
       IF allowed > 0 THEN
-        IF k.group_concurrency IS NULL THEN
+        IF k.group_concurrency IS NULL AND k.paused_groups = 0 THEN
           RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false) c;
         ELSE
           RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint
-            FROM docket_claim_groups($1, allowed, $3, k.kind, k.group_concurrency, k.group_ordered) c;
+            FROM docket_claim_groups($1, allowed, $3, k.kind, k.group_concurrency,
+              k.group_ordered AND k.group_concurrency IS NOT NULL) c;
         END IF;
         GET DIAGNOSTICS n = ROW_COUNT;
         remaining := remaining - n;
@@ -615,6 +647,26 @@ CREATE TABLE public.docket_done (
 );
 
 --
+-- Name: docket_group_starts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.docket_group_starts (
+    kind text NOT NULL,
+    group_key text NOT NULL,
+    started_at bigint NOT NULL
+);
+
+--
+-- Name: docket_groups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.docket_groups (
+    kind text NOT NULL,
+    group_key text NOT NULL,
+    paused_at bigint NOT NULL
+);
+
+--
 -- Name: docket_items_all; Type: VIEW; Schema: public; Owner: -
 --
 
@@ -705,9 +757,21 @@ CREATE TABLE public.docket_kinds (
     group_concurrency integer,
     group_ordered boolean DEFAULT false NOT NULL,
     group_cursor text,
+    paused_groups integer DEFAULT 0 NOT NULL,
+    group_on_failure text DEFAULT 'wait'::text NOT NULL,
+    group_on_dead text DEFAULT 'release'::text NOT NULL,
+    group_rate_limit integer,
+    group_rate_period_ms bigint,
+    group_limits_set_by text DEFAULT 'code'::text NOT NULL,
     CONSTRAINT docket_kinds_check CHECK (((rate_limit IS NULL) = (rate_period_ms IS NULL))),
     CONSTRAINT docket_kinds_concurrency_check CHECK ((concurrency >= 1)),
     CONSTRAINT docket_kinds_group_concurrency_check CHECK ((group_concurrency >= 1)),
+    CONSTRAINT docket_kinds_group_limits_set_by_check CHECK ((group_limits_set_by = ANY (ARRAY['code'::text, 'person'::text]))),
+    CONSTRAINT docket_kinds_group_on_dead_check CHECK ((group_on_dead = ANY (ARRAY['release'::text, 'hold'::text]))),
+    CONSTRAINT docket_kinds_group_on_failure_check CHECK ((group_on_failure = ANY (ARRAY['wait'::text, 'continue'::text]))),
+    CONSTRAINT docket_kinds_group_rate CHECK (((group_rate_limit IS NULL) = (group_rate_period_ms IS NULL))),
+    CONSTRAINT docket_kinds_group_rate_limit_check CHECK ((group_rate_limit >= 1)),
+    CONSTRAINT docket_kinds_group_rate_period_ms_check CHECK ((group_rate_period_ms >= 1)),
     CONSTRAINT docket_kinds_limits_set_by_check CHECK ((limits_set_by = ANY (ARRAY['code'::text, 'person'::text]))),
     CONSTRAINT docket_kinds_rate_limit_check CHECK ((rate_limit >= 1)),
     CONSTRAINT docket_kinds_rate_period_ms_check CHECK ((rate_period_ms >= 1))
@@ -839,6 +903,13 @@ ALTER TABLE ONLY public.docket_done
     ADD CONSTRAINT docket_done_pkey PRIMARY KEY (id);
 
 --
+-- Name: docket_groups docket_groups_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.docket_groups
+    ADD CONSTRAINT docket_groups_pkey PRIMARY KEY (kind, group_key);
+
+--
 -- Name: docket_items docket_items_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -929,6 +1000,12 @@ ALTER TABLE ONLY public.docket_workflow_executions
 CREATE INDEX docket_done_finished ON public.docket_done USING btree (finished_at, id);
 
 --
+-- Name: docket_group_starts_group; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_group_starts_group ON public.docket_group_starts USING btree (kind, group_key, started_at);
+
+--
 -- Name: docket_items_cancelled; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -957,6 +1034,12 @@ CREATE INDEX docket_items_finished ON public.docket_items USING btree (state, fi
 --
 
 CREATE INDEX docket_items_group ON public.docket_items USING btree (kind, group_key, id) WHERE ((group_key IS NOT NULL) AND (state = ANY (ARRAY['waiting'::text, 'running'::text])));
+
+--
+-- Name: docket_items_group_dead; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX docket_items_group_dead ON public.docket_items USING btree (kind, group_key) WHERE ((group_key IS NOT NULL) AND (state = 'dead'::text));
 
 --
 -- Name: docket_items_group_due; Type: INDEX; Schema: public; Owner: -

@@ -8,6 +8,19 @@ CREATE TABLE docket_counts (
   PRIMARY KEY (kind, what)
 ) WITHOUT ROWID;
 
+CREATE TABLE docket_group_starts (
+  kind       TEXT    NOT NULL,
+  group_key  TEXT    NOT NULL,
+  started_at INTEGER NOT NULL
+);
+
+CREATE TABLE docket_groups (
+  kind      TEXT    NOT NULL,
+  group_key TEXT    NOT NULL,
+  paused_at INTEGER NOT NULL,
+  PRIMARY KEY (kind, group_key)
+);
+
 CREATE TABLE "docket_items" (
   id                 INTEGER PRIMARY KEY AUTOINCREMENT,
   kind               TEXT    NOT NULL,
@@ -44,7 +57,10 @@ CREATE TABLE docket_kinds (
   rate_limit     INTEGER CHECK (rate_limit >= 1),
   rate_period_ms INTEGER CHECK (rate_period_ms >= 1),
   limits_set_by  TEXT    NOT NULL DEFAULT 'code' CHECK (limits_set_by IN ('code', 'person')),
-  updated_at     INTEGER NOT NULL, group_concurrency INTEGER CHECK (group_concurrency >= 1), group_ordered INTEGER NOT NULL DEFAULT 0, group_cursor TEXT,
+  updated_at     INTEGER NOT NULL, group_concurrency INTEGER CHECK (group_concurrency >= 1), group_ordered INTEGER NOT NULL DEFAULT 0, group_cursor TEXT, paused_groups INTEGER NOT NULL DEFAULT 0, group_on_failure TEXT NOT NULL DEFAULT 'wait'
+  CHECK (group_on_failure IN ('wait', 'continue')), group_on_dead TEXT NOT NULL DEFAULT 'release'
+  CHECK (group_on_dead IN ('release', 'hold')), group_rate_limit INTEGER CHECK (group_rate_limit >= 1), group_rate_period_ms INTEGER CHECK (group_rate_period_ms >= 1), group_limits_set_by TEXT NOT NULL DEFAULT 'code'
+  CHECK (group_limits_set_by IN ('code', 'person')),
   CHECK ((rate_limit IS NULL) = (rate_period_ms IS NULL))
 );
 
@@ -135,6 +151,8 @@ CREATE TABLE sqlite_stat1(tbl,idx,stat);
 
 CREATE TABLE sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample);
 
+CREATE INDEX docket_group_starts_group ON docket_group_starts (kind, group_key, started_at);
+
 CREATE INDEX docket_items_cancelled ON docket_items (kind, id) WHERE state = 'cancelled';
 
 CREATE INDEX docket_items_claim ON docket_items (priority DESC, run_at, id)
@@ -146,6 +164,9 @@ CREATE INDEX docket_items_finished ON docket_items (state, finished_at, id) WHER
 
 CREATE INDEX docket_items_group ON docket_items (kind, group_key, id)
   WHERE group_key IS NOT NULL AND state IN ('waiting', 'running');
+
+CREATE INDEX docket_items_group_dead ON docket_items (kind, group_key)
+  WHERE group_key IS NOT NULL AND state = 'dead';
 
 CREATE INDEX docket_items_group_due ON docket_items (kind, group_key, priority DESC, run_at, id)
   WHERE group_key IS NOT NULL AND state = 'waiting';

@@ -19,7 +19,7 @@
  *   any handler, applies to every item of the kind enqueued without its own,
  *   `docket enqueue` without `--max-attempts` included; else the queue's 8.
  *   `maxSnoozes`, an integer from 0, caps an item's snoozes; default 100.
- *   `perGroup`, `{ concurrency, ordered? }`, limits each group of the kind,
+ *   `perGroup`, `{ concurrency, ordered?, onFailure?, onDead?, rate? }`, limits each group of the kind,
  *   as `Handler.Options.perGroup`. `transactional: true` runs the function in
  *   the transaction that completes its item, as `Handler.Options.transactional`:
  *   its statements go through its third argument, `tx.query(text, params)`.)

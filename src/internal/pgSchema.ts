@@ -48,6 +48,8 @@ export const RELATIONS = [
   "docket_items_all",
   "docket_kinds",
   "docket_kind_slots",
+  "docket_groups",
+  "docket_group_starts",
   "docket_schedules",
   "docket_workers",
   "docket_minute_counts",

@@ -2,10 +2,11 @@
  * `docket kind` end to end, as a child process, on a SQLite file and on a
  * fresh PostgreSQL database: set, pause, list, resume, reset; bad input
  * refused (exit 2, one line, nothing written); a task file's declared global
- * limits written when its worker starts, unless a person set the kind's.
+ * limits written when its worker starts, unless a person set the kind's; a
+ * person's per-group limits obeyed by claims until reset.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { cliBackends, docket, lines, start, tempDir } from "../support/cli.js"
+import { cliBackends, docket, lines, openRepo, start, tempDir } from "../support/cli.js"
 
 const cleanups: Array<() => Promise<void> | void> = []
 afterAll(async () => {
@@ -13,6 +14,7 @@ afterAll(async () => {
 })
 
 const backends = cliBackends(cleanups)
+const repoAt = openRepo(cleanups)
 
 interface KindJson {
   readonly kind: string
@@ -62,6 +64,24 @@ describe.each(backends)("docket kind on $name", (backend) => {
       expect((await kindsOf(url))[0]).toMatchObject({ paused: false, concurrency: null, rate: null, limitsSetBy: "code" })
     })
 
+    it("sets and resets a kind's per-group limits; claims obey them", { timeout: 180_000 }, async () => {
+      const url = await backend.fresh()
+      for (const n of [1, 2]) {
+        expect((await docket(["enqueue", "hook", JSON.stringify({ n }), "--group", "a", "--database", url])).code).toBe(0)
+      }
+      const set = await docket([
+        "kind", "set", "hook", "--per-group-concurrency", "1", "--per-group-rate", "10/1m", "--database", url
+      ])
+      expect(set.code, set.stderr).toBe(0)
+      expect(set.stdout).toMatch(/^hook: per-group concurrency 1, per-group rate 10\/1m \(set by a person/)
+      const repo = repoAt(url)
+      const claim = () => repo((r) => r.claim({ worker: "w", limit: 10, lease: "1 minute" }))
+      expect((await claim()).length).toBe(1)
+      expect((await docket(["kind", "reset", "hook", "--database", url])).code).toBe(0)
+      // Handed back to the code, which declared none: the group is a label again.
+      expect((await claim()).length).toBe(1)
+    })
+
     it("refuses bad input with exit 2 and one line, and writes nothing", { timeout: 180_000 }, async () => {
       const url = await backend.fresh()
       expect((await docket(["migrate", "--database", url])).code).toBe(0)
@@ -73,7 +93,11 @@ describe.each(backends)("docket kind on $name", (backend) => {
         [["set", "k", "--rate", "0/1s"], /invalid rate: must be an integer from 1/],
         [["set", "k", "--rate", "5/0s"], /invalid rate: must be from 1 to/],
         [["set", "k", "--rate", "5/soon"], /is not a duration/],
-        [["set", "k"], /give --concurrency or --rate/],
+        [["set", "k"], /give --concurrency, --rate, --per-group-concurrency or --per-group-rate/],
+        [["set", "k", "--per-group-concurrency", "0"], /--per-group-concurrency must be from 1 to 10000/],
+        [["set", "k", "--per-group-concurrency", "10001"], /--per-group-concurrency must be from 1 to 10000/],
+        [["set", "k", "--per-group-rate", "5"], /--per-group-rate: "5" is not a rate/],
+        [["set", "k", "--per-group-rate", "0/1s"], /invalid perGroup: rate must be an integer from 1/],
         [["set", "bad kind!", "--concurrency", "1"], /kind 'bad kind!' may hold only/],
         [["pause", "bad kind!"], /kind 'bad kind!' may hold only/]
       ]

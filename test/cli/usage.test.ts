@@ -54,7 +54,7 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
     ["a bad max attempts", ["enqueue", "a", "{}", "--max-attempts", "0"], /^docket: --max-attempts must be from 1 to 10000 \(got 0\)$/],
     ["no kind", ["enqueue"], /^docket: give the kind of the item/],
     ["a missing bulk file", ["enqueue", "--from", scratch.path("nope.ndjson")], /^docket: --from: file .* does not exist$/],
-    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, recurring, workflow, cancel, dashboard, demo\)$/],
+    ["an unknown command", ["frobnicate"], /^docket: unknown command frobnicate \(commands: migrate, grants, enqueue, worker, stats, workers, list, show, dead, kind, group, recurring, workflow, cancel, dashboard, demo\)$/],
     ["a mistyped command", ["wrker", "--tasks", tasks.dir], /^docket: unknown command wrker \(did you mean worker\?\)$/],
     ["a mistyped subcommand", ["dead", "lst"], /^docket: unknown command dead lst \(did you mean dead list\?\)$/],
     ["a bad log level (before the command)", ["--log-level", "loud", "stats"], /^docket: --log-level: 'loud' is not one of all, trace, debug, info, warning, error, fatal, none$/],
@@ -181,7 +181,8 @@ describe("bad usage and bad input: exit 2, one line, nothing written", () => {
 describe("--help", () => {
   const commands = [
     "migrate", "enqueue", "worker", "stats", "workers", "list", "show", "dead", "dead list", "dead retry", "dead delete",
-    "recurring", "recurring list", "workflow", "workflow list", "workflow show", "workflow interrupt", "workflow resume",
+    "group", "group list", "group pause", "group resume", "recurring", "recurring list", "workflow", "workflow list",
+    "workflow show", "workflow interrupt", "workflow resume",
     "workflow complete", "cancel", "dashboard", "demo"
   ]
 

@@ -2,8 +2,9 @@
  * Groups of a kind (issue 36: an item's `group`, a kind's `perGroup` limits),
  * run against every backend from the shared store suite (./suite.ts): a
  * group's exclusion, its order, the strict wait through a retry's backoff,
- * N at once, the round-robin across groups, bad input. Time is moved by
- * editing rows (a lease ended, a retry made due), never by sleeping.
+ * N at once, the round-robin across groups, bad input; a person pausing one
+ * group (./groupControls.ts: the controls of issue 36's claim side). Time is
+ * moved by editing rows (a lease ended, a retry made due), never by sleeping.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
@@ -11,6 +12,7 @@ import { InvalidInput } from "../../src/Errors.js"
 import * as QueueRepo from "../../src/QueueRepo.js"
 import { type Backend, countAll, expireLease, makeDue, unsafe } from "../support/db.js"
 import { withRepo } from "../support/harness.js"
+import { groupControlsSuite } from "./groupControls.js"
 
 const Repo = QueueRepo.QueueRepo
 const lease = "1 minute"
@@ -224,4 +226,6 @@ export const groupsSuite = (backend: Backend) =>
         expect(yield* repo.declarePerGroup("g", undefined)).toBe(false)
         expect((yield* claim()).length).toBe(1)
       })))
+
+    groupControlsSuite(backend)
   })

@@ -19,7 +19,7 @@ import { parseRate, readPeriod } from "../input.js"
 import { databaseOption, jsonOption, readInteger, refuse } from "../options.js"
 import { withExistingRepo } from "../queue.js"
 
-/** The kind argument, checked while the command line is parsed (exit 2, one line). */
+/** The kind argument, checked while the command line is parsed (exit 2, one line); `docket group` uses it too. */
 export const kindArg = Args.text({ name: "kind" }).pipe(
   Args.withDescription("The kind (letters, digits and _ . : -)."),
   Args.mapEffect((text) =>
@@ -106,6 +106,46 @@ const rateOption = Options.text("rate").pipe(
   Options.optional
 )
 
+// `--per-group-concurrency N|none`: at most N of one group at once.
+const groupConcurrencyOption = Options.text("per-group-concurrency").pipe(
+  Options.withPseudoName("<n|none>"),
+  Options.withDescription(
+    "At most N items of one group of the kind run at once (1 to 10000), across every process; none removes it."
+  ),
+  Options.mapEffect((text) =>
+    text.trim() === "none"
+      ? Effect.succeed(null)
+      : Either.match(readInteger("--per-group-concurrency", text, { min: 1, max: V.MAX_GROUP_CONCURRENCY }), {
+        onLeft: (e) => Effect.fail(refuse(e)),
+        onRight: Effect.succeed
+      })
+  ),
+  Options.optional
+)
+
+// `--per-group-rate N/DURATION|none`: at most N starts of one group per window.
+const groupRateOption = Options.text("per-group-rate").pipe(
+  Options.withPseudoName("<n/duration|none>"),
+  Options.withDescription("At most N starts of one group in any window of the duration (10/1m); none removes it."),
+  Options.mapEffect((text) =>
+    text.trim() === "none" ? Effect.succeed(null) : Either.match(parseRate("--per-group-rate", text), {
+      onLeft: (e) => Effect.fail(refuse(e.reason)),
+      onRight: Effect.succeed
+    })
+  ),
+  Options.optional
+)
+
+// What a person set of the group limits, as given.
+const describeGroupLimits = (
+  concurrency: number | null | undefined,
+  rate: { readonly limit: number; readonly period: number } | null | undefined
+) =>
+  [
+    ...(concurrency === undefined ? [] : [`per-group concurrency ${concurrency ?? "none"}`]),
+    ...(rate === undefined ? [] : [`per-group rate ${rate === null ? "none" : formatRate({ limit: rate.limit, periodMs: rate.period })}`])
+  ].join(", ")
+
 const describeLimits = (k: QueueRepo.KindInfo | undefined): string => {
   if (k === undefined || (k.concurrency === null && k.rate === null)) return "no limits"
   const parts = [
@@ -117,26 +157,49 @@ const describeLimits = (k: QueueRepo.KindInfo | undefined): string => {
 
 const set = Command.make(
   "set",
-  { database: databaseOption, kind: kindArg, concurrency: concurrencyOption, rate: rateOption },
-  ({ concurrency, database, kind, rate }) =>
+  {
+    database: databaseOption,
+    kind: kindArg,
+    concurrency: concurrencyOption,
+    rate: rateOption,
+    groupConcurrency: groupConcurrencyOption,
+    groupRate: groupRateOption
+  },
+  ({ concurrency, database, groupConcurrency, groupRate, kind, rate }) =>
     Effect.gen(function*() {
-      if (Option.isNone(concurrency) && Option.isNone(rate)) return yield* usage("give --concurrency or --rate (or both)")
+      const global = Option.isSome(concurrency) || Option.isSome(rate)
+      const perGroup = Option.isSome(groupConcurrency) || Option.isSome(groupRate)
+      if (!global && !perGroup) {
+        return yield* usage("give --concurrency, --rate, --per-group-concurrency or --per-group-rate")
+      }
       const limits = { concurrency: Option.getOrUndefined(concurrency), rate: Option.getOrUndefined(rate) }
+      const groupLimits = { concurrency: Option.getOrUndefined(groupConcurrency), rate: Option.getOrUndefined(groupRate) }
       const after = yield* withExistingRepo(database, (repo) =>
-        Effect.zipRight(repo.setKindLimits(kind, limits), repo.listKinds))
+        Effect.all([
+          global ? repo.setKindLimits(kind, limits) : Effect.void,
+          perGroup ? repo.setGroupLimits(kind, groupLimits) : Effect.void
+        ]).pipe(Effect.zipRight(repo.listKinds)))
+      const said = [
+        ...(global ? [describeLimits(after.find((k) => k.kind === kind))] : []),
+        ...(perGroup ? [describeGroupLimits(groupLimits.concurrency, groupLimits.rate)] : [])
+      ]
       yield* Console.log(
-        `${kind}: ${describeLimits(after.find((k) => k.kind === kind))} (set by a person: worker starts keep it; ` +
+        `${kind}: ${said.join("; ")} (set by a person: worker starts keep it; ` +
           `docket kind reset ${kind} hands the limits back to its handler)`
       )
     })
-).pipe(Command.withDescription("Sets a kind's global limits; they win over a handler's declared ones until reset."))
+).pipe(Command.withDescription(
+  "Sets a kind's global or per-group limits; they win over a handler's declared ones until reset."
+))
 
 const reset = Command.make("reset", { database: databaseOption, kind: kindArg }, ({ database, kind }) =>
   withExistingRepo(database, (repo) => repo.resetKindLimits(kind)).pipe(
     Effect.zipRight(
       Console.log(`${kind}: limits handed back to its handler (none until a worker whose handler declares some starts)`)
     )
-  )).pipe(Command.withDescription("Removes a person's limits of a kind: its handler's declaration applies again."))
+  )).pipe(Command.withDescription(
+  "Removes a person's limits of a kind (global and per-group): its handler's declaration applies again."
+))
 
 /** The `kind` group on its own (its help text), without its subcommands. */
 export const kindGroup = Command.make("kind").pipe(

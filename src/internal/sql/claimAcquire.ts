@@ -68,7 +68,8 @@ export const pg = `SELECT ${CLAIM_COLUMNS}, walked, expired_until, entries_read 
 export const sqlite = `
 WITH controlled AS (
   SELECT kind FROM docket_kinds
-  WHERE paused OR concurrency IS NOT NULL OR rate_limit IS NOT NULL OR group_concurrency IS NOT NULL)
+  WHERE paused OR concurrency IS NOT NULL OR rate_limit IS NOT NULL OR group_concurrency IS NOT NULL
+    OR paused_groups > 0)
 UPDATE docket_items
 SET state = 'running', attempts = attempts + 1, lease_seq = lease_seq + 1, claimed_by = ?1,
     lease_until = ${Now.sqlite} + ?3, updated_at = ${Now.sqlite}
@@ -97,13 +98,13 @@ RETURNING ${CLAIM_COLUMNS}`
 
 /**
  * SQLite, first in a claim's transaction: the controlled kinds among those
- * claimed (paused, limited, or grouped), each limited one with what it may start now
+ * claimed (paused, limited, grouped, or with a paused group), each limited one with what it may start now
  * (its concurrency less the items holding a live lease; its rate slots free),
  * read under the transaction's write lock, so no other claim can change them
  * before this one commits. ?1 a JSON array of kinds or NULL for all.
  */
 export const sqliteControls = `
-SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered,
+SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered, k.paused_groups,
   CASE WHEN k.concurrency IS NULL THEN NULL ELSE k.concurrency - (
     SELECT count(*) FROM docket_items r
     WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > ${Now.sqlite}) END AS concurrency_left,
@@ -111,7 +112,8 @@ SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered,
     SELECT count(*) FROM docket_kind_slots s
     WHERE s.kind = k.kind AND s.started_at <= ${Now.sqlite} - k.rate_period_ms) END AS rate_left
 FROM docket_kinds k
-WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL OR k.group_concurrency IS NOT NULL)
+WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL OR k.group_concurrency IS NOT NULL
+    OR k.paused_groups > 0)
   AND (?1 IS NULL OR k.kind IN (SELECT value FROM json_each(?1)))
 ORDER BY k.kind`
 
@@ -145,9 +147,11 @@ interface ControlRow {
   readonly kind: string
   readonly paused: number
   readonly rate_limit: number | null
-  /** Its groups' limit (perGroup), or null: then its items are claimed as a limited kind's. */
+  /** Its groups' limit (perGroup), or null: then, with no paused group, its items are claimed as a limited kind's. */
   readonly group_concurrency: number | null
   readonly group_ordered: number
+  /** How many of its groups are paused: with any, its items are claimed group by group, as a grouped kind's. */
+  readonly paused_groups: number
   readonly concurrency_left: number | null
   readonly rate_left: number | null
 }
@@ -175,7 +179,7 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
       if (c.paused || limitedLeft <= 0) continue
       const allowed = Math.min(limitedLeft, c.concurrency_left ?? limitedLeft, c.rate_left ?? limitedLeft)
       if (allowed <= 0) continue
-      const rows = c.group_concurrency === null
+      const rows = c.group_concurrency === null && c.paused_groups === 0
         ? yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
         : yield* claimGroups(exec, {
           worker: r.worker,
@@ -183,7 +187,7 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
           leaseMs: r.leaseMs,
           kind: c.kind,
           concurrency: c.group_concurrency,
-          ordered: c.group_ordered !== 0
+          ordered: c.group_ordered !== 0 && c.group_concurrency !== null
         })
       if (rows.length > 0 && c.rate_limit !== null) yield* exec(sqliteTakeSlots, [c.kind, rows.length])
       limitedLeft -= rows.length

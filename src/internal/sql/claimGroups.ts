@@ -7,8 +7,13 @@
  * item per group, then, if the batch is not full, up to each group's free
  * places), an ordered group only from its first
  * unfinished items in enqueue order, stopping at one not due), then the
- * kind's ungrouped items with what is left. SQLite runs in the process, so
- * the walk is a loop of small statements here rather than a function.
+ * kind's ungrouped items with what is left. A paused group, and a group held
+ * by a dead item (onDead "hold"), is passed over; a rate-limited group starts
+ * at most what its window has left, and its starts are written; onFailure
+ * "continue" leaves an ordered group's failed items waiting for their retry
+ * out of its head (migrations/pg/0019_group_controls.sql says why each is
+ * stored as it is). SQLite runs in the process, so the walk is a loop of
+ * small statements here rather than a function.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
@@ -26,8 +31,12 @@ export interface GroupClaim {
   readonly limit: number
   readonly leaseMs: number
   readonly kind: string
-  /** The kind's `perGroup.concurrency`. */
-  readonly concurrency: number
+  /**
+   * The kind's `perGroup.concurrency`, or null for a kind with paused groups
+   * and no perGroup limits: its groups are walked with no limit each, only so
+   * that the paused ones are passed over.
+   */
+  readonly concurrency: number | null
   /** The kind's `perGroup.ordered`. */
   readonly ordered: boolean
 }
@@ -41,8 +50,43 @@ const twinFree = (alias: string) => `(${alias}.dedupe_key IS NULL OR NOT EXISTS 
   WHERE t.state = 'running' AND t.kind = ${alias}.kind AND t.dedupe_key = ${alias}.dedupe_key
     AND t.lease_until > ${Now.sqlite}))`
 
-/** The kind's cursor: the last group the previous claim looked at. ?1 kind. */
-export const readCursor = `SELECT group_cursor FROM docket_kinds WHERE kind = ?1`
+/** The kind's cursor (the last group the previous claim looked at) and its group settings. ?1 kind. */
+export const readSettings = `
+SELECT group_cursor, paused_groups, group_on_dead = 'hold' AS hold, group_on_failure = 'continue' AS skip_failed,
+  group_rate_limit, group_rate_period_ms
+FROM docket_kinds WHERE kind = ?1`
+
+/** The kind's settings as `readSettings` reads them. */
+interface Settings {
+  readonly group_cursor: string | null
+  readonly paused_groups: number
+  readonly hold: number
+  readonly skip_failed: number
+  readonly group_rate_limit: number | null
+  readonly group_rate_period_ms: number | null
+}
+
+/** 1 when the group is paused. ?1 kind, ?2 group. */
+export const paused = `SELECT 1 AS paused FROM docket_groups WHERE kind = ?1 AND group_key = ?2`
+
+/** 1 when the group has a dead item (onDead "hold"). ?1 kind, ?2 group. */
+export const held = `
+SELECT 1 AS held FROM docket_items
+WHERE kind = ?1 AND group_key = ?2 AND group_key IS NOT NULL AND state = 'dead' LIMIT 1`
+
+/** The group's starts within the last ?3 ms. ?1 kind, ?2 group. */
+export const startedCount = `
+SELECT count(*) AS n FROM docket_group_starts
+WHERE kind = ?1 AND group_key = ?2 AND started_at > ${Now.sqlite} - ?3`
+
+/** The group's starts older than ?3 ms forgotten, ?4 new ones written. ?1 kind, ?2 group. */
+export const forgetStarts = `
+DELETE FROM docket_group_starts WHERE kind = ?1 AND group_key = ?2 AND started_at <= ${Now.sqlite} - ?3`
+
+/** ?3 starts of the group written at the database's now. ?1 kind, ?2 group. */
+export const writeStarts = `
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?3)
+INSERT INTO docket_group_starts (kind, group_key, started_at) SELECT ?1, ?2, ${Now.sqlite} FROM n`
 
 /**
  * The first group after ?2 with unfinished items, up to ?3 (NULL: to the
@@ -63,7 +107,9 @@ WHERE kind = ?1 AND group_key = ?2 AND group_key IS NOT NULL AND state = 'runnin
 /**
  * An ordered group's first ?3 unfinished items in enqueue order, each with
  * whether it is live (running, lease not ended) and claimable (due and not
- * held back by a running twin, or its lease ended). ?1 kind, ?2 group.
+ * held back by a running twin, or its lease ended). ?1 kind, ?2 group, ?4 1
+ * to leave out the items waiting for a retry after a failure (onFailure
+ * "continue"), 0 to keep them (the group waits for them).
  */
 export const orderedHead = `
 SELECT i.id,
@@ -72,6 +118,7 @@ SELECT i.id,
        ELSE i.run_at <= ${Now.sqlite} AND ${twinFree("i")} END AS claimable
 FROM docket_items i
 WHERE i.kind = ?1 AND i.group_key = ?2 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+  AND NOT (?4 AND i.state = 'waiting' AND i.run_at > ${Now.sqlite} AND i.last_error IS NOT NULL)
 ORDER BY i.id LIMIT ?3`
 
 /** An unordered group's first ?3 claimable items in claim order. ?1 kind, ?2 group. */
@@ -124,9 +171,9 @@ RETURNING ${CLAIM_COLUMNS}`
 
 // The ids a group may start now: up to `room`, in enqueue order for an
 // ordered group (skipping its live ones, stopping at the first not claimable).
-const groupPicks = (exec: Exec, c: GroupClaim, group: string, room: number) =>
+const groupPicks = (exec: Exec, c: GroupClaim, s: Settings, group: string, room: number) =>
   c.ordered
-    ? Effect.map(exec<{ id: number; live: number; claimable: number }>(orderedHead, [c.kind, group, c.concurrency]), (rows) => {
+    ? Effect.map(exec<{ id: number; live: number; claimable: number }>(orderedHead, [c.kind, group, c.concurrency ?? -1, s.skip_failed]), (rows) => {
       const ids: Array<number> = []
       for (const row of rows) {
         if (row.live) continue
@@ -137,9 +184,35 @@ const groupPicks = (exec: Exec, c: GroupClaim, group: string, room: number) =>
     })
     : Effect.map(exec<{ id: number }>(unorderedDue, [c.kind, group, room]), (rows) => rows.map((row) => row.id))
 
+// How many items the group may start now, at most `most`: 0 when it is paused
+// or held by a dead item; else its free places and what its rate's window has left.
+const groupRoom = (exec: Exec, c: GroupClaim, s: Settings, group: string, most: number) =>
+  Effect.gen(function*() {
+    if (s.paused_groups > 0 && (yield* exec(paused, [c.kind, group])).length > 0) return 0
+    if (s.hold && (yield* exec(held, [c.kind, group])).length > 0) return 0
+    let room = most
+    if (c.concurrency !== null) {
+      const [{ n }] = yield* exec<{ n: number }>(liveCount, [c.kind, group])
+      room = Math.min(room, c.concurrency - n)
+    }
+    if (s.group_rate_limit !== null && room > 0) {
+      const [{ n }] = yield* exec<{ n: number }>(startedCount, [c.kind, group, s.group_rate_period_ms])
+      room = Math.min(room, s.group_rate_limit - n)
+    }
+    return room
+  })
+
+// A rate-limited group's starts written (in the claim's transaction, so they
+// count exactly when the claim commits), its older ones forgotten.
+const recordStarts = (exec: Exec, c: GroupClaim, s: Settings, group: string, n: number) =>
+  s.group_rate_limit === null || n === 0 ? Effect.void : Effect.zipRight(
+    exec(forgetStarts, [c.kind, group, s.group_rate_period_ms]),
+    exec(writeStarts, [c.kind, group, n])
+  )
+
 // One pass of the walk from the cursor `start` (wrapping once): each group's
 // picks, at most `perGroup` of them (1 on the first pass: round-robin).
-const pass = (exec: Exec, c: GroupClaim, start: string | null, room: number, perGroup: number) =>
+const pass = (exec: Exec, c: GroupClaim, s: Settings, start: string | null, room: number, perGroup: number) =>
   Effect.gen(function*() {
     const picked: Array<number> = []
     let after = start ?? ""
@@ -155,9 +228,11 @@ const pass = (exec: Exec, c: GroupClaim, start: string | null, room: number, per
       }
       after = last = next.group_key
       steps++
-      const [{ n }] = yield* exec<{ n: number }>(liveCount, [c.kind, after])
-      const free = Math.min(c.concurrency - n, room - picked.length, perGroup)
-      if (free > 0) picked.push(...(yield* groupPicks(exec, c, after, free)))
+      const free = yield* groupRoom(exec, c, s, after, Math.min(room - picked.length, perGroup))
+      if (free <= 0) continue
+      const ids = yield* groupPicks(exec, c, s, after, free)
+      yield* recordStarts(exec, c, s, after, ids.length)
+      picked.push(...ids)
     }
     return { picked, last }
   })
@@ -165,13 +240,15 @@ const pass = (exec: Exec, c: GroupClaim, start: string | null, room: number, per
 /** The claim (see the module doc); runs inside the caller's write transaction. */
 export const claimGroups = (exec: Exec, c: GroupClaim): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
   Effect.gen(function*() {
-    const [cursorRow] = yield* exec<{ group_cursor: string | null }>(readCursor, [c.kind])
-    const start = cursorRow?.group_cursor ?? null
+    const [settings] = yield* exec<Settings>(readSettings, [c.kind])
+    if (settings === undefined) return []
+    const start = settings.group_cursor
     const claimed: Array<ClaimRow> = []
     // The first pass's items are leased before the second, which counts them.
-    for (const perGroup of c.concurrency > 1 ? [1, c.concurrency] : [1]) {
+    const most = c.concurrency ?? c.limit
+    for (const perGroup of most > 1 ? [1, most] : [1]) {
       if (claimed.length >= c.limit) break
-      const { last, picked } = yield* pass(exec, c, start, c.limit - claimed.length, perGroup)
+      const { last, picked } = yield* pass(exec, c, settings, start, c.limit - claimed.length, perGroup)
       if (perGroup === 1 && last !== null) yield* exec(writeCursor, [c.kind, last])
       if (picked.length > 0) claimed.push(...(yield* exec<ClaimRow>(lease, [c.worker, JSON.stringify(picked), c.leaseMs])))
     }

@@ -17,11 +17,17 @@ import { op, type Run } from "./db.js"
 import { num } from "./rows.js"
 
 // The next time a used start slot of a rate-limited kind frees (only slots
-// used within the last period: a kind at rest wakes nobody). A pool whose
-// claim was held back by the rate sleeps until then, not for a whole poll.
+// used within the last period: a kind at rest wakes nobody), or a start of a
+// group with a per-group rate leaves its window (migration 0019: the table
+// holds only rate-limited groups' recent starts, so it is small). A pool whose
+// claim was held back by a rate sleeps until then, not for a whole poll.
 const slotFrees = (now: string) => `(
-    SELECT min(s.started_at + k.rate_period_ms) FROM docket_kind_slots s JOIN docket_kinds k ON k.kind = s.kind
-    WHERE k.rate_limit IS NOT NULL AND s.started_at + k.rate_period_ms > ${now})`
+    SELECT min(f.at) FROM (
+      SELECT min(s.started_at + k.rate_period_ms) AS at FROM docket_kind_slots s JOIN docket_kinds k ON k.kind = s.kind
+      WHERE k.rate_limit IS NOT NULL AND s.started_at + k.rate_period_ms > ${now}
+      UNION ALL
+      SELECT min(s.started_at + k.group_rate_period_ms) FROM docket_group_starts s JOIN docket_kinds k ON k.kind = s.kind
+      WHERE k.group_rate_limit IS NOT NULL AND s.started_at + k.group_rate_period_ms > ${now}) f)`
 
 // PostgreSQL's text, with or without the leases' ends.
 const pgText = (leases: boolean) => `

@@ -24,13 +24,53 @@ export const MAX_RATE_PERIOD_MS = 31 * 24 * 3600 * 1000
 /** The operations on kinds. */
 export type Kinds = Pick<
   Service,
-  "listKinds" | "pauseKind" | "resumeKind" | "setKindLimits" | "declareKindLimits" | "resetKindLimits" | "declarePerGroup"
+  | "listKinds"
+  | "pauseKind"
+  | "resumeKind"
+  | "setKindLimits"
+  | "declareKindLimits"
+  | "resetKindLimits"
+  | "declarePerGroup"
+  | "setGroupLimits"
 >
 
-/** Checks a `perGroup` declaration: none (undefined or null), or its concurrency and order. */
+/** A `perGroup` declaration checked, with its defaults filled in. */
+export interface GroupSettings {
+  readonly concurrency: number
+  readonly ordered: boolean
+  readonly onFailure: "wait" | "continue"
+  readonly onDead: "release" | "hold"
+  /** `rate`'s limit and period, or both null. */
+  readonly rateLimit: number | null
+  readonly ratePeriodMs: number | null
+}
+
+// A choice among `choices` (undefined: the first), or an InvalidInput on perGroup naming the member.
+const checkChoice = <A extends string>(name: string, value: unknown, choices: readonly [A, ...Array<A>]) =>
+  value === undefined
+    ? Either.right(choices[0])
+    : choices.includes(value as A)
+    ? Either.right(value as A)
+    : Either.left(
+      new InvalidInput({ field: "perGroup", reason: `${name} must be ${choices.map((c) => `"${c}"`).join(" or ")}` })
+    )
+
+// A per-group rate: an InvalidInput on perGroup naming rate.limit or rate.period.
+const checkGroupRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
+  Either.gen(function*() {
+    const on = (member: string) => (e: InvalidInput) => new InvalidInput({ field: "perGroup", reason: `${member} ${e.reason}` })
+    if (typeof rate !== "object" || rate === null) {
+      return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "rate must be { limit, period }" }))
+    }
+    const limit = yield* Either.mapLeft(V.checkIntegerIn("rate", rate.limit, 1, MAX_RATE_LIMIT), on("rate.limit"))
+    const periodMs = yield* Either.mapLeft(V.checkMillis("rate", rate.period, 1, MAX_RATE_PERIOD_MS), on("rate.period"))
+    return { limit, periodMs }
+  })
+
+/** Checks a `perGroup` declaration: none (undefined or null), or its settings. */
 export const checkPerGroup = (
   perGroup: PerGroup | null | undefined
-): Either.Either<{ readonly concurrency: number; readonly ordered: boolean } | null, InvalidInput> =>
+): Either.Either<GroupSettings | null, InvalidInput> =>
   Either.gen(function*() {
     if (perGroup === undefined || perGroup === null) return null
     if (typeof perGroup !== "object") {
@@ -44,7 +84,10 @@ export const checkPerGroup = (
     if (typeof ordered !== "boolean") {
       return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "ordered must be true or false" }))
     }
-    return { concurrency, ordered }
+    const onFailure = yield* checkChoice("onFailure", perGroup.onFailure, ["wait", "continue"])
+    const onDead = yield* checkChoice("onDead", perGroup.onDead, ["release", "hold"])
+    const rate = perGroup.rate === undefined ? null : yield* checkGroupRate(perGroup.rate)
+    return { concurrency, ordered, onFailure, onDead, rateLimit: rate?.limit ?? null, ratePeriodMs: rate?.periodMs ?? null }
   })
 
 const checkRate = (rate: Rate): Either.Either<{ readonly limit: number; readonly periodMs: number }, InvalidInput> =>
@@ -76,13 +119,27 @@ export const checkLimits = (limits: GlobalLimits): Either.Either<LimitsRow, Inva
     }
   })
 
+/** Checks a person's group limits: as a kind's, on `perGroup`, the concurrency at most 10,000; one of them given. */
+export const checkGroupLimits = (limits: GlobalLimits): Either.Either<LimitsRow, InvalidInput> =>
+  Either.gen(function*() {
+    const onPerGroup = (e: InvalidInput) => new InvalidInput({ field: "perGroup", reason: `${e.field} ${e.reason}` })
+    const checked = yield* Either.mapLeft(checkLimits(limits), onPerGroup)
+    if (checked.keepConcurrency === true && checked.keepRate === true) {
+      return yield* Either.left(new InvalidInput({ field: "perGroup", reason: "give a concurrency or a rate (null removes one)" }))
+    }
+    if (checked.concurrency !== null) {
+      yield* Either.mapLeft(V.checkIntegerIn("concurrency", checked.concurrency, 1, V.MAX_GROUP_CONCURRENCY), onPerGroup)
+    }
+    return checked
+  })
+
 /**
  * The operations over the storage. A change that may let items start (a
  * resume, a limit set, reset or declared) wakes this process's pools; on
  * PostgreSQL its statement notifies every process's.
  */
 export const make = (
-  store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits" | "kindSetGroups">,
+  store: Pick<Storage, "kindList" | "kindSetPaused" | "kindSetLimits" | "kindSetGroups" | "kindSetGroupLimits">,
   wakeups: Wakeups.Service
 ): Kinds => {
   const kindOf = (kind: string) => V.lift(V.checkKind(kind))
@@ -110,17 +167,29 @@ export const make = (
       Effect.gen(function*() {
         const k = yield* kindOf(kind)
         const checked = yield* V.lift(checkPerGroup(given))
-        const changed = yield* store.kindSetGroups(k, checked?.concurrency ?? null, checked?.ordered ?? false).pipe(
+        const changed = yield* store.kindSetGroups(k, checked).pipe(
           Effect.mapError(storage("declarePerGroup"))
         )
         if (changed) yield* wakeups.enqueued
         return changed
       }),
+    setGroupLimits: (kind, given) =>
+      Effect.gen(function*() {
+        const k = yield* kindOf(kind)
+        const checked = yield* V.lift(checkGroupLimits(given))
+        const changed = yield* store.kindSetGroupLimits(k, checked, "person").pipe(Effect.mapError(storage("setGroupLimits")))
+        if (changed) yield* wakeups.enqueued
+      }),
     resetKindLimits: (kind) =>
       Effect.gen(function*() {
         const k = yield* kindOf(kind)
         const none = { concurrency: null, rateLimit: null, ratePeriodMs: null }
-        if (yield* store.kindSetLimits(k, none, "reset").pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
+        const reset = Effect.zipWith(
+          store.kindSetLimits(k, none, "reset"),
+          store.kindSetGroupLimits(k, none, "reset"),
+          (a, b) => a || b
+        )
+        if (yield* reset.pipe(Effect.mapError(storage("resetKindLimits")))) yield* wakeups.enqueued
       })
   }
 }

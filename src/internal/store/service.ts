@@ -137,6 +137,15 @@ export interface Service {
   /** Workers start the kind's items again; idle pools are woken at once. */
   readonly resumeKind: (kind: string) => Effect.Effect<void, EI>
   /**
+   * No worker starts an item of the kind's group until it is resumed (running
+   * ones finish; enqueues are kept; the kind's other groups go on). Works for
+   * a kind with or without `perGroup`. An `InvalidInput` on `kind` or `group`
+   * changes nothing; pausing a paused group changes nothing.
+   */
+  readonly pauseGroup: (kind: string, group: string) => Effect.Effect<void, EI>
+  /** Workers start the group's items again; idle pools are woken at once. Resuming a group not paused changes nothing. */
+  readonly resumeGroup: (kind: string, group: string) => Effect.Effect<void, EI>
+  /**
    * A person's global limits for the kind (null removes one, undefined keeps
    * it). They win over a handler's declaration until `resetKindLimits`.
    */
@@ -152,7 +161,18 @@ export interface Service {
    * True when something changed. An `InvalidInput` on `perGroup` changes nothing.
    */
   readonly declarePerGroup: (kind: string, perGroup: PerGroup | undefined) => Effect.Effect<boolean, EI>
-  /** Hands the kind's limits back to its code: none until a worker declaring some starts. */
+  /**
+   * A person's group limits for the kind (`perGroup`'s concurrency, an
+   * integer from 1 to 10,000, and rate; null removes one, undefined keeps
+   * it). They win over handlers' declarations until `resetKindLimits`; the
+   * declarations' other settings (ordered, onFailure, onDead) still apply.
+   * An `InvalidInput` on `perGroup` changes nothing.
+   */
+  readonly setGroupLimits: (kind: string, limits: GlobalLimits) => Effect.Effect<void, EI>
+  /**
+   * Hands the kind's limits back to its code: none until a worker declaring
+   * some starts. Its group limits too, where a person set them.
+   */
   readonly resetKindLimits: (kind: string) => Effect.Effect<void, EI>
   /**
    * A worker pool's heartbeat in the live-workers table: the first one

@@ -144,8 +144,12 @@ const claimPlan = (backend: Backend) =>
         const db = new Sqlite(old)
         db.exec("DELETE FROM sqlite_stat1; DELETE FROM docket_migrations WHERE migration_id >= 13")
         expect(planOf(old)).toEqual(["SCAN i USING INDEX docket_items_claim"])
-        // 0017 and 0018 made what they do not make again: undone, so that 0013 to the latest run on.
-        db.exec(`DROP INDEX docket_items_group; DROP INDEX docket_items_group_running; DROP INDEX docket_items_group_due;
+        // 0017 to 0019 made what they do not make again: undone, so that 0013 to the latest run on.
+        db.exec(`DROP INDEX docket_items_group_dead; DROP TABLE docket_groups; DROP TABLE docket_group_starts;
+          ALTER TABLE docket_kinds DROP COLUMN paused_groups; ALTER TABLE docket_kinds DROP COLUMN group_on_failure;
+          ALTER TABLE docket_kinds DROP COLUMN group_on_dead; ALTER TABLE docket_kinds DROP COLUMN group_rate_limit;
+          ALTER TABLE docket_kinds DROP COLUMN group_rate_period_ms; ALTER TABLE docket_kinds DROP COLUMN group_limits_set_by;
+          DROP INDEX docket_items_group; DROP INDEX docket_items_group_running; DROP INDEX docket_items_group_due;
           ALTER TABLE docket_items DROP COLUMN group_key; ALTER TABLE docket_kinds DROP COLUMN group_concurrency;
           ALTER TABLE docket_kinds DROP COLUMN group_ordered; ALTER TABLE docket_kinds DROP COLUMN group_cursor;
           DROP TABLE docket_workflow_executions; DROP TABLE docket_workflow_activities;
