@@ -1,9 +1,10 @@
 /**
  * Durable workflows side by side (issue 32): Docket's engine (docket/Workflows)
  * against Effect's own `ClusterWorkflowEngine` over `SingleRunner` with its SQL
- * message storage (what an Effect user would pick instead), on the same
- * PostgreSQL, and Docket on a SQLite file. The same workflows on each: 1 and
- * 5 no-op activities.
+ * message storage (what an Effect user would pick instead) and against DBOS
+ * Transact (@dbos-inc/dbos-sdk, its workflows and steps, in a process of its
+ * own: bench/lib/dbosChild.ts), on the same PostgreSQL, and Docket on a SQLite
+ * file. The same workflows on each: 1 and 5 no-op activities (steps).
  *
  * - throughput: `--executions` executions started at once (each `execute`
  *   waits for its result), executions/s from the first start to the last result;
@@ -14,7 +15,7 @@
  * Each (engine, workload) runs `--repeat` times, engines alternated, each on a
  * fresh database; medians are printed as a Markdown table with ratios to Docket.
  *
- *   npx tsx bench/workflows.ts [--executions 500] [--repeat 3] [--only docket-pg,cluster-pg,docket-sqlite]
+ *   npx tsx bench/workflows.ts [--executions 500] [--repeat 3] [--only docket-pg,cluster-pg,dbos-pg,docket-sqlite]
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
@@ -25,6 +26,8 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { execFile } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import pg from "pg"
 import * as Workflows from "../src/Workflows.js"
 
@@ -35,7 +38,7 @@ const arg = (name: string, fallback: string) => {
 const EXECUTIONS = Number(arg("executions", "500"))
 const REPEAT = Number(arg("repeat", "3"))
 const ADMIN = process.env.DOCKET_TEST_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
-const ENGINES = arg("only", "docket-pg,cluster-pg,docket-sqlite").split(",")
+const ENGINES = arg("only", "docket-pg,cluster-pg,dbos-pg,docket-sqlite").split(",")
 
 // Step starts of the latency runs, by execution.
 const starts = new Map<string, Array<number>>()
@@ -115,6 +118,22 @@ const engines: Record<string, Engine> = {
   }
 }
 
+// DBOS: a child process per round, on a fresh database (see bench/lib/dbosChild.ts).
+const dbos = async (steps: number): Promise<Figures> => {
+  const db = await freshPg()
+  try {
+    const child = fileURLToPath(new URL("./lib/dbosChild.ts", import.meta.url))
+    const tsx = fileURLToPath(new URL("../node_modules/tsx/dist/cli.mjs", import.meta.url))
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [tsx, child, db.url, String(steps), String(EXECUTIONS)], { maxBuffer: 1 << 24 }, (error, stdout, stderr) =>
+        error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout))
+    )
+    return JSON.parse(out.trim().split("\n").pop()!) as Figures
+  } finally {
+    await db.drop()
+  }
+}
+
 const quantile = (values: ReadonlyArray<number>, q: number) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
@@ -160,6 +179,12 @@ const main = async () => {
     const results = new Map<string, Array<Figures>>()
     for (let round = 0; round < REPEAT; round++) {
       for (const engine of ENGINES) {
+        if (engine === "dbos-pg") {
+          const figures = await dbos(w === One ? 1 : 5)
+          results.set(engine, [...(results.get(engine) ?? []), figures])
+          console.log(`${label} ${engine} #${round + 1}: ${figures.perSecond.toFixed(0)} exec/s, step p50 ${figures.stepP50.toFixed(2)} ms p99 ${figures.stepP99.toFixed(2)} ms, execution p50 ${figures.executionP50.toFixed(2)} ms`)
+          continue
+        }
         const made = await engines[engine]!(w.live as Layer.Layer<never, never, WorkflowEngine>)
         try {
           const figures = await Effect.runPromise(
