@@ -17,7 +17,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { promisify } from "node:util"
@@ -237,6 +237,49 @@ describe("the package, installed into a new project", () => {
       }
     } finally {
       expect(await dashboard.stop()).toBe(0)
+    }
+  })
+
+  it("works without @effect/workflow (an optional peer): only the workflow parts say what to install", async () => {
+    // The project's copy set aside: what a user who never installed it has.
+    const present = join(project, "node_modules", "@effect", "workflow")
+    const away = `${present}.away`
+    renameSync(present, away)
+    try {
+      expect((await docket(["migrate", "--database", "nowf.db"])).code).toBe(0)
+      expect((await docket(["enqueue", "greet", '{"name":"Ada"}', "--database", "nowf.db"])).code).toBe(0)
+      const stats = await docket(["stats", "--json", "--database", "nowf.db"])
+      expect(stats.code, stats.stderr).toBe(0)
+      expect(JSON.parse(stats.stdout)).toMatchObject({ due: 1 })
+      const listed = await docket(["workflow", "list", "--database", "nowf.db"])
+      expect(listed.code).toBe(1)
+      expect(listed.stderr.trim()).toBe("docket: docket workflow needs @effect/workflow (npm install @effect/workflow)")
+      // The library's main entry loads; its workflow entry names what is missing.
+      writeFileSync(
+        join(project, "nowf.mjs"),
+        `import * as Docket from "docket"\n` +
+          `console.log(typeof Docket.layer)\n` +
+          `await import("docket/Workflows").then(() => console.log("loaded"), (e) => console.log(String(e)))\n`
+      )
+      const loaded = await runNode(["nowf.mjs"], { cwd: project })
+      expect(loaded.code, loaded.stderr).toBe(0)
+      const [layerType, workflows] = loaded.stdout.trim().split("\n")
+      expect(layerType).toBe("function")
+      expect(workflows).toMatch(/Cannot find (package|module) '@effect\/workflow/)
+      // The dashboard serves every page; the workflow API answers 501 saying why.
+      const dashboard = startNode([join(installed, "bin", "docket.mjs"), "dashboard", "--database", "nowf.db", "--port", "0"])
+      try {
+        await dashboard.waitFor(/listening on http:\/\/[^\s]+\//)
+        const root = /listening on (http:\/\/[^\s]+?)\/ /.exec(dashboard.output().stdout)![1]
+        expect((await fetch(`${root}/`)).status).toBe(200)
+        const api = await fetch(`${root}/api/workflows`)
+        expect(api.status).toBe(501)
+        expect(await api.text()).toContain("workflows need @effect/workflow installed")
+      } finally {
+        expect(await dashboard.stop()).toBe(0)
+      }
+    } finally {
+      renameSync(away, present)
     }
   })
 

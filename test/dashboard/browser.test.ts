@@ -17,9 +17,9 @@ import { join } from "node:path"
 import type { Browser, BrowserContext, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { type QueueRepo } from "../../src/index.js"
-import { browserMissing, launch, pausedInDb, stateInDb, watch } from "../support/browser.js"
+import { browserMissing, launch, pausedInDb, queryDb, stateInDb, watch } from "../support/browser.js"
 import { cliBackends } from "../support/cli.js"
-import { type Seeded, seed, serve, type Served } from "../support/dashboard.js"
+import { execDb, type Seeded, seed, serve, type Served } from "../support/dashboard.js"
 
 const TOKEN = "browser-token-0123456789abcdef"
 const SHOTS = process.env.DOCKET_SCREENSHOTS
@@ -229,6 +229,61 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
         await Promise.all([page.waitForURL(/done=cancelled/), page.click("#actions button:text-is('Cancel')")])
         expect(await page.locator("#notice").innerText()).toContain("Cancelled")
         expect(await stateInDb(url, ids.waiting)).toBe("cancelled")
+      })
+
+      it("the workflow pages: the list filters by state, an execution shows its activities, and logged in an interrupt by the form is stored", async () => {
+        // Executions written straight into the engine's tables (as test/dashboard/workflows.test.ts does): no workflow runs here.
+        const at = Date.now() - 60_000
+        for (const [id, workflow, state] of [["approve-1", "Approve", "suspended"], ["steps-1", "Steps", "complete"]] as const) {
+          await execDb(
+            url,
+            `INSERT INTO docket_workflow_executions (execution_id, workflow, payload, state, result, runs, created_at, updated_at, completed_at)
+               VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)`,
+            `INSERT INTO docket_workflow_executions (execution_id, workflow, payload, state, result, runs, created_at, updated_at, completed_at)
+               VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8)`,
+            [id, workflow, JSON.stringify({ html: XSS.img }), state,
+              state === "complete" ? JSON.stringify({ _tag: "Complete", exit: { _tag: "Success", value: 3 } }) : null,
+              at, at, state === "complete" ? at : null]
+          )
+        }
+        await execDb(
+          url,
+          "INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at) VALUES (?, 'ask', 1, ?, ?)",
+          "INSERT INTO docket_workflow_activities (execution_id, name, attempt, result, created_at) VALUES ($1, 'ask', 1, $2, $3)",
+          ["approve-1", JSON.stringify({ _tag: "Complete", exit: { _tag: "Success" } }), at]
+        )
+        const executions = async (page: Page) =>
+          page.locator("#executions tbody tr").evaluateAll((trs) =>
+            trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 3).map((td) => td.textContent ?? ""))
+          )
+        const list = await open("/workflows")
+        expect(await executions(list)).toEqual([["steps-1", "Steps", "complete"], ["approve-1", "Approve", "suspended"]])
+        await list.selectOption("select[name=state]", "suspended")
+        await Promise.all([list.waitForURL(/state=suspended/), list.click("form.filters button[type=submit]")])
+        expect(await executions(list)).toEqual([["approve-1", "Approve", "suspended"]])
+        await Promise.all([list.waitForURL(/\/workflows\/approve-1$/), list.click("#executions a:text-is('approve-1')")])
+        expect(await list.locator("h1").innerText()).toContain("Approve")
+        expect(await list.locator("#payload").textContent()).toBe(JSON.stringify({ html: XSS.img }, null, 2))
+        expect(await list.evaluate<number>(`document.querySelectorAll("img").length`)).toBe(0)
+        expect(await list.locator("main").innerText()).toMatch(/ask\s+1/)
+        // Not logged in: nothing to act with.
+        expect(await list.locator("#actions button").count()).toBe(0)
+
+        const own = await browser.newContext({ viewport: { width: 1200, height: 800 } })
+        own.setDefaultTimeout(10_000)
+        cleanups.push(() => own.close())
+        const page = await open("/login", own)
+        await login(page)
+        await page.goto(`${served.root}/workflows/approve-1`)
+        await Promise.all([page.waitForURL(/done=interrupted/), page.click("#actions button:text-is('Interrupt')")])
+        expect(await page.locator("#notice").innerText()).toContain("Interrupted")
+        const stored = await queryDb(
+          url,
+          "SELECT e.state, d.name FROM docket_workflow_executions e JOIN docket_workflow_deferreds d USING (execution_id) WHERE execution_id = ?",
+          "SELECT e.state, d.name FROM docket_workflow_executions e JOIN docket_workflow_deferreds d USING (execution_id) WHERE execution_id = $1",
+          ["approve-1"]
+        )
+        expect(stored.map((r) => [r.state, r.name])).toEqual([["running", "Workflow/InterruptSignal"]])
       })
 
       if (SHOTS !== undefined && backend.name === "sqlite") {

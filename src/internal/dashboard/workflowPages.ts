@@ -72,9 +72,11 @@ const section = <A>(title: string, rows: ReadonlyArray<A>, head: Html, row: (a: 
 const actions = (view: View, d: ExecutionDetail): Html => {
   if (!canAct(view) || d.state === "complete") return html``
   const path = `/workflows/${encodeURIComponent(d.executionId)}`
-  return html`<p id="actions">${actionForm(view, `${path}/interrupt`, "Interrupt", { danger: true })}${
+  // A div, as the item page's: a <p> cannot hold a <form> (the parser closes
+  // it first), so the buttons ended up outside #actions (found in Chromium).
+  return html`<div id="actions">${actionForm(view, `${path}/interrupt`, "Interrupt", { danger: true })}${
     d.state === "suspended" ? actionForm(view, `${path}/resume`, "Resume") : ""
-  }</p>`
+  }</div>`
 }
 
 /** One execution: its fields, payload and result, activities, deferreds, clocks and children; its actions. */
