@@ -26,6 +26,7 @@ export const asyncLossCase = () =>
     const newUrl = withDatabase(standby.adminUrl, "docket_rel")
     const old: Repo = ManagedRuntime.make(Docket.layerClient(oldUrl, { databaseOptions: { statementTimeout: "5 seconds" } }))
     let promoted: Repo | undefined
+    let synced: Repo | undefined
     try {
       const lease = Duration.minutes(1)
       // Replicated: ten items, one of them (B) claimed.
@@ -51,9 +52,23 @@ export const asyncLossCase = () =>
 
       // The same enqueue under synchronous replication: not acknowledged while
       // the standby is away (its commit waits for the standby's flush).
+      // pg_reload_conf() only signals: a session of `old`'s pool applies the
+      // setting at a command after the signal reaches it, so an enqueue sent
+      // at once could still commit without waiting (seen once, in a run of
+      // the crash suite on a loaded machine: acknowledged in 2 ms). So: wait
+      // until a new session has it,
+      // and enqueue through a pool whose sessions start after that, first
+      // reading through it (a layer that wrote on start would hang there,
+      // failing the test rather than passing it for the wrong reason).
       await primary.reconfigure({ synchronous_standby_names: `"${SLOT}"` })
+      await waitFor("the primary's new sessions wait for the standby", async () =>
+        (await primary.query((c) => c.query<{ s: string }>("SELECT current_setting('synchronous_standby_names') AS s"))).rows[0].s.includes(SLOT), 30_000, 20)
+      // Disposed after the crash, with the others: its pool's session is
+      // waiting on the standby until then.
+      synced = ManagedRuntime.make(Docket.layerClient(oldUrl, { databaseOptions: { statementTimeout: "5 seconds" } }))
+      await synced.runPromise(Effect.timeout(Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.stats), "10 seconds"))
       const waitedAt = Date.now()
-      const syncEnqueue = await old.runPromise(Effect.either(Effect.timeout(
+      const syncEnqueue = await synced.runPromise(Effect.either(Effect.timeout(
         Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.enqueue(KIND, { job: 999, ms: 1 })),
         "2 seconds"
       )))
@@ -103,6 +118,7 @@ export const asyncLossCase = () =>
     } finally {
       await old.dispose().catch(() => undefined)
       await promoted?.dispose().catch(() => undefined)
+      await synced?.dispose().catch(() => undefined)
       await Promise.all([primary.destroy(), standby.destroy()])
     }
   }, 120_000)
