@@ -257,7 +257,7 @@ describe("the package, installed into a new project", () => {
       // The library's main entry loads; its workflow entry names what is missing.
       writeFileSync(
         join(project, "nowf.mjs"),
-        `import * as Docket from "docket"\n` +
+        `import { Docket } from "docket"\n` +
           `console.log(typeof Docket.layer)\n` +
           `await import("docket/Workflows").then(() => console.log("loaded"), (e) => console.log(String(e)))\n`
       )
