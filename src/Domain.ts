@@ -223,7 +223,7 @@ export interface ClaimOptions {
 }
 
 export type {
-  GlobalLimits, GroupInfo, GroupListOptions, GroupPage, KindInfo, PerGroup, Rate
+  GlobalLimits, GroupInfo, GroupListOptions, GroupPage, KindInfo, PerGroup, PerGroupInfo, Rate
 } from "./internal/domainKinds.js"
 
 /** One page of dead items, in id order. */
