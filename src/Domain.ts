@@ -329,7 +329,7 @@ export type { AttemptError, FinishedState, Item, ListState, State } from "./Item
 
 /** The read model's types: what a dashboard and /metrics read (defined in Insights.ts). */
 export type {
-  FinishedMinute, HorizonHolder, HorizonPrepared, HorizonReport, HorizonSession, HorizonSlot, HorizonThreshold, OldestDue,
+  FinishedMinute, GroupsDue, HorizonHolder, HorizonPrepared, HorizonReport, HorizonSession, HorizonSlot, HorizonThreshold, OldestDue,
   RetriedMinute, SearchOptions, SearchPage, Total
 } from "./Insights.js"
 

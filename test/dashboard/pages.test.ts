@@ -133,6 +133,10 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       const kinds = (await page("/kinds")).body
       expect(kinds).toContain(`href="/kinds/group.kind/groups"`)
       expect(kinds).toMatch(/<td class="per-group">1 at once, ordered \(code\)<\/td><td class="n"><span class="warn">1<\/span><\/td>/)
+      // /metrics: tenant:<b>'s second item waits behind its first's retry; nothing of the kind is ready.
+      const samples = parseMetrics(await (await get(`${own.root}/metrics`)).text())
+      expect(samples.get(`docket_items_blocked{kind="group.kind"}`)).toBe(1)
+      expect(samples.get(`docket_groups_oldest_ready_seconds{kind="group.kind"}`)).toBe(0)
     })
 
     it("the overview loads the throughput chart from the package: uPlot's files as installed, and the script that draws it", async () => {
