@@ -223,7 +223,7 @@ export interface ClaimOptions {
 }
 
 export type {
-  GlobalLimits, GroupInfo, GroupListOptions, GroupPage, KindInfo, PerGroup, Rate
+  GlobalLimits, GroupInfo, GroupListOptions, GroupPage, KindInfo, PerGroup, PerGroupInfo, Rate
 } from "./internal/domainKinds.js"
 
 /** One page of dead items, in id order. */
@@ -329,7 +329,7 @@ export type { AttemptError, FinishedState, Item, ListState, State } from "./Item
 
 /** The read model's types: what a dashboard and /metrics read (defined in Insights.ts). */
 export type {
-  FinishedMinute, HorizonHolder, HorizonPrepared, HorizonReport, HorizonSession, HorizonSlot, HorizonThreshold, OldestDue,
+  FinishedMinute, GroupsDue, HorizonHolder, HorizonPrepared, HorizonReport, HorizonSession, HorizonSlot, HorizonThreshold, OldestDue,
   RetriedMinute, SearchOptions, SearchPage, Total
 } from "./Insights.js"
 

@@ -19,6 +19,28 @@ export interface OldestDue {
   readonly due: number
 }
 
+/**
+ * A kind whose groups the claim limits (a `perGroup` concurrency, or a paused
+ * group): its due items that their group holds back, and how long its
+ * oldest due item that its group lets start has waited, across its groups.
+ */
+export interface GroupsDue {
+  readonly kind: string
+  /**
+   * Due waiting items of its groups that their group holds back: a paused
+   * group, a dead item holding it (onDead "hold"), its rate spent, an ordered
+   * group's item behind its head, an unordered group's past its free places.
+   */
+  readonly blocked: number
+  /**
+   * Milliseconds from the due time of its oldest due item that its group
+   * lets start to the database's now (what a free worker would take first:
+   * the kind's latency across its groups, without the items that wait for
+   * their group by design); null when none is.
+   */
+  readonly oldestReadyAgeMs: number | null
+}
+
 /** How many items of a kind finished in a state during one minute (epoch ms of its start, database clock). */
 export interface FinishedMinute {
   readonly minute: number

@@ -119,7 +119,7 @@ const makeWith = (store: Storage.Storage, wakeups: Wakeups.Service, options: Opt
     }),
     ...History.make(store, retention),
     ...Items.make(store),
-    ...Dead.make(store),
+    ...Dead.make(store, wakeups),
     ...Kinds.make(store, wakeups),
     ...Groups.make(store, wakeups),
     ...Cancel.make(store, wakeups),

@@ -252,6 +252,7 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       // a claim that found some runs again as slots free anyway (and waking
       // it after every write cost W2 a claim per batch written).
       wrote: () => {
+        state.writes++
         if (state.mode === "empty") wakeup.notify()
       }
     })

@@ -64,6 +64,23 @@ export interface PerGroup {
   readonly rate?: Rate | undefined
 }
 
+/** A kind's stored `perGroup`, as `docket kind list` shows it. */
+export interface PerGroupInfo {
+  /** At most this many of one group run at once; null: no limit (a rate only). */
+  readonly concurrency: number | null
+  /** A group's items start in enqueue order (only with a concurrency). */
+  readonly ordered: boolean
+  readonly onFailure: "wait" | "continue"
+  readonly onDead: "release" | "hold"
+  readonly rate: { readonly limit: number; readonly periodMs: number } | null
+  /**
+   * Who set the concurrency and rate: the handlers' declaration ("code") or
+   * a person (`docket kind set --per-group-...`, kept until reset).
+   * `ordered`, `onFailure` and `onDead` are always the code's.
+   */
+  readonly setBy: "code" | "person"
+}
+
 /** A kind as an operator sees it: its controls and its items by state. */
 export interface KindInfo {
   readonly kind: string
@@ -73,6 +90,10 @@ export interface KindInfo {
   readonly rate: { readonly limit: number; readonly periodMs: number } | null
   /** Who set the limits: a handler's declaration ("code", rewritten at each worker start) or a person (kept). */
   readonly limitsSetBy: "code" | "person"
+  /** Its limits on each of its groups, as the claim obeys them; null when it has none (its groups are labels). */
+  readonly perGroup: PerGroupInfo | null
+  /** How many of its groups a person paused (`docket group pause`). */
+  readonly pausedGroups: number
   readonly counts: {
     /** Waiting and due. */
     readonly waiting: number

@@ -3,7 +3,8 @@
  * fresh PostgreSQL database: set, pause, list, resume, reset; bad input
  * refused (exit 2, one line, nothing written); a task file's declared global
  * limits written when its worker starts, unless a person set the kind's; a
- * person's per-group limits obeyed by claims until reset.
+ * person's per-group limits obeyed by claims until reset; the per-group
+ * limits, who set them and the paused groups listed (text and --json).
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { cliBackends, docket, lines, openRepo, start, tempDir } from "../support/cli.js"
@@ -22,6 +23,8 @@ interface KindJson {
   readonly concurrency: number | null
   readonly rate: { readonly limit: number; readonly periodMs: number } | null
   readonly limitsSetBy: string
+  readonly perGroup: Record<string, unknown> | null
+  readonly pausedGroups: number
   readonly counts: Record<string, number>
 }
 
@@ -47,12 +50,16 @@ describe.each(backends)("docket kind on $name", (backend) => {
         concurrency: 2,
         rate: { limit: 100, periodMs: 60_000 },
         limitsSetBy: "person",
+        perGroup: null,
+        pausedGroups: 0,
         counts: { waiting: 1, scheduled: 0, running: 0, expired: 0, done: 0, dead: 0, cancelled: 0 }
       }])
       const table = await docket(["kind", "list", "--database", url])
       expect(lines(table.stdout)).toEqual([
-        expect.stringMatching(/^kind\s+paused\s+concurrency\s+rate\s+set by\s+waiting\s+scheduled\s+running\s+done\s+dead\s+cancelled$/),
-        expect.stringMatching(/^mail\.send\s+paused\s+2\s+100\/1m\s+person\s+1\s+0\s+0\s+0\s+0\s+0$/)
+        expect.stringMatching(
+          /^kind\s+paused\s+concurrency\s+rate\s+set by\s+per group\s+group set by\s+paused groups\s+waiting\s+scheduled\s+running\s+done\s+dead\s+cancelled$/
+        ),
+        expect.stringMatching(/^mail\.send\s+paused\s+2\s+100\/1m\s+person\s+-\s+-\s+0\s+1\s+0\s+0\s+0\s+0\s+0$/)
       ])
       // One limit removed, the other kept.
       expect((await docket(["kind", "set", "mail.send", "--concurrency", "none", "--database", url])).code).toBe(0)
@@ -77,9 +84,18 @@ describe.each(backends)("docket kind on $name", (backend) => {
       const repo = repoAt(url)
       const claim = () => repo((r) => r.claim({ worker: "w", limit: 10, lease: "1 minute" }))
       expect((await claim()).length).toBe(1)
+      // Listed with who set them, and the paused groups counted.
+      expect((await docket(["group", "pause", "hook", "b", "--database", url])).code).toBe(0)
+      expect((await kindsOf(url))[0]).toMatchObject({
+        perGroup: { concurrency: 1, ordered: false, onFailure: "wait", onDead: "release", rate: { limit: 10, periodMs: 60_000 }, setBy: "person" },
+        pausedGroups: 1
+      })
+      const table = await docket(["kind", "list", "--database", url])
+      expect(lines(table.stdout)[1]).toMatch(/^hook\s+-\s+-\s+-\s+-\s+1,10\/1m\s+person\s+1\s+1\s+0\s+1\s+0\s+0\s+0$/)
       expect((await docket(["kind", "reset", "hook", "--database", url])).code).toBe(0)
       // Handed back to the code, which declared none: the group is a label again.
       expect((await claim()).length).toBe(1)
+      expect((await kindsOf(url))[0]).toMatchObject({ perGroup: null, pausedGroups: 1 })
     })
 
     it("refuses bad input with exit 2 and one line, and writes nothing", { timeout: 180_000 }, async () => {
@@ -121,6 +137,10 @@ describe.each(backends)("docket kind on $name", (backend) => {
         `export const options = { global: { concurrency: 3, rate: "20/1s" } }\nexport default async () => {}\n`
       )
       d.write("report.mjs", `export const options = { global: { concurrency: 1 } }\nexport default async () => {}\n`)
+      d.write(
+        "hook.mjs",
+        `export const options = { perGroup: { concurrency: 1, ordered: true, onDead: "hold" } }\nexport default async () => {}\n`
+      )
       // A queue that does not exist yet is refused (a mistyped path), not made.
       if (backend.name === "sqlite") {
         const missing = await docket(["kind", "set", "report", "--concurrency", "9", "--database", url])
@@ -133,9 +153,16 @@ describe.each(backends)("docket kind on $name", (backend) => {
       await worker.waitFor(/docket worker \S+ started/, 60_000)
       const kinds = await kindsOf(url)
       expect(kinds.map((k) => [k.kind, k.concurrency, k.rate, k.limitsSetBy])).toEqual([
+        ["hook", null, null, "code"],
         ["mail.send", 3, { limit: 20, periodMs: 1000 }, "code"],
         ["report", 9, null, "person"]
       ])
+      expect(kinds[0]!.perGroup).toEqual({
+        concurrency: 1, ordered: true, onFailure: "wait", onDead: "hold", rate: null, setBy: "code"
+      })
+      expect(lines((await docket(["kind", "list", "--database", url])).stdout)[1]).toMatch(
+        /^hook\s+-\s+-\s+-\s+-\s+1,ordered,dead:hold\s+code\s+0\s/
+      )
       worker.child.kill("SIGTERM")
       expect((await worker.exited).code).toBe(0)
       // A bad declaration names the file, before the worker starts.

@@ -30,6 +30,7 @@ describe("the overview cache", () => {
       return []
     }),
     oldestDue: Effect.succeed([]),
+    groupsDue: Effect.succeed([]),
     finishedPerMinute: () => Effect.succeed([]),
     retriedPerMinute: () => Effect.succeed([]),
     listWorkers: () => Effect.succeed([]),

@@ -96,7 +96,7 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       expect(missing.response.headers.get("content-security-policy")).toBe(CSP)
     })
 
-    it("a kind's groups: a page in group order, a failure holding an ordered group; an item's page says what it waits behind", async () => {
+    it("a kind's groups: a page in group order, a failure holding an ordered group; an item's page says what it waits behind; the kinds page shows the per-group limits and paused groups", async () => {
       // A database of its own: the other tests count the seeded items.
       const own = await serve(await backend.fresh(), {})
       cleanups.push(own.dispose)
@@ -128,7 +128,15 @@ describe.each(cliBackends(cleanups))("the dashboard on $name", (backend) => {
       expect(body).toContain(`href="/items/${first.id}">#${first.id} due in`)
       const item = await page(`/items/${second.id}`)
       expect(item.body).toContain(`behind item <a href="/items/${first.id}">${first.id}</a> of group tenant:&lt;b&gt;, which waits for its retry`)
-      expect((await page("/kinds")).body).toContain(`href="/kinds/group.kind/groups"`)
+      // The kinds page: the kind's per-group limits, who set them, and its paused groups.
+      await own.repo((repo) => repo.pauseGroup("group.kind", "tenant:<c>"))
+      const kinds = (await page("/kinds")).body
+      expect(kinds).toContain(`href="/kinds/group.kind/groups"`)
+      expect(kinds).toMatch(/<td class="per-group">1 at once, ordered \(code\)<\/td><td class="n"><span class="warn">1<\/span><\/td>/)
+      // /metrics: tenant:<b>'s second item waits behind its first's retry; nothing of the kind is ready.
+      const samples = parseMetrics(await (await get(`${own.root}/metrics`)).text())
+      expect(samples.get(`docket_items_blocked{kind="group.kind"}`)).toBe(1)
+      expect(samples.get(`docket_groups_oldest_ready_seconds{kind="group.kind"}`)).toBe(0)
     })
 
     it("the overview loads the throughput chart from the package: uPlot's files as installed, and the script that draws it", async () => {

@@ -2,12 +2,18 @@
  * Model-based test of groups (fast-check; issue 36): random sequences of
  * enqueue (into groups a, b, c or none, with delays and priorities), claim,
  * complete, fail (retry after a backoff, or dead), release, snooze, a
- * person's cancel and time moving forward, on one kind whose `perGroup` is
- * drawn for the sequence (concurrency 1-3, ordered or not), against the real
+ * person's cancel, pause and resume of a group, retry and delete of a dead
+ * item, and time moving forward, on one kind whose `perGroup` is drawn for
+ * the sequence (concurrency 1-3, ordered or not, onDead "release" or
+ * "hold"), against the real
  * `QueueRepo` on SQLite and PostgreSQL. The model is of what a claim may take,
  * read from the stored rows just before it (model.ts keeps the full state
  * machine; here the rows are the state, and the claim is what is judged):
  *
+ * - a paused group (the model's own record of the pauses and resumes) and,
+ *   with onDead "hold", a group with a dead item (read from the rows) start
+ *   nothing; the kind's count of paused groups is the model's after each
+ *   pause and resume;
  * - every item a claim takes is one the group's rules allow: a group has
  *   fewer than N live leases; ordered, only the group's first N unfinished
  *   items (by id) may run, and not past one waiting for its due time;
@@ -35,6 +41,8 @@ type Op =
   | { op: "complete" | "release" | "dead" | "cancel"; pick: number }
   | { op: "retry" | "snooze"; pick: number; delay: number }
   | { op: "advance"; by: number }
+  | { op: "pause" | "resume"; group: string }
+  | { op: "deadRetry" | "deadDelete"; pick: number }
 
 const minutes = (min: number, max: number) => fc.integer({ min, max }).map((m) => m * MINUTE)
 const pick = fc.nat({ max: 1000 })
@@ -52,9 +60,20 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 5, arbitrary: fc.record({ op: fc.constant("claim" as const), limit: fc.integer({ min: 1, max: 5 }), lease: minutes(1, 3) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constantFrom("complete" as const, "release" as const, "dead" as const, "cancel" as const), pick }) },
+  // More deaths than the others' share: a dead item holding its group (onDead "hold") must meet later claims.
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("dead" as const), pick }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constantFrom("retry" as const, "snooze" as const), pick, delay }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant("advance" as const), by: minutes(1, 4) }) }
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("advance" as const), by: minutes(1, 4) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constantFrom("pause" as const, "resume" as const), group: fc.constantFrom(...GROUPS) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constantFrom("deadRetry" as const, "deadDelete" as const), pick }) }
 )
+
+/** A sequence's kind settings. */
+interface PerGroup {
+  readonly concurrency: number
+  readonly ordered: boolean
+  readonly onDead: "release" | "hold"
+}
 
 interface Row {
   readonly id: number
@@ -64,8 +83,18 @@ interface Row {
   readonly leaseUntil: number | null
 }
 
-/** What a claim at `now` may take, from the kind's unfinished rows: each group's allowed items in order and free places, and the ungrouped claimable. */
-export const allowed = (rows: ReadonlyArray<Row>, now: number, concurrency: number, ordered: boolean) => {
+/**
+ * What a claim at `now` may take, from the kind's unfinished rows: each
+ * group's allowed items in order and free places (none for a group in
+ * `stopped`: paused, or held by a dead item), and the ungrouped claimable.
+ */
+export const allowed = (
+  rows: ReadonlyArray<Row>,
+  now: number,
+  concurrency: number,
+  ordered: boolean,
+  stopped: ReadonlySet<string> = new Set()
+) => {
   const claimable = (r: Row) => (r.state === "waiting" && r.runAt <= now) || (r.state === "running" && r.leaseUntil! <= now)
   const live = (r: Row) => r.state === "running" && r.leaseUntil! > now
   const groups = new Map<string, { readonly free: number; readonly items: ReadonlyArray<number> }>()
@@ -73,7 +102,8 @@ export const allowed = (rows: ReadonlyArray<Row>, now: number, concurrency: numb
     const unfinished = rows.filter((r) => r.group === group).sort((x, y) => x.id - y.id)
     const free = concurrency - unfinished.filter(live).length
     let items: Array<number>
-    if (!ordered) items = unfinished.filter(claimable).map((r) => r.id)
+    if (stopped.has(group)) items = []
+    else if (!ordered) items = unfinished.filter(claimable).map((r) => r.id)
     else {
       items = []
       for (const r of unfinished.slice(0, concurrency)) {
@@ -94,9 +124,11 @@ interface Totals {
   steps: number
   claimed: number
   fullClaims: number
+  /** Claims made while some group was paused or held by a dead item. */
+  stoppedClaims: number
 }
 
-const sequence = async (runtime: Runtime, perGroup: { concurrency: number; ordered: boolean }, ops: ReadonlyArray<Op>, totals: Totals) => {
+const sequence = async (runtime: Runtime, perGroup: PerGroup, ops: ReadonlyArray<Op>, totals: Totals) => {
   const run = <A, E>(effect: Effect.Effect<A, E, QueueRepo.QueueRepo | SqlClient.SqlClient>) => runtime.runPromise(effect)
   const repo = <A, E>(f: (r: QueueRepo.Service) => Effect.Effect<A, E>) => run(Effect.flatMap(QueueRepo.QueueRepo, f))
   const sql = <A extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
@@ -104,6 +136,19 @@ const sequence = async (runtime: Runtime, perGroup: { concurrency: number; order
       s.unsafe<A>(s.onDialectOrElse({ pg: () => text, orElse: () => text.replace(/\$\d+/g, "?") }), params)))
   for (const table of await run(itemTables)) await sql(`DELETE FROM ${table}`)
   await sql("DELETE FROM docket_kinds")
+  await sql("DELETE FROM docket_groups")
+  const paused = new Set<string>()
+  const dead = async () =>
+    (await sql<{ id: number | string; group_key: string | null }>(
+      "SELECT id, group_key FROM docket_items WHERE state = 'dead' ORDER BY id"
+    )).map((r) => ({ id: Number(r.id), group: r.group_key }))
+  // The groups that start nothing now: paused, or (onDead "hold") with a dead item.
+  const stopped = async () => {
+    const held = perGroup.onDead === "hold" ? (await dead()).flatMap((d) => (d.group === null ? [] : [d.group])) : []
+    return new Set([...paused, ...held])
+  }
+  const pausedCount = async () =>
+    Number((await sql<{ n: number | string }>("SELECT paused_groups AS n FROM docket_kinds WHERE kind = 'g'"))[0]?.n ?? 0)
   await repo((r) => r.declarePerGroup("g", perGroup))
   const claims: Array<QueueRepo.Claim> = []
   const startedAt = Date.now()
@@ -129,15 +174,18 @@ const sequence = async (runtime: Runtime, perGroup: { concurrency: number; order
         break
       case "claim": {
         const before = await rows()
+        const stop = await stopped()
+        if (stop.size > 0) totals.stoppedClaims++
         // Times differ by whole minutes: any instant of the claim's statement decides as this one.
-        const may = allowed(before, Date.now(), perGroup.concurrency, perGroup.ordered)
+        const may = allowed(before, Date.now(), perGroup.concurrency, perGroup.ordered, stop)
         const got = await repo((r) => r.claim({ worker: "w", limit: op.limit, lease: op.lease, kinds: ["g"] }))
         claims.push(...got)
         totals.claimed += got.length
         const fromGroups = [...may.groups.values()].reduce((n, g) => n + Math.min(Math.max(0, g.free), g.items.length), 0)
         const want = Math.min(op.limit, fromGroups + may.ungrouped.length)
         if (want === op.limit) totals.fullClaims++
-        expect(got.length, `${step}: how many (allowed ${JSON.stringify([...may.groups])}, ungrouped ${may.ungrouped})`).toBe(want)
+        expect(got.length, `${step}: how many (allowed ${JSON.stringify([...may.groups])}, ungrouped ${may.ungrouped}, stopped ${[...stop]})`)
+          .toBe(want)
         for (const [group, g] of may.groups) {
           const taken = got.filter((c) => c.group === group).map((c) => c.id).sort((x, y) => x - y)
           expect(taken.length, `${step}: group ${group} over its free places`).toBeLessThanOrEqual(Math.max(0, g.free))
@@ -171,6 +219,22 @@ const sequence = async (runtime: Runtime, perGroup: { concurrency: number; order
       case "cancel":
         if (claim !== undefined) await repo((r) => r.cancel([claim.id]))
         break
+      case "pause":
+      case "resume":
+        await repo((r) => (op.op === "pause" ? r.pauseGroup("g", op.group) : r.resumeGroup("g", op.group)))
+        if (op.op === "pause") paused.add(op.group)
+        else paused.delete(op.group)
+        expect(await pausedCount(), `${step}: the kind's count of paused groups`).toBe(paused.size)
+        break
+      case "deadRetry":
+      case "deadDelete": {
+        const ids = await dead()
+        if (ids.length === 0) break
+        const id = ids[op.pick % ids.length].id
+        const done = await repo((r) => (op.op === "deadRetry" ? r.retryDead({ ids: [id] }) : r.deleteDead({ ids: [id] })))
+        expect(done, `${step}: dead item ${id}`).toEqual([id])
+        break
+      }
       case "advance":
         for (const table of await run(itemTables)) {
           await sql(`UPDATE ${table} SET run_at = run_at - $1, lease_until = lease_until - $2`, [op.by, op.by])
@@ -193,9 +257,13 @@ const property = (backend: Backend) => {
   it(`every claim takes what the group rules allow, as much as they allow (${RUNS} random sequences)`, async () => {
     runtime = ManagedRuntime.make(repoLayer(await backend.fresh()))
     const seed = Number(process.env.RELIABILITY_MODEL_SEED ?? Date.now() % 2_147_483_647)
-    const totals: Totals = { steps: 0, claimed: 0, fullClaims: 0 }
+    const totals: Totals = { steps: 0, claimed: 0, fullClaims: 0, stoppedClaims: 0 }
     const started = performance.now()
-    const perGroupArb = fc.record({ concurrency: fc.integer({ min: 1, max: 3 }), ordered: fc.boolean() })
+    const perGroupArb = fc.record({
+      concurrency: fc.integer({ min: 1, max: 3 }),
+      ordered: fc.boolean(),
+      onDead: fc.constantFrom("release" as const, "hold" as const)
+    })
     await fc.assert(
       fc.asyncProperty(perGroupArb, fc.array(opArb, { minLength: 1, maxLength: 40, size: "max" }), (perGroup, ops) =>
         sequence(runtime!, perGroup, ops, totals)),
@@ -206,6 +274,7 @@ const property = (backend: Backend) => {
       steps: totals.steps,
       claimed: totals.claimed,
       claimsFilled: totals.fullClaims,
+      claimsWithAGroupStopped: totals.stoppedClaims,
       seed,
       seconds: Math.round((performance.now() - started) / 100) / 10,
       disagreements: 0

@@ -348,6 +348,9 @@ class Model {
         concurrency: c?.concurrency ?? null,
         rate: c?.rate == null ? null : { limit: c.rate.limit, periodMs: c.rate.period },
         limitsSetBy: c?.byPerson === true ? "person" : "code",
+        // This model has no groups (test/reliability/groupModel.ts models them).
+        perGroup: null,
+        pausedGroups: 0,
         counts: {
           waiting: count((i) => i.state === "waiting" && i.runAt <= this.now),
           scheduled: count((i) => i.state === "waiting" && i.runAt > this.now),

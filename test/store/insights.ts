@@ -1,5 +1,5 @@
 /**
- * The read model's operations (oldestDue, finishedPerMinute, retriedPerMinute, searchItems)
+ * The read model's operations (oldestDue, groupsDue, finishedPerMinute, retriedPerMinute, searchItems)
  * and runNow, written once and run on SQLite and PostgreSQL
  * (test/store/sqlite.test.ts, test/store/pg.test.ts). Time is moved by
  * editing rows, never by sleeping.
@@ -71,6 +71,58 @@ const oldestAndFinished = (backend: Backend) => {
       expect((yield* repo.finishedPerMinute(3 * 60)).filter((r) => r.state === "done").reduce((n, r) => n + r.count, 0)).toBe(3)
       const refused = yield* Effect.flip(repo.finishedPerMinute(0))
       expect(refused).toMatchObject({ _tag: "InvalidInput", field: "minutes" })
+    })))
+}
+
+const groupsDue = (backend: Backend) => {
+  it.live("groupsDue: per kind whose groups are limited or paused, the due items their group holds back and the oldest one it lets start", () =>
+    run(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      const now = yield* dbNow
+      const take = (kind: string, limit = 10) => repo.claim({ worker: "w", limit, lease: "1 minute", kinds: [kind] })
+      const add = (kind: string, groups: ReadonlyArray<string>) =>
+        repo.enqueueMany(groups.map((group, n) => ({ kind, payload: { group, n }, group })))
+      // Labels only (no perGroup, no paused group): not listed, whatever its groups hold.
+      yield* add("plain", ["p", "p"])
+      expect(yield* repo.groupsDue).toEqual([])
+      // Ordered, one at a time, a dead item holding its group.
+      yield* repo.declarePerGroup("ord", { concurrency: 1, ordered: true, onDead: "hold" })
+      const ord = yield* add("ord", ["a", "a", "a", "b", "b", "e", "e"])
+      const firsts = yield* take("ord")
+      expect(firsts.map((c) => c.id).sort((x, y) => x - y)).toEqual([ord[0].id, ord[3].id, ord[5].id])
+      // b's first goes dead (it holds b), e's first waits an hour for its retry (strict: e waits).
+      expect(yield* repo.fail(firsts.find((c) => c.id === ord[3].id)!, "gone", { _tag: "Dead" })).toBe("dead")
+      expect(yield* repo.fail(firsts.find((c) => c.id === ord[5].id)!, "later", { _tag: "Retry", delay: "1 hour" })).toBe("retried")
+      const [c1, d1] = yield* add("ord", ["c", "d"])
+      yield* repo.pauseGroup("ord", "d")
+      // A blocked item long due does not make the ready age; c's, due a minute ago, does.
+      yield* setRow(ord[1].id, { run_at: now - 600_000 })
+      yield* setRow(c1.id, { run_at: now - 60_000 })
+      yield* setRow(d1.id, { run_at: now - 900_000 })
+      // Unordered, two at a time: one running, three due, so one more may start and two wait.
+      yield* repo.declarePerGroup("un", { concurrency: 2 })
+      yield* add("un", ["x", "x", "x", "x"])
+      expect((yield* take("un", 1)).length).toBe(1)
+      // A rate of one start an hour, spent: both due items wait, none is ready.
+      yield* repo.declarePerGroup("rated", { concurrency: 5, rate: { limit: 1, period: "1 hour" } })
+      yield* add("rated", ["r", "r", "r"])
+      expect((yield* take("rated")).length).toBe(1)
+      const rows = yield* repo.groupsDue
+      // ord: a2 and a3 behind a running a1, b2 held by dead b1, e2 behind e1's retry, d1 paused.
+      expect(rows.map((r) => [r.kind, r.blocked, r.oldestReadyAgeMs === null])).toEqual([
+        ["ord", 5, false],
+        ["rated", 2, true],
+        ["un", 2, false]
+      ])
+      expect(rows[0].oldestReadyAgeMs).toBeGreaterThanOrEqual(60_000)
+      expect(rows[0].oldestReadyAgeMs).toBeLessThan(70_000)
+      expect((yield* repo.oldestDue).find((r) => r.kind === "ord")!.ageMs).toBeGreaterThanOrEqual(900_000)
+      // d resumed: d1 is ready (the oldest now); b1 retried: ready at b's head, b2 still behind it.
+      yield* repo.resumeGroup("ord", "d")
+      expect(yield* repo.retryDead({ ids: [ord[3].id] })).toEqual([ord[3].id])
+      const after = (yield* repo.groupsDue)[0]
+      expect(after.blocked).toBe(4)
+      expect(after.oldestReadyAgeMs).toBeGreaterThanOrEqual(900_000)
     })))
 }
 
@@ -341,6 +393,7 @@ const horizon = (backend: Backend) => {
 export const insightsSuite = (backend: Backend) => {
   describe("the dashboard's read model", () => {
     oldestAndFinished(backend)
+    groupsDue(backend)
     retried(backend)
     totals(backend)
     searchAndRunNow(backend)

@@ -221,6 +221,8 @@ const refusedAndListed = (backend: Backend) => {
           concurrency: null,
           rate: null,
           limitsSetBy: "code",
+          perGroup: null,
+          pausedGroups: 0,
           counts: { waiting: 1, scheduled: 1, running: 0, expired: 0, done: 1, dead: 1, cancelled: 0 }
         },
         {
@@ -229,6 +231,8 @@ const refusedAndListed = (backend: Backend) => {
           concurrency: null,
           rate: null,
           limitsSetBy: "code",
+          perGroup: null,
+          pausedGroups: 0,
           counts: { waiting: 0, scheduled: 0, running: 0, expired: 0, done: 0, dead: 0, cancelled: 0 }
         }
       ])

@@ -34,12 +34,29 @@ export const kindArg = Args.text({ name: "kind" }).pipe(
 export const formatRate = (rate: { readonly limit: number; readonly periodMs: number }): string =>
   `${rate.limit}/${readPeriod(rate.periodMs)}`
 
+/**
+ * A kind's perGroup in one cell: `1,ordered,10/1m,dead:hold` (the concurrency
+ * or `-`, then only what is not the default: ordered, the rate, onFailure
+ * "continue", onDead "hold"); `-` for none.
+ */
+export const formatPerGroup = (p: QueueRepo.PerGroupInfo | null): string =>
+  p === null ? "-" : [
+    p.concurrency === null ? "-" : String(p.concurrency),
+    ...(p.ordered ? ["ordered"] : []),
+    ...(p.rate === null ? [] : [formatRate(p.rate)]),
+    ...(p.onFailure === "continue" ? ["failure:continue"] : []),
+    ...(p.onDead === "hold" ? ["dead:hold"] : [])
+  ].join(",")
+
 const cell = (k: QueueRepo.KindInfo) => [
   k.kind,
   k.paused ? "paused" : "-",
   k.concurrency === null ? "-" : String(k.concurrency),
   k.rate === null ? "-" : formatRate(k.rate),
   k.concurrency === null && k.rate === null ? "-" : k.limitsSetBy,
+  formatPerGroup(k.perGroup),
+  k.perGroup === null ? "-" : k.perGroup.setBy,
+  String(k.pausedGroups),
   String(k.counts.waiting),
   String(k.counts.scheduled),
   String(k.counts.running),
@@ -49,9 +66,12 @@ const cell = (k: QueueRepo.KindInfo) => [
 ]
 
 // The counts' columns, aligned right.
-const COUNTS = new Set([5, 6, 7, 8, 9, 10])
+const COUNTS = new Set([7, 8, 9, 10, 11, 12, 13])
 
-const HEAD = ["kind", "paused", "concurrency", "rate", "set by", "waiting", "scheduled", "running", "done", "dead", "cancelled"]
+const HEAD = [
+  "kind", "paused", "concurrency", "rate", "set by", "per group", "group set by", "paused groups",
+  "waiting", "scheduled", "running", "done", "dead", "cancelled"
+]
 
 /** The kinds as a text table (numbers right-aligned). */
 export const kindTable = (kinds: ReadonlyArray<QueueRepo.KindInfo>): string =>
@@ -65,7 +85,8 @@ const list = Command.make("list", { database: databaseOption, json: jsonOption }
   )).pipe(
     Command.withDescription(
       "Lists every kind with items or controls: paused, global concurrency and rate, who set them " +
-        "(code: a handler's declaration; person: docket kind set), and its items by state."
+        "(code: a handler's declaration; person: docket kind set), its per-group limits " +
+        "(concurrency,ordered,rate,failure:continue,dead:hold) and who set them, its paused groups, and its items by state."
     )
   )
 

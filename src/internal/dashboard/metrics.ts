@@ -9,7 +9,10 @@
  * never fall, whoever prunes, and `rate()`/`increase()` work on them. The
  * other series are gauges: what is stored now, how old the oldest due item
  * is, and the last hour's finished and retried counts (easy to read on a
- * page; a sliding hour falls as old minutes leave it). On PostgreSQL, who
+ * page; a sliding hour falls as old minutes leave it). For kinds whose groups
+ * are limited or paused: docket_items_blocked (due items their group holds
+ * back) and docket_groups_oldest_ready_seconds (the oldest due item its group
+ * lets start, across the kind's groups). On PostgreSQL, who
  * holds back the xmin horizon past the dashboard's threshold:
  * docket_horizon_held (how many), and per holder its age in seconds (where
  * PostgreSQL records a time) and in transactions, labelled with who it is.
@@ -135,6 +138,18 @@ export const render = (o: Overview, totals: ReadonlyArray<Total>, workflows: Rea
       name: "docket_oldest_due_seconds",
       help: "How long the kind's oldest due item has waited to start, in seconds (0 when none is due).",
       samples: kindNames.map((kind) => [{ kind }, (due.get(kind)?.ageMs ?? 0) / 1000] as const)
+    },
+    {
+      name: "docket_items_blocked",
+      help: "Due items that their group holds back, by kind (kinds whose groups are limited or paused): a paused group, " +
+        "a dead item holding it, its rate spent, an ordered group's item behind its head, past an unordered group's free places.",
+      samples: o.groupsDue.map((g) => [{ kind: g.kind }, g.blocked] as const)
+    },
+    {
+      name: "docket_groups_oldest_ready_seconds",
+      help: "Across the kind's groups, how long its oldest due item that its group lets start has waited, in seconds " +
+        "(0 when none is): the latency of a grouped kind without the items that wait for their group by design.",
+      samples: o.groupsDue.map((g) => [{ kind: g.kind }, (g.oldestReadyAgeMs ?? 0) / 1000] as const)
     },
     {
       name: "docket_finished_total",

@@ -8,7 +8,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type {
-  FinishedMinute, GroupInfo, GroupPage, HorizonReport, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo
+  FinishedMinute, GroupInfo, GroupsDue, GroupPage, HorizonReport, Item, KindInfo, ListState, OldestDue, RetriedMinute, ScheduleInfo, Total, WorkerInfo
 } from "../../Domain.js"
 import type { InvalidInput, StorageError } from "../../Errors.js"
 import type { Resolved } from "../horizon.js"
@@ -39,6 +39,8 @@ export const toProblem = (error: InvalidInput | StorageError | Problem): Problem
 export interface Overview {
   readonly kinds: ReadonlyArray<KindInfo>
   readonly oldestDue: ReadonlyArray<OldestDue>
+  /** The kinds whose groups the claim limits: their blocked items and oldest ready item. */
+  readonly groupsDue: ReadonlyArray<GroupsDue>
   /** Per minute of the last hour (oldest first, minutes with none left out), summed over kinds. */
   readonly throughput: ReadonlyArray<Minute>
   readonly finishedByKind: ReadonlyArray<FinishedMinute>
@@ -70,7 +72,7 @@ const byMinute = (finished: ReadonlyArray<FinishedMinute>, retried: ReadonlyArra
 }
 
 /**
- * Reads the overview (six statements on PostgreSQL, five on SQLite, one
+ * Reads the overview (seven statements on PostgreSQL, six on SQLite, one
  * after another: a dashboard takes one connection at a time); `threshold`:
  * when a holder of the xmin horizon is named.
  */
@@ -78,12 +80,13 @@ export const overview = (repo: Service, threshold: Resolved): Effect.Effect<Over
   Effect.gen(function*() {
     const kinds = yield* repo.listKinds
     const oldestDue = yield* repo.oldestDue
+    const groupsDue = yield* repo.groupsDue
     const finished = yield* repo.finishedPerMinute(60)
     const retried = yield* repo.retriedPerMinute(60)
     const workers = yield* repo.listWorkers()
     const horizon = Option.getOrNull(yield* repo.horizon({ age: threshold.ageMs, transactions: threshold.transactions }))
     return {
-      kinds, oldestDue, throughput: byMinute(finished, retried), finishedByKind: finished, retriedByKind: retried, workers, horizon
+      kinds, oldestDue, groupsDue, throughput: byMinute(finished, retried), finishedByKind: finished, retriedByKind: retried, workers, horizon
     }
   }).pipe(Effect.mapError(toProblem))
 

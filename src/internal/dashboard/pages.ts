@@ -3,7 +3,7 @@
  * stored string goes through the escaping template (html.ts). Each page works
  * without JavaScript: filters are GET forms, actions POST forms.
  */
-import type { HorizonHolder, HorizonReport, Item, KindInfo, ListState, ScheduleInfo, WorkerInfo } from "../../Domain.js"
+import type { HorizonHolder, HorizonReport, Item, KindInfo, ListState, PerGroupInfo, ScheduleInfo, WorkerInfo } from "../../Domain.js"
 import * as Horizon from "../horizon.js"
 import { type Html, html, pretty } from "./html.js"
 import { actionForm, age, canAct, link, page, time, type View } from "./layout.js"
@@ -204,12 +204,22 @@ ${canAct(view) ? html`<div id="actions">${actions}</div>` : ""}
 </div>`)
 }
 
-/** The kinds: counts, controls, and (with a session) pause, resume and limits. */
+// A kind's perGroup as words: what is not the default, and who set the limits.
+const perGroupCell = (p: PerGroupInfo | null): string =>
+  p === null ? "-" : [
+    p.concurrency === null ? "" : `${p.concurrency} at once`,
+    p.ordered ? "ordered" : "",
+    p.rate === null ? "" : `${p.rate.limit} per ${age(p.rate.periodMs)}`,
+    p.onFailure === "continue" ? "on failure: continue" : "",
+    p.onDead === "hold" ? "a dead item holds its group" : ""
+  ].filter((part) => part !== "").join(", ") + ` (${p.setBy})`
+
+/** The kinds: counts, controls (global and per group), and (with a session) pause, resume and limits. */
 export const kindsPage = (view: View, kinds: ReadonlyArray<KindInfo>): Html =>
   page(view, "Kinds", html`<h1>Kinds</h1>
 <div id="live-kinds"${canAct(view) ? "" : html` data-live`}>
 ${kinds.length === 0 ? html`<p class="muted">No kinds yet.</p>` : html`<table id="kinds">
-<thead><tr><th>kind</th><th>paused</th><th class="n">concurrency</th><th>rate</th><th>set by</th><th class="n">waiting</th><th class="n">running</th><th class="n">dead</th>${
+<thead><tr><th>kind</th><th>paused</th><th class="n">concurrency</th><th>rate</th><th>set by</th><th>per group</th><th class="n">paused groups</th><th class="n">waiting</th><th class="n">running</th><th class="n">dead</th>${
     canAct(view) ? html`<th>actions</th>` : ""
   }</tr></thead>
 <tbody>${
@@ -218,6 +228,8 @@ ${kinds.length === 0 ? html`<p class="muted">No kinds yet.</p>` : html`<table id
         k.concurrency ?? "-"
       }</td><td>${k.rate === null ? "-" : `${k.rate.limit} per ${age(k.rate.periodMs)}`}</td><td>${
         k.concurrency === null && k.rate === null ? "-" : k.limitsSetBy
+      }</td><td class="per-group">${perGroupCell(k.perGroup)}</td><td class="n">${
+        k.pausedGroups === 0 ? "0" : html`<span class="warn">${k.pausedGroups}</span>`
       }</td><td class="n">${k.counts.waiting + k.counts.expired}</td><td class="n">${k.counts.running}</td><td class="n">${k.counts.dead}</td>${
         canAct(view) ? html`<td>${kindActions(view, k)}</td>` : ""
       }</tr>`

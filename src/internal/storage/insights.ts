@@ -9,6 +9,7 @@
 import type { Db } from "../sql/db.js"
 import * as InsightStats from "../sql/insightStats.js"
 import * as InsightOldestDue from "../sql/insightOldestDue.js"
+import * as InsightGroupsDue from "../sql/insightGroupsDue.js"
 import * as InsightFinishedPerMinute from "../sql/insightFinishedPerMinute.js"
 import * as InsightRetriedPerMinute from "../sql/insightRetriedPerMinute.js"
 import * as InsightTotals from "../sql/insightTotals.js"
@@ -20,6 +21,7 @@ import * as GroupList from "../sql/groupList.js"
 export interface Insights {
   readonly insightStats: InsightStats.InsightStats
   readonly insightOldestDue: InsightOldestDue.InsightOldestDue
+  readonly insightGroupsDue: InsightGroupsDue.InsightGroupsDue
   readonly insightFinishedPerMinute: InsightFinishedPerMinute.InsightFinishedPerMinute
   readonly insightRetriedPerMinute: InsightRetriedPerMinute.InsightRetriedPerMinute
   readonly insightTotals: InsightTotals.InsightTotals
@@ -32,6 +34,7 @@ export interface Insights {
 export const make = (db: Db): Insights => ({
   insightStats: InsightStats.make(db),
   insightOldestDue: InsightOldestDue.make(db),
+  insightGroupsDue: InsightGroupsDue.make(db),
   insightFinishedPerMinute: InsightFinishedPerMinute.make(db),
   insightRetriedPerMinute: InsightRetriedPerMinute.make(db),
   insightTotals: InsightTotals.make(db),

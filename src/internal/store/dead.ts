@@ -1,10 +1,15 @@
 /**
  * The dead-item tools: listing dead items a page at a time, retrying them
  * (waiting again with a fresh attempt budget) and deleting them, by ids or
- * all (optionally of one kind).
+ * all (optionally of one kind). Both wake this process's idle pools when
+ * they changed something: a retried item is due at once, and a dead item
+ * that held its group (perGroup.onDead "hold") frees the group's next item
+ * when it is retried or deleted; other processes' pools hear of it from the
+ * database (PostgreSQL: the statements' NOTIFY; SQLite: the file's watch).
  */
 import * as Effect from "effect/Effect"
 import type { DeadSelection } from "../../Domain.js"
+import type * as Wakeups from "../../Wakeups.js"
 import { InvalidInput } from "../../Errors.js"
 import type { Service } from "./service.js"
 import type { Storage } from "../storage.js"
@@ -27,7 +32,10 @@ const checkSelection = (selection: DeadSelection) =>
   })
 
 /** `listDead`, `retryDead` and `deleteDead` over the storage. */
-export const make = (store: Pick<Storage, "deadList" | "deadRetry" | "deadDelete">): Pick<Service, "listDead" | "retryDead" | "deleteDead"> => ({
+export const make = (
+  store: Pick<Storage, "deadList" | "deadRetry" | "deadDelete">,
+  wakeups: Wakeups.Service
+): Pick<Service, "listDead" | "retryDead" | "deleteDead"> => ({
   listDead: (page = {}) =>
     Effect.gen(function*() {
       const kind = page.kind === undefined ? null : yield* V.lift(V.checkKind(page.kind))
@@ -37,10 +45,12 @@ export const make = (store: Pick<Storage, "deadList" | "deadRetry" | "deadDelete
     }),
   retryDead: (selection) =>
     checkSelection(selection).pipe(
-      Effect.flatMap((s) => Effect.mapError(store.deadRetry(s), storage("retryDead")))
+      Effect.flatMap((s) => Effect.mapError(store.deadRetry(s), storage("retryDead"))),
+      Effect.tap((ids) => (ids.length > 0 ? wakeups.enqueued : Effect.void))
     ),
   deleteDead: (selection) =>
     checkSelection(selection).pipe(
-      Effect.flatMap((s) => Effect.mapError(store.deadDelete(s), storage("deleteDead")))
+      Effect.flatMap((s) => Effect.mapError(store.deadDelete(s), storage("deleteDead"))),
+      Effect.tap((ids) => (ids.length > 0 ? wakeups.enqueued : Effect.void))
     )
 })

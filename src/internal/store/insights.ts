@@ -77,7 +77,7 @@ const checkIds = (ids: ReadonlyArray<number>) =>
 
 type Ops = Pick<
   Service,
-  "oldestDue" | "finishedPerMinute" | "retriedPerMinute" | "totals" | "searchItems" | "horizon" | "runNow"
+  "oldestDue" | "groupsDue" | "finishedPerMinute" | "retriedPerMinute" | "totals" | "searchItems" | "horizon" | "runNow"
 >
 
 /** The read model's operations and "run now" over the storage. */
@@ -101,6 +101,7 @@ export const make = (store: Storage.Insights & Pick<Storage.Items, "itemRunNow">
   const minutes = (given: number) => V.lift(V.checkIntegerIn("minutes", given, 1, 24 * 60))
   return {
     oldestDue: Effect.mapError(store.insightOldestDue, storage("oldestDue")),
+    groupsDue: Effect.mapError(store.insightGroupsDue, storage("groupsDue")),
     finishedPerMinute: (given = 60) =>
       Effect.flatMap(minutes(given), (m) =>
         Effect.mapError(store.insightFinishedPerMinute(m * 60_000), storage("finishedPerMinute"))),

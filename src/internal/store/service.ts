@@ -10,7 +10,7 @@ import type { InvalidInput, StorageError } from "../../Errors.js"
 import type {
   CancelOptions, CancelOutcome, Claim, ClaimOptions, Completion, DeadPageOptions, DeadSelection, DeclareOutcome,
   EnqueueOptions, EnqueueRequest, EnqueueResult, FailNext, FailOutcome, FinishedMinute, GlobalLimits, GroupListOptions, GroupPage, Item, ItemPage, PerGroup,
-  HorizonReport, HorizonThreshold, KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
+  GroupsDue, HorizonReport, HorizonThreshold, KindInfo, ListOptions, OldestDue, PruneResult, ReleaseOutcome, RetriedMinute, ScheduleInfo, SearchOptions, SearchPage, SnoozeOutcome,
   SnoozeRequest, Stats, TickPass, Total, WorkerHeartbeat, WorkerInfo, WorkerListOptions
 } from "../../Domain.js"
 import type { Declaration } from "../../Recurring.js"
@@ -217,6 +217,12 @@ export interface Service {
    * clock: the latency to alert on. A paused kind's items count (they wait).
    */
   readonly oldestDue: Effect.Effect<ReadonlyArray<OldestDue>, E>
+  /**
+   * Per kind whose groups the claim limits (a `perGroup` concurrency, or a
+   * paused group), by kind: its due items that their group holds back, and
+   * how long its oldest due item that its group lets start has waited.
+   */
+  readonly groupsDue: Effect.Effect<ReadonlyArray<GroupsDue>, E>
   /**
    * Items finished (done, dead, cancelled) in each minute of the last
    * `minutes` (default 60, at most 1,440), by kind and state, oldest minute

@@ -180,6 +180,7 @@ export class Claimer implements Part {
     const kinds = this.kinds()
     if (kinds !== undefined && kinds.length === 0) return yield* wakeup.wait(pollMs)
     const sentAt = this.now()
+    const writesAtSend = state.writes
     // Items of globally limited kinds only for free slots: prefetched, they
     // would hold the kind's places (or have used its starts) without running.
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
@@ -212,6 +213,12 @@ export class Claimer implements Part {
     // Once stopping, no wait for the next due time: the claim's 5 s at
     // shutdown are not spent on a read whose answer nobody uses.
     if (claims.length === room || state.stopping) return
+    // Outcomes written while a claim that found nothing was in flight: its
+    // snapshot may predate them, and what they freed (an ordered group's next
+    // item behind a finished one, a keyed item's waiting twin, a limited
+    // kind's place) is due now; the written batch's wake-up came before the
+    // mode was "empty". One more claim, not a sleep until the poll.
+    if (claims.length === 0 && state.writes !== writesAtSend) return
     // Drained for now: sleep until a wake-up, the next due time, or the poll.
     this.deps.checkIdle()
     // A failed read of the next due time: claim again after a moment (as after a failed claim).

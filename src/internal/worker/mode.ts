@@ -13,7 +13,8 @@
  *   (once nothing runs, is buffered or unwritten).
  * - `empty`: its last claim found nothing: as `drained`, and a written
  *   outcome wakes it (it may have made a held-back item due: the recorder's
- *   `wrote`).
+ *   `wrote`); an outcome written while that claim was in flight makes it
+ *   claim again at once (claimer.ts: the claim may have read from before it).
  * - `stopping`: shutdown began: no claim is sent and no item starts (the
  *   slots end); the claim in flight ends, and its result leaves the mode as
  *   it is. As `drained` for `whenIdle`: no claim is to come.

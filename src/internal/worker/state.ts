@@ -67,6 +67,12 @@ export class PoolState {
    * buffer ran low, cleared by the first slot that yields for it (slots.ts).
    */
   yieldForClaimer = false
+  /**
+   * Batches of outcomes written so far (the recorder's `wrote`): a claim that
+   * finds nothing while one is written may have missed what it freed (the
+   * claimer then claims again instead of sleeping).
+   */
+  writes = 0
   private claimerMode: ClaimerMode = Mode.INITIAL
 
   private readonly kindRunning = new Map<string, number>()

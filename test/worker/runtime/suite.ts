@@ -4,6 +4,7 @@
  */
 import type { Backend } from "../../support/db.js"
 import { cancelRuntimeSuite } from "./cancel.js"
+import { groupWakeRuntimeSuite } from "./groupWake.js"
 import { historyRuntimeSuite } from "./history.js"
 import { outcomesRuntimeSuite } from "./outcomes.js"
 import { poolRuntimeSuite } from "./pool.js"
@@ -18,4 +19,5 @@ export const runtimeSuite = (backend: Backend) => {
   cancelRuntimeSuite(backend)
   historyRuntimeSuite(backend)
   transactionalRuntimeSuite(backend)
+  groupWakeRuntimeSuite(backend)
 }
