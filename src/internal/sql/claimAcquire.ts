@@ -59,7 +59,10 @@ export const pg = `SELECT ${CLAIM_COLUMNS}, walked, expired_until, entries_read 
 
 /**
  * SQLite: the same two sources in one UPDATE ... RETURNING: SQLite serialises
- * writers, so no two claimers can take one item. ?1 worker, ?2 limit, ?3
+ * writers, so no two claimers can take one item. Only ungrouped items: the
+ * grouped ones are the grouped claim's (./claimGroups.ts), and the claim
+ * index holds only ungrouped ones (migrations/pg/0020_grouped_claim.sql says
+ * why). ?1 worker, ?2 limit, ?3
  * lease in ms, ?4 a JSON array of kinds or NULL for all, ?5 1 to leave out the
  * controlled kinds (paused or limited: read by the statement itself, so a
  * kind paused or limited a moment ago is left out too), 0 to claim a limited
@@ -77,14 +80,14 @@ WHERE id IN (
   SELECT id FROM (
     SELECT * FROM (
       SELECT i.id, i.priority, i.run_at FROM docket_items i
-      WHERE i.state = 'running' AND i.lease_until <= ${Now.sqlite}
+      WHERE i.state = 'running' AND i.group_key IS NULL AND i.lease_until <= ${Now.sqlite}
         AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
         AND (?5 = 0 OR i.kind NOT IN (SELECT kind FROM controlled))
       ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
     UNION ALL
     SELECT * FROM (
       SELECT i.id, i.priority, i.run_at FROM docket_items i
-      WHERE i.state = 'waiting' AND i.run_at <= ${Now.sqlite}
+      WHERE i.state = 'waiting' AND i.group_key IS NULL AND i.run_at <= ${Now.sqlite}
         AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
         AND (?5 = 0 OR i.kind NOT IN (SELECT kind FROM controlled))
         AND (i.dedupe_key IS NULL OR NOT EXISTS (
@@ -98,22 +101,44 @@ RETURNING ${CLAIM_COLUMNS}`
 
 /**
  * SQLite, first in a claim's transaction: the controlled kinds among those
- * claimed (paused, limited, grouped, or with a paused group), each limited one with what it may start now
+ * claimed (paused, limited, with perGroup limits, with a paused group, or
+ * with unfinished grouped items), each limited one with what it may start now
  * (its concurrency less the items holding a live lease; its rate slots free),
  * read under the transaction's write lock, so no other claim can change them
- * before this one commits. ?1 a JSON array of kinds or NULL for all.
+ * before this one commits. ?1 a JSON array of kinds or NULL for all. The
+ * kinds with grouped items are found by a skip scan of docket_items_group (a
+ * seek per such kind, one into an empty index when no item has a group); one
+ * that has no docket_kinds row is read with a row's defaults (no limits), and
+ * the grouped claim makes its row.
  */
 export const sqliteControls = `
+WITH RECURSIVE grouped(kind) AS (
+  SELECT (SELECT i.kind FROM docket_items i
+          WHERE i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') ORDER BY i.kind LIMIT 1)
+  UNION ALL
+  SELECT (SELECT i.kind FROM docket_items i
+          WHERE i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.kind > g.kind
+          ORDER BY i.kind LIMIT 1)
+  FROM grouped g WHERE g.kind IS NOT NULL
+),
+k AS (
+  SELECT kind, paused, concurrency, rate_limit, rate_period_ms, group_concurrency, group_ordered, paused_groups
+  FROM docket_kinds
+  UNION ALL
+  SELECT g.kind, 0, NULL, NULL, NULL, NULL, 0, 0 FROM grouped g
+  WHERE g.kind IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket_kinds d WHERE d.kind = g.kind)
+)
 SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered, k.paused_groups,
+  k.kind IN (SELECT kind FROM grouped WHERE kind IS NOT NULL) AS grouped,
   CASE WHEN k.concurrency IS NULL THEN NULL ELSE k.concurrency - (
     SELECT count(*) FROM docket_items r
     WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > ${Now.sqlite}) END AS concurrency_left,
   CASE WHEN k.rate_limit IS NULL THEN NULL ELSE (
     SELECT count(*) FROM docket_kind_slots s
     WHERE s.kind = k.kind AND s.started_at <= ${Now.sqlite} - k.rate_period_ms) END AS rate_left
-FROM docket_kinds k
+FROM k
 WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL OR k.group_concurrency IS NOT NULL
-    OR k.paused_groups > 0)
+    OR k.paused_groups > 0 OR k.kind IN (SELECT kind FROM grouped WHERE kind IS NOT NULL))
   AND (?1 IS NULL OR k.kind IN (SELECT value FROM json_each(?1)))
 ORDER BY k.kind`
 
@@ -147,11 +172,16 @@ interface ControlRow {
   readonly kind: string
   readonly paused: number
   readonly rate_limit: number | null
-  /** Its groups' limit (perGroup), or null: then, with no paused group, its items are claimed as a limited kind's. */
+  /**
+   * Its groups' limit (perGroup), or null: then, with no paused group and no
+   * grouped item, its items are claimed as a limited kind's.
+   */
   readonly group_concurrency: number | null
   readonly group_ordered: number
   /** How many of its groups are paused: with any, its items are claimed group by group, as a grouped kind's. */
   readonly paused_groups: number
+  /** 1 when it has unfinished grouped items: they are claimed only group by group (the general claim reads none). */
+  readonly grouped: number
   readonly concurrency_left: number | null
   readonly rate_left: number | null
 }
@@ -179,7 +209,7 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
       if (c.paused || limitedLeft <= 0) continue
       const allowed = Math.min(limitedLeft, c.concurrency_left ?? limitedLeft, c.rate_left ?? limitedLeft)
       if (allowed <= 0) continue
-      const rows = c.group_concurrency === null && c.paused_groups === 0
+      const rows = c.group_concurrency === null && c.paused_groups === 0 && c.grouped === 0
         ? yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
         : yield* claimGroups(exec, {
           worker: r.worker,
