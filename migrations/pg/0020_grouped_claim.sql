@@ -38,11 +38,21 @@
 -- kind's row at enqueue would wait behind the claims that lock that row; the
 -- skip scan is always right, and costs a seek a claim.
 --
+-- Prefetch: a claim gives the controlled kinds, grouped ones among them, at
+-- most the pool's free slots first (as before), then the general walk the
+-- rest of the batch, and then what is still left to the grouped kinds with
+-- no limit on the kind as a whole (concurrency, rate) and no per-group rate.
+-- A limited kind's prefetched item would hold the kind's place or use its
+-- start while it waits in the pool's buffer; a grouped item holds only its
+-- group's place, with its lease, as a running item does, so prefetching it
+-- breaks no limit, and a grouped backlog drains in whole batches instead of a
+-- claim per free slot. A per-group rate counts starts at the claim, so those
+-- kinds stay at the free slots.
+--
 -- What changes for a kind with grouped items and no perGroup: its grouped
 -- items now start round-robin across groups (priority orders items within a
--- group, not across groups, as for a perGroup kind), its claims of grouped
--- items are serialised by its row's lock, and they count among a claim's
--- controlled items (at most the pool's free slots), as a limited kind's do.
+-- group, not across groups, as for a perGroup kind), and its claims of
+-- grouped items are serialised by its row's lock.
 --
 -- The index is rebuilt in the migration's transaction (writes to
 -- docket_items wait meanwhile: about a second per million waiting items).
@@ -358,7 +368,30 @@ BEGIN
       ELSE
         item := w.i; walked := true; expired_until := NULL; entries_read := NULL;
         RETURN NEXT;
+        remaining := remaining - 1;
       END IF;
+    END LOOP;
+  END IF;
+  -- What the general walk left of the batch goes to the grouped kinds that
+  -- have no limit on the kind as a whole and no per-group rate: their items
+  -- may be prefetched, as ungrouped ones are (a buffered item holds its
+  -- group's place with its lease, as a running one does), so a grouped
+  -- backlog drains in whole batches, not a claim per free slot. After the
+  -- general walk, so ungrouped work keeps the rest of the batch first.
+  IF remaining > 0 AND grouped IS NOT NULL THEN
+    FOR k IN
+      SELECT c.kind, c.group_concurrency, c.group_ordered FROM docket_kinds c
+      WHERE c.kind = ANY(grouped) AND c.kind = ANY(controlled) AND NOT c.paused AND c.concurrency IS NULL
+        AND c.rate_limit IS NULL AND c.group_rate_limit IS NULL
+      ORDER BY c.kind
+      FOR UPDATE
+    LOOP
+      EXIT WHEN remaining <= 0;
+      RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint
+        FROM docket_claim_groups($1, remaining, $3, k.kind, k.group_concurrency,
+          k.group_ordered AND k.group_concurrency IS NOT NULL) c;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      remaining := remaining - n;
     END LOOP;
   END IF;
   item := NULL; walked := NULL; expired_until := bound;

@@ -529,7 +529,25 @@ BEGIN
       ELSE
         item := w.i; walked := true; expired_until := NULL; entries_read := NULL;
         RETURN NEXT;
+        remaining := remaining - 1;
       END IF;
+    END LOOP;
+  END IF;
+
+  IF remaining > 0 AND grouped IS NOT NULL THEN
+    FOR k IN
+      SELECT c.kind, c.group_concurrency, c.group_ordered FROM docket_kinds c
+      WHERE c.kind = ANY(grouped) AND c.kind = ANY(controlled) AND NOT c.paused AND c.concurrency IS NULL
+        AND c.rate_limit IS NULL AND c.group_rate_limit IS NULL
+      ORDER BY c.kind
+      FOR UPDATE
+    LOOP
+      EXIT WHEN remaining <= 0;
+      RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint
+        FROM docket_claim_groups($1, remaining, $3, k.kind, k.group_concurrency,
+          k.group_ordered AND k.group_concurrency IS NOT NULL) c;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      remaining := remaining - n;
     END LOOP;
   END IF;
   item := NULL; walked := NULL; expired_until := bound;

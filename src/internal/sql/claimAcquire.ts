@@ -20,6 +20,7 @@ import { CLAIM_COLUMNS } from "./columns.js"
 import { compiled, type Db, op } from "./db.js"
 import { Cursors, type WalkedRow } from "./claimCursors.js"
 import { claimGroups, type Exec } from "./claimGroups.js"
+import { type ControlRow, limitedAmong, prefetchable, sqliteControls } from "./claimControls.js"
 import type { ClaimRow } from "./rows.js"
 
 /** A row of the PostgreSQL claim: an item and whether the cursors' walk claimed it, or (id NULL) the next bound. */
@@ -100,49 +101,6 @@ WHERE id IN (
 RETURNING ${CLAIM_COLUMNS}`
 
 /**
- * SQLite, first in a claim's transaction: the controlled kinds among those
- * claimed (paused, limited, with perGroup limits, with a paused group, or
- * with unfinished grouped items), each limited one with what it may start now
- * (its concurrency less the items holding a live lease; its rate slots free),
- * read under the transaction's write lock, so no other claim can change them
- * before this one commits. ?1 a JSON array of kinds or NULL for all. The
- * kinds with grouped items are found by a skip scan of docket_items_group (a
- * seek per such kind, one into an empty index when no item has a group); one
- * that has no docket_kinds row is read with a row's defaults (no limits), and
- * the grouped claim makes its row.
- */
-export const sqliteControls = `
-WITH RECURSIVE grouped(kind) AS (
-  SELECT (SELECT i.kind FROM docket_items i
-          WHERE i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') ORDER BY i.kind LIMIT 1)
-  UNION ALL
-  SELECT (SELECT i.kind FROM docket_items i
-          WHERE i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.kind > g.kind
-          ORDER BY i.kind LIMIT 1)
-  FROM grouped g WHERE g.kind IS NOT NULL
-),
-k AS (
-  SELECT kind, paused, concurrency, rate_limit, rate_period_ms, group_concurrency, group_ordered, paused_groups
-  FROM docket_kinds
-  UNION ALL
-  SELECT g.kind, 0, NULL, NULL, NULL, NULL, 0, 0 FROM grouped g
-  WHERE g.kind IS NOT NULL AND NOT EXISTS (SELECT 1 FROM docket_kinds d WHERE d.kind = g.kind)
-)
-SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered, k.paused_groups,
-  k.kind IN (SELECT kind FROM grouped WHERE kind IS NOT NULL) AS grouped,
-  CASE WHEN k.concurrency IS NULL THEN NULL ELSE k.concurrency - (
-    SELECT count(*) FROM docket_items r
-    WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > ${Now.sqlite}) END AS concurrency_left,
-  CASE WHEN k.rate_limit IS NULL THEN NULL ELSE (
-    SELECT count(*) FROM docket_kind_slots s
-    WHERE s.kind = k.kind AND s.started_at <= ${Now.sqlite} - k.rate_period_ms) END AS rate_left
-FROM k
-WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL OR k.group_concurrency IS NOT NULL
-    OR k.paused_groups > 0 OR k.kind IN (SELECT kind FROM grouped WHERE kind IS NOT NULL))
-  AND (?1 IS NULL OR k.kind IN (SELECT value FROM json_each(?1)))
-ORDER BY k.kind`
-
-/**
  * SQLite, after a rate-limited kind's claim in the same transaction: its ?2
  * oldest slots take this start's time (migrations/pg/0006_control.sql says
  * why that keeps the rate exact). ?1 kind, ?2 items claimed.
@@ -167,25 +125,6 @@ WHERE kind = ?1 AND slot IN (
  * claims each up to it, writes its slots, and claims the other kinds with
  * what is left of the batch.
  */
-/** A controlled kind as `sqliteControls` reads it. */
-interface ControlRow {
-  readonly kind: string
-  readonly paused: number
-  readonly rate_limit: number | null
-  /**
-   * Its groups' limit (perGroup), or null: then, with no paused group and no
-   * grouped item, its items are claimed as a limited kind's.
-   */
-  readonly group_concurrency: number | null
-  readonly group_ordered: number
-  /** How many of its groups are paused: with any, its items are claimed group by group, as a grouped kind's. */
-  readonly paused_groups: number
-  /** 1 when it has unfinished grouped items: they are claimed only group by group (the general claim reads none). */
-  readonly grouped: number
-  readonly concurrency_left: number | null
-  readonly rate_left: number | null
-}
-
 /** What one claim asks for. */
 interface ClaimRequest {
   readonly worker: string
@@ -197,7 +136,17 @@ interface ClaimRequest {
   readonly limitedMax: number
 }
 
-const limitedAmong = (controls: ReadonlyArray<ControlRow>) => controls.some((c) => !c.paused)
+
+// One controlled kind's grouped claim (its groups, then its ungrouped items).
+const groupsOf = (exec: Exec, r: ClaimRequest, c: ControlRow, limit: number) =>
+  claimGroups(exec, {
+    worker: r.worker,
+    limit,
+    leaseMs: r.leaseMs,
+    kind: c.kind,
+    concurrency: c.group_concurrency,
+    ordered: c.group_ordered !== 0 && c.group_concurrency !== null
+  })
 
 // The limited kinds' claims and then the rest, inside the write lock.
 const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
@@ -211,20 +160,18 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
       if (allowed <= 0) continue
       const rows = c.group_concurrency === null && c.paused_groups === 0 && c.grouped === 0
         ? yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
-        : yield* claimGroups(exec, {
-          worker: r.worker,
-          limit: allowed,
-          leaseMs: r.leaseMs,
-          kind: c.kind,
-          concurrency: c.group_concurrency,
-          ordered: c.group_ordered !== 0 && c.group_concurrency !== null
-        })
+        : yield* groupsOf(exec, r, c, allowed)
       if (rows.length > 0 && c.rate_limit !== null) yield* exec(sqliteTakeSlots, [c.kind, rows.length])
       limitedLeft -= rows.length
       claimed.push(...rows)
     }
     const remaining = r.limit - claimed.length
     if (remaining > 0) claimed.push(...(yield* exec<ClaimRow>(sqlite, [r.worker, remaining, r.leaseMs, r.kindsJson, 1])))
+    // What the general claim left goes to the grouped kinds that may be prefetched.
+    for (const c of controls) {
+      if (claimed.length >= r.limit) break
+      if (prefetchable(c)) claimed.push(...(yield* groupsOf(exec, r, c, r.limit - claimed.length)))
+    }
     return claimed
   })
 

@@ -125,15 +125,17 @@ export const pgGroupPlanTests = () => {
       // The walk read the 5 ungrouped entries and a few more (the priorities'
       // seeks), none of the 40,000 grouped ones.
       expect(first.read).toBeLessThan(50)
-      // The 5 ungrouped items, and 10 grouped ones, each of its own group and kind pair.
+      // 10 in the controlled kinds' share, the 5 ungrouped items, and 15 more
+      // grouped ones prefetched with the rest of the batch (neither grouped
+      // kind has a limit on the kind as a whole): each of its own group.
       expect(first.items.filter((r) => r.kind === "plain")).toHaveLength(5)
       const grouped = first.items.filter((r) => r.group_key !== null)
-      expect(grouped).toHaveLength(10)
-      expect(new Set(grouped.map((r) => `${r.kind}/${r.group_key}`)).size).toBe(10)
+      expect(grouped).toHaveLength(25)
+      expect(new Set(grouped.map((r) => `${r.kind}/${r.group_key}`)).size).toBe(25)
       // And again with nothing ungrouped left: the walk reads next to nothing.
       for (let n = 0; n < 3; n++) {
         const again = await claimOnce()
-        expect(again.items.filter((r) => r.group_key !== null)).toHaveLength(10)
+        expect(again.items.filter((r) => r.group_key !== null)).toHaveLength(30)
         expect(again.read).toBeLessThan(50)
       }
       const plans = notices.filter((n) => /Query Text/.test(n) && /docket_items/.test(n))
