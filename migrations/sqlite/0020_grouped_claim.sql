@@ -6,6 +6,12 @@
 -- docket_items_group and docket_items_group_due. Before, a claim that asked
 -- for more than the grouped kinds gave read past every waiting grouped item
 -- in docket_items_claim, one row at a time.
+--
+-- During an upgrade, a process of the release before still sends its own
+-- claim text, without `group_key IS NULL`: the new index does not serve it,
+-- so its claims read the table until it restarts (PostgreSQL's processes call
+-- the replaced functions and claim as the new release does). It still obeys
+-- perGroup: its own read of the controlled kinds leaves those kinds out.
 DROP INDEX docket_items_claim;
 CREATE INDEX docket_items_claim ON docket_items (priority DESC, run_at, id)
   WHERE state = 'waiting' AND group_key IS NULL;
