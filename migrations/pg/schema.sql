@@ -72,7 +72,7 @@ BEGIN
   expired AS (
     SELECT * FROM (
       SELECT i.id, i.priority, i.run_at, i.lease_until FROM docket_items i
-      WHERE $5 IS NULL AND i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
+      WHERE $5 IS NULL AND i.state = 'running' AND i.group_key IS NULL AND i.lease_until <= (SELECT ms FROM now)
         AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
       ORDER BY i.priority DESC, i.run_at, i.id
       LIMIT $2
@@ -81,7 +81,7 @@ BEGIN
     UNION ALL
     SELECT * FROM (
       SELECT i.id, i.priority, i.run_at, i.lease_until FROM docket_items i
-      WHERE $5 IS NOT NULL AND i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
+      WHERE $5 IS NOT NULL AND i.state = 'running' AND i.group_key IS NULL AND i.lease_until <= (SELECT ms FROM now)
         AND i.lease_until > coalesce($8, -9223372036854775808)
         AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
       ORDER BY i.lease_until
@@ -106,7 +106,7 @@ BEGIN
       ) k ON true
       LEFT JOIN LATERAL (
         SELECT i.priority FROM docket_items i
-        WHERE i.state = 'waiting' AND i.priority < coalesce(p.priority::bigint, 2147483648)
+        WHERE i.state = 'waiting' AND i.group_key IS NULL AND i.priority < coalesce(p.priority::bigint, 2147483648)
           AND i.priority > coalesce(k.p::bigint, -2147483649)
         ORDER BY i.priority DESC LIMIT 1
       ) u ON true
@@ -118,7 +118,7 @@ BEGIN
       SELECT l.id, l.priority, l.run_at FROM priorities p
       CROSS JOIN LATERAL (
         SELECT i.id, i.priority, i.run_at FROM docket_items i
-        WHERE i.state = 'waiting' AND i.priority = p.priority AND i.run_at <= (SELECT ms FROM now)
+        WHERE i.state = 'waiting' AND i.group_key IS NULL AND i.priority = p.priority AND i.run_at <= (SELECT ms FROM now)
           AND (i.run_at, i.id) > (coalesce(p.r, -9223372036854775808), coalesce(p.i, -1))
           AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
           AND (i.dedupe_key IS NULL OR NOT EXISTS (
@@ -135,7 +135,7 @@ BEGIN
       SELECT f.id, f.priority, f.run_at FROM (
         SELECT i.id, i.priority, i.run_at FROM docket_items i
         WHERE (SELECT count(*) FROM priorities) > 64 AND i.priority < (SELECT min(p.priority) FROM priorities p)
-          AND i.state = 'waiting' AND i.run_at <= (SELECT ms FROM now)
+          AND i.state = 'waiting' AND i.group_key IS NULL AND i.run_at <= (SELECT ms FROM now)
           AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
           AND (i.dedupe_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM docket_items r
@@ -189,18 +189,18 @@ BEGIN
   ),
   expired AS (
     SELECT i.id, i.priority, i.run_at FROM docket_items i
-    WHERE i.state = 'running' AND i.lease_until <= (SELECT ms FROM now)
+    WHERE i.state = 'running' AND i.group_key IS NULL AND i.lease_until <= (SELECT ms FROM now)
       AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
     ORDER BY i.priority DESC, i.run_at, i.id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
   ),
   priorities AS (
-    (SELECT i.priority, 1 AS n FROM docket_items i WHERE i.state = 'waiting' ORDER BY i.priority DESC LIMIT 1)
+    (SELECT i.priority, 1 AS n FROM docket_items i WHERE i.state = 'waiting' AND i.group_key IS NULL ORDER BY i.priority DESC LIMIT 1)
     UNION ALL
     SELECT q.priority, p.n + 1 FROM priorities p
     CROSS JOIN LATERAL (
-      SELECT i.priority FROM docket_items i WHERE i.state = 'waiting' AND i.priority < p.priority
+      SELECT i.priority FROM docket_items i WHERE i.state = 'waiting' AND i.group_key IS NULL AND i.priority < p.priority
       ORDER BY i.priority DESC LIMIT 1
     ) q
     WHERE p.n < 64
@@ -210,7 +210,7 @@ BEGIN
       SELECT l.id, l.priority, l.run_at FROM priorities p
       CROSS JOIN LATERAL (
         SELECT i.id, i.priority, i.run_at FROM docket_items i
-        WHERE i.state = 'waiting' AND i.priority = p.priority AND i.run_at <= (SELECT ms FROM now)
+        WHERE i.state = 'waiting' AND i.group_key IS NULL AND i.priority = p.priority AND i.run_at <= (SELECT ms FROM now)
           AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
           AND (i.dedupe_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM docket_items r
@@ -225,7 +225,7 @@ BEGIN
       SELECT f.id, f.priority, f.run_at FROM (
         SELECT i.id, i.priority, i.run_at FROM docket_items i
         WHERE (SELECT count(*) FROM priorities) >= 64 AND i.priority < (SELECT min(p.priority) FROM priorities p)
-          AND i.state = 'waiting' AND i.run_at <= (SELECT ms FROM now)
+          AND i.state = 'waiting' AND i.group_key IS NULL AND i.run_at <= (SELECT ms FROM now)
           AND ($4 IS NULL OR i.kind = ANY($4)) AND i.kind <> ALL((SELECT c.kinds FROM controlled c)::text[])
           AND (i.dedupe_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM docket_items r
@@ -444,6 +444,7 @@ CREATE FUNCTION public.docket_claim_next(text, integer, bigint, text[], integer,
     AS $_$
 DECLARE
   controlled text[];
+  grouped text[];
   k record;
   w record;
   now_ms bigint := docket_now_ms();
@@ -455,9 +456,33 @@ DECLARE
   read_before bigint := pg_stat_get_xact_tuples_returned('docket_items_claim'::regclass)
     + pg_stat_get_xact_tuples_returned('docket_items_lease'::regclass);
 BEGIN
+
+  IF $4 IS NULL THEN
+    WITH RECURSIVE g AS (
+      (SELECT i.kind FROM docket_items i
+       WHERE i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') ORDER BY i.kind LIMIT 1)
+      UNION ALL
+      SELECT (SELECT i.kind FROM docket_items i
+              WHERE i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.kind > g.kind
+              ORDER BY i.kind LIMIT 1)
+      FROM g WHERE g.kind IS NOT NULL
+    )
+    SELECT array_agg(g.kind) INTO grouped FROM g WHERE g.kind IS NOT NULL;
+  ELSE
+    SELECT array_agg(x.kind) INTO grouped FROM unnest($4) x(kind)
+    WHERE EXISTS (SELECT 1 FROM docket_items i
+                  WHERE i.kind = x.kind AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running'));
+  END IF;
+
+  IF grouped IS NOT NULL THEN
+    INSERT INTO docket_kinds (kind, updated_at)
+    SELECT x.kind, now_ms FROM unnest(grouped) x(kind)
+    WHERE NOT EXISTS (SELECT 1 FROM docket_kinds c WHERE c.kind = x.kind)
+    ON CONFLICT DO NOTHING;
+  END IF;
   SELECT array_agg(c.kind) INTO controlled FROM docket_kinds c
   WHERE (c.paused OR c.concurrency IS NOT NULL OR c.rate_limit IS NOT NULL OR c.group_concurrency IS NOT NULL
-    OR c.paused_groups > 0) AND ($4 IS NULL OR c.kind = ANY($4));
+    OR c.paused_groups > 0 OR c.kind = ANY(grouped)) AND ($4 IS NULL OR c.kind = ANY($4));
   IF controlled IS NOT NULL THEN
     FOR k IN
       SELECT c.kind, c.concurrency, c.rate_limit, c.rate_period_ms, c.group_concurrency, c.group_ordered,
@@ -479,7 +504,7 @@ BEGIN
         allowed := least(allowed, n);
       END IF;
       IF allowed > 0 THEN
-        IF k.group_concurrency IS NULL AND k.paused_groups = 0 THEN
+        IF k.group_concurrency IS NULL AND k.paused_groups = 0 AND NOT coalesce(k.kind = ANY(grouped), false) THEN
           RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint FROM docket_claim_from($1, allowed, $3, ARRAY[k.kind], false) c;
         ELSE
           RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint
@@ -504,7 +529,25 @@ BEGIN
       ELSE
         item := w.i; walked := true; expired_until := NULL; entries_read := NULL;
         RETURN NEXT;
+        remaining := remaining - 1;
       END IF;
+    END LOOP;
+  END IF;
+
+  IF remaining > 0 AND grouped IS NOT NULL THEN
+    FOR k IN
+      SELECT c.kind, c.group_concurrency, c.group_ordered FROM docket_kinds c
+      WHERE c.kind = ANY(grouped) AND c.kind = ANY(controlled) AND NOT c.paused AND c.concurrency IS NULL
+        AND c.rate_limit IS NULL AND c.group_rate_limit IS NULL
+      ORDER BY c.kind
+      FOR UPDATE
+    LOOP
+      EXIT WHEN remaining <= 0;
+      RETURN QUERY SELECT c, false, NULL::bigint, NULL::bigint
+        FROM docket_claim_groups($1, remaining, $3, k.kind, k.group_concurrency,
+          k.group_ordered AND k.group_concurrency IS NOT NULL) c;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      remaining := remaining - n;
     END LOOP;
   END IF;
   item := NULL; walked := NULL; expired_until := bound;
@@ -1015,7 +1058,7 @@ CREATE INDEX docket_items_cancelled ON public.docket_items USING btree (kind, id
 -- Name: docket_items_claim; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX docket_items_claim ON public.docket_items USING btree (priority DESC, run_at, id) WHERE (state = 'waiting'::text);
+CREATE INDEX docket_items_claim ON public.docket_items USING btree (priority DESC, run_at, id) WHERE ((state = 'waiting'::text) AND (group_key IS NULL));
 
 --
 -- Name: docket_items_dead; Type: INDEX; Schema: public; Owner: -

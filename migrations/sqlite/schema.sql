@@ -156,7 +156,7 @@ CREATE INDEX docket_group_starts_group ON docket_group_starts (kind, group_key, 
 CREATE INDEX docket_items_cancelled ON docket_items (kind, id) WHERE state = 'cancelled';
 
 CREATE INDEX docket_items_claim ON docket_items (priority DESC, run_at, id)
-  WHERE state = 'waiting';
+  WHERE state = 'waiting' AND group_key IS NULL;
 
 CREATE INDEX docket_items_dead ON docket_items (kind, id) WHERE state = 'dead';
 

@@ -60,6 +60,29 @@ export const groupsSuite = (backend: Backend) =>
         expect(Option.getOrThrow(yield* repo.get(a.id)).group).toBe("a")
       })))
 
+    // migrations/pg/0020_grouped_claim.sql: grouped items are claimed only by
+    // the grouped claim (round-robin), first within the controlled kinds'
+    // share (the pool's free slots), then with what the general claim left of
+    // the batch; ungrouped items of the same kind come through the general claim.
+    it.live("without perGroup, grouped items come round-robin, in the free slots' share and then in what ungrouped ones leave", () =>
+      withRepo(backend, Effect.gen(function*() {
+        const repo = yield* Repo
+        yield* enqueue([["a", 1], ["a", 2], ["a", 3], ["a", 4], ["b", 1], ["b", 2], [null, 1], [null, 2]])
+        const first = yield* repo.claim({ worker: "w", limit: 5, limitedMax: 2, lease, kinds: ["g"] })
+        expect(first).toHaveLength(5)
+        expect(names(first.filter((c) => c.group === null))).toEqual(["-1", "-2"])
+        const grouped = first.filter((c) => c.group !== null)
+        expect(grouped).toHaveLength(3)
+        expect(new Set(grouped.map((c) => c.group))).toEqual(new Set(["a", "b"]))
+        // No free slot: grouped items are still prefetched, as ungrouped ones are.
+        const rest = yield* repo.claim({ worker: "w", limit: 100, limitedMax: 0, lease, kinds: ["g"] })
+        expect(names([...first, ...rest])).toEqual(["-1", "-2", "a1", "a2", "a3", "a4", "b1", "b2"])
+        // Every kind at once (no kinds given) claims them the same way.
+        yield* completeAll([...first, ...rest])
+        yield* enqueue([["c", 1], ["c", 2], [null, 3]])
+        expect(names(yield* repo.claim({ worker: "w", limit: 100, limitedMax: 1, lease }))).toEqual(["-3", "c1", "c2"])
+      })))
+
     it.live("bad input: an empty, over-long or non-text group, a perGroup concurrency of 0: typed errors, nothing written", () =>
       withRepo(backend, Effect.gen(function*() {
         const repo = yield* Repo

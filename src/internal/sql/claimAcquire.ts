@@ -20,6 +20,7 @@ import { CLAIM_COLUMNS } from "./columns.js"
 import { compiled, type Db, op } from "./db.js"
 import { Cursors, type WalkedRow } from "./claimCursors.js"
 import { claimGroups, type Exec } from "./claimGroups.js"
+import { type ControlRow, limitedAmong, prefetchable, sqliteControls } from "./claimControls.js"
 import type { ClaimRow } from "./rows.js"
 
 /** A row of the PostgreSQL claim: an item and whether the cursors' walk claimed it, or (id NULL) the next bound. */
@@ -59,7 +60,10 @@ export const pg = `SELECT ${CLAIM_COLUMNS}, walked, expired_until, entries_read 
 
 /**
  * SQLite: the same two sources in one UPDATE ... RETURNING: SQLite serialises
- * writers, so no two claimers can take one item. ?1 worker, ?2 limit, ?3
+ * writers, so no two claimers can take one item. Only ungrouped items: the
+ * grouped ones are the grouped claim's (./claimGroups.ts), and the claim
+ * index holds only ungrouped ones (migrations/pg/0020_grouped_claim.sql says
+ * why). ?1 worker, ?2 limit, ?3
  * lease in ms, ?4 a JSON array of kinds or NULL for all, ?5 1 to leave out the
  * controlled kinds (paused or limited: read by the statement itself, so a
  * kind paused or limited a moment ago is left out too), 0 to claim a limited
@@ -77,14 +81,14 @@ WHERE id IN (
   SELECT id FROM (
     SELECT * FROM (
       SELECT i.id, i.priority, i.run_at FROM docket_items i
-      WHERE i.state = 'running' AND i.lease_until <= ${Now.sqlite}
+      WHERE i.state = 'running' AND i.group_key IS NULL AND i.lease_until <= ${Now.sqlite}
         AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
         AND (?5 = 0 OR i.kind NOT IN (SELECT kind FROM controlled))
       ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?2)
     UNION ALL
     SELECT * FROM (
       SELECT i.id, i.priority, i.run_at FROM docket_items i
-      WHERE i.state = 'waiting' AND i.run_at <= ${Now.sqlite}
+      WHERE i.state = 'waiting' AND i.group_key IS NULL AND i.run_at <= ${Now.sqlite}
         AND (?4 IS NULL OR i.kind IN (SELECT value FROM json_each(?4)))
         AND (?5 = 0 OR i.kind NOT IN (SELECT kind FROM controlled))
         AND (i.dedupe_key IS NULL OR NOT EXISTS (
@@ -95,27 +99,6 @@ WHERE id IN (
   ) ORDER BY priority DESC, run_at, id LIMIT ?2
 )
 RETURNING ${CLAIM_COLUMNS}`
-
-/**
- * SQLite, first in a claim's transaction: the controlled kinds among those
- * claimed (paused, limited, grouped, or with a paused group), each limited one with what it may start now
- * (its concurrency less the items holding a live lease; its rate slots free),
- * read under the transaction's write lock, so no other claim can change them
- * before this one commits. ?1 a JSON array of kinds or NULL for all.
- */
-export const sqliteControls = `
-SELECT k.kind, k.paused, k.rate_limit, k.group_concurrency, k.group_ordered, k.paused_groups,
-  CASE WHEN k.concurrency IS NULL THEN NULL ELSE k.concurrency - (
-    SELECT count(*) FROM docket_items r
-    WHERE r.state = 'running' AND r.kind = k.kind AND r.lease_until > ${Now.sqlite}) END AS concurrency_left,
-  CASE WHEN k.rate_limit IS NULL THEN NULL ELSE (
-    SELECT count(*) FROM docket_kind_slots s
-    WHERE s.kind = k.kind AND s.started_at <= ${Now.sqlite} - k.rate_period_ms) END AS rate_left
-FROM docket_kinds k
-WHERE (k.paused OR k.concurrency IS NOT NULL OR k.rate_limit IS NOT NULL OR k.group_concurrency IS NOT NULL
-    OR k.paused_groups > 0)
-  AND (?1 IS NULL OR k.kind IN (SELECT value FROM json_each(?1)))
-ORDER BY k.kind`
 
 /**
  * SQLite, after a rate-limited kind's claim in the same transaction: its ?2
@@ -142,20 +125,6 @@ WHERE kind = ?1 AND slot IN (
  * claims each up to it, writes its slots, and claims the other kinds with
  * what is left of the batch.
  */
-/** A controlled kind as `sqliteControls` reads it. */
-interface ControlRow {
-  readonly kind: string
-  readonly paused: number
-  readonly rate_limit: number | null
-  /** Its groups' limit (perGroup), or null: then, with no paused group, its items are claimed as a limited kind's. */
-  readonly group_concurrency: number | null
-  readonly group_ordered: number
-  /** How many of its groups are paused: with any, its items are claimed group by group, as a grouped kind's. */
-  readonly paused_groups: number
-  readonly concurrency_left: number | null
-  readonly rate_left: number | null
-}
-
 /** What one claim asks for. */
 interface ClaimRequest {
   readonly worker: string
@@ -167,7 +136,17 @@ interface ClaimRequest {
   readonly limitedMax: number
 }
 
-const limitedAmong = (controls: ReadonlyArray<ControlRow>) => controls.some((c) => !c.paused)
+
+// One controlled kind's grouped claim (its groups, then its ungrouped items).
+const groupsOf = (exec: Exec, r: ClaimRequest, c: ControlRow, limit: number) =>
+  claimGroups(exec, {
+    worker: r.worker,
+    limit,
+    leaseMs: r.leaseMs,
+    kind: c.kind,
+    concurrency: c.group_concurrency,
+    ordered: c.group_ordered !== 0 && c.group_concurrency !== null
+  })
 
 // The limited kinds' claims and then the rest, inside the write lock.
 const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
@@ -179,22 +158,20 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
       if (c.paused || limitedLeft <= 0) continue
       const allowed = Math.min(limitedLeft, c.concurrency_left ?? limitedLeft, c.rate_left ?? limitedLeft)
       if (allowed <= 0) continue
-      const rows = c.group_concurrency === null && c.paused_groups === 0
+      const rows = c.group_concurrency === null && c.paused_groups === 0 && c.grouped === 0
         ? yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
-        : yield* claimGroups(exec, {
-          worker: r.worker,
-          limit: allowed,
-          leaseMs: r.leaseMs,
-          kind: c.kind,
-          concurrency: c.group_concurrency,
-          ordered: c.group_ordered !== 0 && c.group_concurrency !== null
-        })
+        : yield* groupsOf(exec, r, c, allowed)
       if (rows.length > 0 && c.rate_limit !== null) yield* exec(sqliteTakeSlots, [c.kind, rows.length])
       limitedLeft -= rows.length
       claimed.push(...rows)
     }
     const remaining = r.limit - claimed.length
     if (remaining > 0) claimed.push(...(yield* exec<ClaimRow>(sqlite, [r.worker, remaining, r.leaseMs, r.kindsJson, 1])))
+    // What the general claim left goes to the grouped kinds that may be prefetched.
+    for (const c of controls) {
+      if (claimed.length >= r.limit) break
+      if (prefetchable(c)) claimed.push(...(yield* groupsOf(exec, r, c, r.limit - claimed.length)))
+    }
     return claimed
   })
 

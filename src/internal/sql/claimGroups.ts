@@ -1,5 +1,7 @@
 /**
- * SQLite: one grouped kind's claim (a kind with `perGroup` limits), run by the
+ * SQLite: one grouped kind's claim (a kind with `perGroup` limits, a paused
+ * group, or unfinished grouped items: only this claim takes grouped items,
+ * migrations/pg/0020_grouped_claim.sql), run by the
  * claim inside its BEGIN IMMEDIATE transaction, so no other claimer in any
  * process can read a group's running count before this one commits. The same
  * steps as PostgreSQL's docket_claim_groups (migrations/pg/0017_groups.sql,
@@ -32,9 +34,9 @@ export interface GroupClaim {
   readonly leaseMs: number
   readonly kind: string
   /**
-   * The kind's `perGroup.concurrency`, or null for a kind with paused groups
-   * and no perGroup limits: its groups are walked with no limit each, only so
-   * that the paused ones are passed over.
+   * The kind's `perGroup.concurrency`, or null for a kind with grouped items
+   * and no perGroup limits: its groups are walked round-robin with no limit
+   * each (passing over the paused ones).
    */
   readonly concurrency: number | null
   /** The kind's `perGroup.ordered`. */
@@ -65,6 +67,9 @@ interface Settings {
   readonly group_rate_limit: number | null
   readonly group_rate_period_ms: number | null
 }
+
+/** The kind's row with no limits, for a kind that has none (its cursor is kept there). ?1 kind. */
+export const makeRow = `INSERT OR IGNORE INTO docket_kinds (kind, updated_at) VALUES (?1, ${Now.sqlite})`
 
 /** 1 when the group is paused. ?1 kind, ?2 group. */
 export const paused = `SELECT 1 AS paused FROM docket_groups WHERE kind = ?1 AND group_key = ?2`
@@ -240,7 +245,9 @@ const pass = (exec: Exec, c: GroupClaim, s: Settings, start: string | null, room
 /** The claim (see the module doc); runs inside the caller's write transaction. */
 export const claimGroups = (exec: Exec, c: GroupClaim): Effect.Effect<ReadonlyArray<ClaimRow>, SqlError> =>
   Effect.gen(function*() {
-    const [settings] = yield* exec<Settings>(readSettings, [c.kind])
+    const [found] = yield* exec<Settings>(readSettings, [c.kind])
+    const [settings] = found !== undefined ? [found]
+      : yield* Effect.zipRight(exec(makeRow, [c.kind]), exec<Settings>(readSettings, [c.kind]))
     if (settings === undefined) return []
     const start = settings.group_cursor
     const claimed: Array<ClaimRow> = []

@@ -179,7 +179,7 @@ const claimSkip = () =>
       const claim = "SELECT (item).id AS id FROM docket_claim_next('w', 10, 60000, NULL, 10, NULL, NULL, NULL, NULL) WHERE (item).id IS NOT NULL"
       const perClaim = await blocksIn(claim, 8)
       const perWalk = await blocksIn(
-        `SELECT id FROM docket_items WHERE state = 'waiting' AND run_at <= docket_now_ms()
+        `SELECT id FROM docket_items WHERE state = 'waiting' AND group_key IS NULL AND run_at <= docket_now_ms()
          ORDER BY priority DESC, run_at, id LIMIT 10`, 1)
       expect(perWalk).toBeGreaterThan(40)
       expect(perClaim).toBeLessThan(15)

@@ -7,7 +7,8 @@
  * function) is seen through auto_explain, whose plans of nested statements
  * come to this session as notices, and none of them reads docket_items
  * whole (no Seq Scan on it), in the first five executions (planned each time)
- * nor after (PL/pgSQL's generic plans).
+ * nor after (PL/pgSQL's generic plans). And the general walk that follows
+ * the grouped claim reads none of the grouped items (migration 0020).
  * Registered at the top level of test/store/pgOnly.test.ts.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
@@ -69,6 +70,75 @@ export const pgGroupPlanTests = () => {
       const plans = notices.filter((n) => /Query Text/.test(n) && /docket_items/.test(n))
       // The control: the group walk's own statements were seen (they name the group index).
       expect(plans.some((p) => /docket_items_group/.test(p)), notices.join("\n---\n")).toBe(true)
+      const scans = plans.filter((p) => /Seq Scan on docket_items\b/.test(p))
+      expect(scans, scans.join("\n---\n")).toEqual([])
+    })
+
+    // migrations/pg/0020_grouped_claim.sql: the general walk after the grouped
+    // claim reads only ungrouped items. Before it, a claim asking for more
+    // than the grouped kinds' share read past every waiting grouped item in
+    // docket_items_claim (about 40,000 entries here; at 1,000,000 items in
+    // 100,000 groups, 244 ms a claim). Read from the claim's own count of the
+    // entries it read in the claim and lease indexes, not timed.
+    it("a claim asking for more than the grouped kinds' share reads a few claim-index entries, not the grouped backlog", async () => {
+      const db = await freshPgDatabase()
+      cleanups.push(db.drop)
+      const runtime = ManagedRuntime.make(Docket.layerClient(db.url))
+      cleanups.push(() => runtime.dispose())
+      await runtime.runPromise(
+        Effect.flatMap(QueueRepo.QueueRepo, (repo) => repo.declarePerGroup("seq", { concurrency: 1, ordered: true }))
+      )
+      const client = new pg.Client({ connectionString: db.url })
+      await client.connect()
+      cleanups.push(() => client.end())
+      // 20,000 items in 2,000 ordered groups ("seq"), then 20,000 in 2,000
+      // groups of a kind without perGroup ("tagged"), all due before the 5
+      // ungrouped ones: the general walk used to read the first 20,000 to skip them.
+      await client.query(`
+        INSERT INTO docket_items (kind, payload, group_key, run_at, created_at, updated_at)
+        SELECT k, '{}', 'g' || (n % 2000), docket_now_ms() - CASE k WHEN 'seq' THEN 2000 ELSE 1000 END,
+          docket_now_ms(), docket_now_ms()
+        FROM generate_series(0, 19999) n, unnest(ARRAY['seq', 'tagged']) k ORDER BY k, n`)
+      await client.query(`
+        INSERT INTO docket_items (kind, payload, run_at, created_at, updated_at)
+        SELECT 'plain', '{}', docket_now_ms() - 500, docket_now_ms(), docket_now_ms() FROM generate_series(1, 5)`)
+      await client.query("VACUUM ANALYZE docket_items")
+
+      const notices: Array<string> = []
+      client.on("notice", (notice) => notices.push(notice.message ?? ""))
+      await client.query("LOAD 'auto_explain'")
+      for (const set of [
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "auto_explain.log_level = notice"
+      ]) await client.query(`SET ${set}`)
+
+      // A pool's claim: 30 asked, at most 10 of controlled kinds (its free slots).
+      const claimOnce = async () => {
+        const { rows } = await client.query<{ id: string | null; kind: string | null; group_key: string | null; entries_read: string | null }>(
+          `SELECT (item).id AS id, (item).kind AS kind, (item).group_key AS group_key, entries_read
+           FROM docket_claim_next('w', 30, 60000, NULL, 10, NULL, NULL, NULL, NULL)`
+        )
+        return { items: rows.filter((r) => r.id !== null), read: Number(rows.find((r) => r.id === null)?.entries_read) }
+      }
+      const first = await claimOnce()
+      // The walk read the 5 ungrouped entries and a few more (the priorities'
+      // seeks), none of the 40,000 grouped ones.
+      expect(first.read).toBeLessThan(50)
+      // 10 in the controlled kinds' share, the 5 ungrouped items, and 15 more
+      // grouped ones prefetched with the rest of the batch (neither grouped
+      // kind has a limit on the kind as a whole): each of its own group.
+      expect(first.items.filter((r) => r.kind === "plain")).toHaveLength(5)
+      const grouped = first.items.filter((r) => r.group_key !== null)
+      expect(grouped).toHaveLength(25)
+      expect(new Set(grouped.map((r) => `${r.kind}/${r.group_key}`)).size).toBe(25)
+      // And again with nothing ungrouped left: the walk reads next to nothing.
+      for (let n = 0; n < 3; n++) {
+        const again = await claimOnce()
+        expect(again.items.filter((r) => r.group_key !== null)).toHaveLength(30)
+        expect(again.read).toBeLessThan(50)
+      }
+      const plans = notices.filter((n) => /Query Text/.test(n) && /docket_items/.test(n))
       const scans = plans.filter((p) => /Seq Scan on docket_items\b/.test(p))
       expect(scans, scans.join("\n---\n")).toEqual([])
     })

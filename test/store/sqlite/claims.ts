@@ -41,7 +41,7 @@ const synchronousLevel = (backend: Backend) =>
       Effect.gen(function*() {
         ran.length = 0
         const result = yield* Effect.either(effect)
-        const first = ran.findIndex((text) => text.startsWith("SELECT k.kind, k.paused,"))
+        const first = ran.findIndex((text) => text.startsWith("WITH RECURSIVE grouped(kind) AS"))
         const last = ran.findIndex((text) => text.startsWith("WITH controlled AS ("))
         expect(first).toBeGreaterThanOrEqual(0)
         expect(last).toBe(first + 1)
@@ -144,8 +144,11 @@ const claimPlan = (backend: Backend) =>
         const db = new Sqlite(old)
         db.exec("DELETE FROM sqlite_stat1; DELETE FROM docket_migrations WHERE migration_id >= 13")
         expect(planOf(old)).toEqual(["SCAN i USING INDEX docket_items_claim"])
-        // 0017 to 0019 made what they do not make again: undone, so that 0013 to the latest run on.
-        db.exec(`DROP INDEX docket_items_group_dead; DROP TABLE docket_groups; DROP TABLE docket_group_starts;
+        // 0017 to 0020 made what they do not make again: undone, so that 0013 to the latest run on
+        // (0020's claim index, on group_key, back to 0006's).
+        db.exec(`DROP INDEX docket_items_claim;
+          CREATE INDEX docket_items_claim ON docket_items (priority DESC, run_at, id) WHERE state = 'waiting';
+          DROP INDEX docket_items_group_dead; DROP TABLE docket_groups; DROP TABLE docket_group_starts;
           ALTER TABLE docket_kinds DROP COLUMN paused_groups; ALTER TABLE docket_kinds DROP COLUMN group_on_failure;
           ALTER TABLE docket_kinds DROP COLUMN group_on_dead; ALTER TABLE docket_kinds DROP COLUMN group_rate_limit;
           ALTER TABLE docket_kinds DROP COLUMN group_rate_period_ms; ALTER TABLE docket_kinds DROP COLUMN group_limits_set_by;
