@@ -248,6 +248,23 @@ export const groupControlsSuite = (backend: Backend) => {
       expect(rows.map((r) => r.group_key)).toEqual(["a", "a", "b", "b"])
     })))
 
+  it.live("a per-group rate alone (a person's, no per-group concurrency) holds each group to it; the kind's other groups and ungrouped items are not held", () =>
+    withRepo(backend, Effect.gen(function*() {
+      const repo = yield* Repo
+      // Before migration 0020 a kind counted as grouped only with a per-group
+      // concurrency or a paused group: this rate was stored, shown, and not obeyed.
+      yield* repo.setGroupLimits("g", { rate: { limit: 1, period: "1 hour" } })
+      yield* enqueue([["a", 1], ["a", 2], ["a", 3], ["b", 1], ["b", 2], [null, 1], [null, 2]])
+      const first = yield* claim()
+      expect(names(first)).toEqual(["-1", "-2", "a1", "b1"])
+      // Running or finished, a start counts for the hour: the concurrency does not limit it, the rate does.
+      expect(yield* claim()).toEqual([])
+      yield* completeAll(first)
+      expect(yield* claim()).toEqual([])
+      yield* unsafe(`UPDATE docket_group_starts SET started_at = started_at - 3600000 WHERE group_key = 'b'`)
+      expect(names(yield* claim())).toEqual(["b2"])
+    })))
+
   it.live("bad rate: without a period, a limit of 0: an InvalidInput on perGroup naming the member, nothing written", () =>
     withRepo(backend, Effect.gen(function*() {
       const repo = yield* Repo
