@@ -256,7 +256,11 @@ describe.skipIf(browserMissing !== null)("the dashboard in Chromium", () => {
           page.locator("#executions tbody tr").evaluateAll((trs) =>
             trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 3).map((td) => td.textContent ?? ""))
           )
-        const list = await open("/workflows")
+        // A context of its own, never logged in (an earlier test logs the shared one in).
+        const anonymous = await browser.newContext({ viewport: { width: 1200, height: 800 } })
+        anonymous.setDefaultTimeout(10_000)
+        cleanups.push(() => anonymous.close())
+        const list = await open("/workflows", anonymous)
         expect(await executions(list)).toEqual([["steps-1", "Steps", "complete"], ["approve-1", "Approve", "suspended"]])
         await list.selectOption("select[name=state]", "suspended")
         await Promise.all([list.waitForURL(/state=suspended/), list.click("form.filters button[type=submit]")])
