@@ -402,3 +402,199 @@ BEGIN
   RETURN NEXT;
 END
 $$;
+
+-- docket_claim_groups (0019's) with its onDead 'hold' checked again after the
+-- group's items are read and locked. A CI rehearsal of this release caught it
+-- (test/worker/runtime/groupWake.ts): the hold was checked first, on its own
+-- snapshot; a claim that ran while the group's head item was being made dead
+-- read the hold before that commit and the head after it, and started the
+-- item behind the dead one. Claims now come right after outcome writes more
+-- often (src/Worker.ts: the recorder wakes a claimer after a short claim), which is
+-- how the window was met. SQLite's claim runs in one write transaction, which
+-- no outcome write can enter.
+CREATE OR REPLACE FUNCTION docket_claim_groups(text, integer, bigint, text, integer, boolean)
+  RETURNS SETOF docket_items
+  LANGUAGE plpgsql
+  SET jit = off
+  AS $$
+DECLARE
+  now_ms bigint := docket_now_ms();
+  start_key text;
+  paused_n integer;
+  hold boolean;
+  skip_failed boolean;
+  rate_n integer;
+  rate_ms bigint;
+  g text;
+  nxt text;
+  last_key text;
+  wrapped boolean := false;
+  steps integer := 0;
+  left_n integer := $2;
+  live integer;
+  room integer;
+  started integer;
+  ids bigint[] := '{}';
+  got bigint[];
+  head bigint[];
+  k integer;
+  r record;
+BEGIN
+  SELECT c.group_cursor, c.paused_groups, c.group_on_dead = 'hold', c.group_on_failure = 'continue',
+         c.group_rate_limit, c.group_rate_period_ms
+    INTO start_key, paused_n, hold, skip_failed, rate_n, rate_ms
+  FROM docket_kinds c WHERE c.kind = $4;
+  -- Pass 1 takes at most one item per group, round-robin; pass 2 (when a
+  -- group may run more than one) fills what is left, up to each group's free
+  -- places. Each pass's items are leased (and its starts written) before the
+  -- next, which counts them.
+  FOR pass IN 1..(CASE WHEN coalesce($5, 2) > 1 THEN 2 ELSE 1 END) LOOP
+    EXIT WHEN left_n <= 0;
+    g := coalesce(start_key, '');
+    wrapped := false;
+    steps := 0;
+    ids := '{}';
+    WHILE left_n > 0 AND steps < 1000 LOOP
+      nxt := NULL;
+      SELECT i.group_key INTO nxt FROM docket_items i
+      WHERE i.kind = $4 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.group_key > g
+      ORDER BY i.group_key LIMIT 1;
+      IF nxt IS NULL THEN
+        EXIT WHEN wrapped OR start_key IS NULL;
+        wrapped := true;
+        g := '';
+        CONTINUE;
+      END IF;
+      EXIT WHEN wrapped AND nxt > start_key;
+      g := nxt;
+      IF pass = 1 THEN
+        last_key := nxt;
+      END IF;
+      steps := steps + 1;
+      CONTINUE WHEN paused_n > 0 AND EXISTS (SELECT 1 FROM docket_groups p WHERE p.kind = $4 AND p.group_key = g);
+      CONTINUE WHEN hold AND EXISTS (
+        SELECT 1 FROM docket_items d WHERE d.kind = $4 AND d.group_key = g AND d.group_key IS NOT NULL AND d.state = 'dead');
+      room := least(left_n, CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END);
+      IF $5 IS NOT NULL THEN
+        SELECT count(*) INTO live FROM docket_items i
+        WHERE i.kind = $4 AND i.group_key = g AND i.state = 'running' AND i.lease_until > now_ms;
+        room := least(room, $5 - live);
+      END IF;
+      IF rate_n IS NOT NULL THEN
+        SELECT count(*) INTO started FROM docket_group_starts s
+        WHERE s.kind = $4 AND s.group_key = g AND s.started_at > now_ms - rate_ms;
+        room := least(room, rate_n - started);
+      END IF;
+      CONTINUE WHEN room <= 0;
+      got := '{}';
+      IF $6 THEN
+        head := ARRAY(
+          SELECT i.id FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+            AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
+          ORDER BY i.id
+          LIMIT $5);
+        k := 0;
+        FOR r IN
+          SELECT i.id, i.state, i.run_at, i.lease_until, i.dedupe_key, i.kind FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+            AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
+          ORDER BY i.id
+          LIMIT $5
+          FOR UPDATE SKIP LOCKED
+        LOOP
+          k := k + 1;
+          -- A row skipped (locked by its holder's write) or gone since the read above: stop.
+          EXIT WHEN k > cardinality(head) OR r.id <> head[k];
+          CONTINUE WHEN r.state = 'running' AND r.lease_until > now_ms;
+          EXIT WHEN r.state = 'waiting' AND (r.run_at > now_ms OR (r.dedupe_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM docket_items t
+            WHERE t.state = 'running' AND t.kind = r.kind AND t.dedupe_key = r.dedupe_key AND t.lease_until > now_ms)));
+          got := got || r.id;
+          EXIT WHEN cardinality(got) >= room;
+        END LOOP;
+      ELSE
+        SELECT coalesce(array_agg(u.id ORDER BY u.priority DESC, u.run_at, u.id), '{}') INTO got FROM (
+          SELECT x.id, x.priority, x.run_at FROM (
+            SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+             WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state = 'running'
+               AND i.lease_until <= now_ms
+             ORDER BY i.id LIMIT room
+             FOR UPDATE SKIP LOCKED) a
+            UNION ALL
+            SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+             WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state = 'waiting'
+               AND i.run_at <= now_ms
+               AND (i.dedupe_key IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM docket_items t
+                 WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+                   AND t.lease_until > now_ms))
+             ORDER BY i.priority DESC, i.run_at, i.id LIMIT room
+             FOR UPDATE SKIP LOCKED) b
+          ) x
+          ORDER BY x.priority DESC, x.run_at, x.id
+          LIMIT room
+        ) u;
+      END IF;
+      -- The hold again, now that the group's items are read and locked: the
+      -- check above ran on an earlier snapshot (each statement here takes its
+      -- own), so a dead item committed between it and the read of the head
+      -- would not hold the group, and the item behind it would start. A
+      -- dead item the read above already saw as dead is seen here too.
+      CONTINUE WHEN hold AND cardinality(got) > 0 AND EXISTS (
+        SELECT 1 FROM docket_items d WHERE d.kind = $4 AND d.group_key = g AND d.group_key IS NOT NULL AND d.state = 'dead');
+      IF rate_n IS NOT NULL AND cardinality(got) > 0 THEN
+        DELETE FROM docket_group_starts s WHERE s.kind = $4 AND s.group_key = g AND s.started_at <= now_ms - rate_ms;
+        INSERT INTO docket_group_starts (kind, group_key, started_at)
+        SELECT $4, g, now_ms FROM generate_series(1, cardinality(got));
+      END IF;
+      ids := ids || got;
+      left_n := left_n - cardinality(got);
+    END LOOP;
+    IF cardinality(ids) > 0 THEN
+      RETURN QUERY
+      WITH claimed AS (
+        UPDATE docket_items i
+        SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+            lease_until = now_ms + $3, updated_at = now_ms
+        WHERE i.id = ANY(ids)
+        RETURNING i.*
+      )
+      SELECT * FROM claimed;
+    END IF;
+  END LOOP;
+  IF last_key IS NOT NULL THEN
+    UPDATE docket_kinds c SET group_cursor = last_key WHERE c.kind = $4;
+  END IF;
+  IF left_n > 0 THEN
+    RETURN QUERY
+    WITH picked AS (
+      SELECT x.id FROM (
+        SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+         WHERE i.state = 'running' AND i.lease_until <= now_ms AND i.kind = $4 AND i.group_key IS NULL
+         ORDER BY i.lease_until LIMIT left_n
+         FOR UPDATE SKIP LOCKED) a
+        UNION ALL
+        SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
+         WHERE i.state = 'waiting' AND i.run_at <= now_ms AND i.kind = $4 AND i.group_key IS NULL
+           AND (i.dedupe_key IS NULL OR NOT EXISTS (
+             SELECT 1 FROM docket_items t
+             WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+               AND t.lease_until > now_ms))
+         ORDER BY i.priority DESC, i.run_at, i.id LIMIT left_n
+         FOR UPDATE SKIP LOCKED) b
+      ) x
+      ORDER BY x.priority DESC, x.run_at, x.id
+      LIMIT left_n
+    ),
+    claimed AS (
+      UPDATE docket_items i
+      SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+          lease_until = now_ms + $3, updated_at = now_ms
+      WHERE i.id = ANY(ARRAY(SELECT p.id FROM picked p))
+      RETURNING i.*
+    )
+    SELECT * FROM claimed;
+  END IF;
+END
+$$;

@@ -378,6 +378,9 @@ BEGIN
           LIMIT room
         ) u;
       END IF;
+
+      CONTINUE WHEN hold AND cardinality(got) > 0 AND EXISTS (
+        SELECT 1 FROM docket_items d WHERE d.kind = $4 AND d.group_key = g AND d.group_key IS NOT NULL AND d.state = 'dead');
       IF rate_n IS NOT NULL AND cardinality(got) > 0 THEN
         DELETE FROM docket_group_starts s WHERE s.kind = $4 AND s.group_key = g AND s.started_at <= now_ms - rate_ms;
         INSERT INTO docket_group_starts (kind, group_key, started_at)
