@@ -4,13 +4,15 @@
 // library (uPlot: its minified script, its style sheet, its licence and
 // version) into dist/vendor/uplot/, so the installed package serves the
 // chart from its own files: nothing from a CDN, and no front-end package
-// among its runtime dependencies. dist/ is removed first so that nothing a
+// among its runtime dependencies; and bundles `enqueue` and `stats` into
+// dist/hot/ (bundleHot.mjs says why). dist/ is removed first so that nothing a
 // deleted or renamed source left there is shipped.
 import { execFileSync } from "node:child_process"
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { bundleHot } from "./bundleHot.mjs"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const require = createRequire(import.meta.url)
@@ -26,4 +28,5 @@ for (const file of ["dist/uPlot.iife.min.js", "dist/uPlot.min.css", "LICENSE"]) 
 }
 const { version } = JSON.parse(readFileSync(join(uplot, "package.json"), "utf8"))
 writeFileSync(join(vendor, "version.json"), JSON.stringify({ name: "uplot", version }) + "\n")
-console.log(`built dist/ (with uPlot ${version} in dist/vendor/uplot/)`)
+const hot = await bundleHot(root)
+console.log(`built dist/ (with uPlot ${version} in dist/vendor/uplot/; enqueue and stats bundled in dist/hot/: ${hot.modules} modules in ${hot.files} files)`)

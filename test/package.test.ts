@@ -217,6 +217,47 @@ describe("the package, installed into a new project", () => {
     expect(r.stdout.trim()).toBe(manifest.version)
   })
 
+  it("runs `enqueue` and `stats` from their bundle (dist/hot/): no module of the installed Effect is loaded; other commands load it", async () => {
+    // Every ES module the process resolves is written to a file by a resolve
+    // hook (node's module.register): the bundle's own files are in dist/hot/.
+    const hooks = join(work, "hooks.mjs")
+    const register = join(work, "register.mjs")
+    writeFileSync(
+      hooks,
+      `import { appendFileSync } from "node:fs"\n` +
+        `export async function resolve(specifier, context, next) {\n` +
+        `  const r = await next(specifier, context)\n` +
+        `  appendFileSync(process.env.MODULE_LOG, r.url + "\\n")\n` +
+        `  return r\n` +
+        `}\n`
+    )
+    writeFileSync(register, `import { register } from "node:module"\nregister(${JSON.stringify(`file://${hooks}`)})\n`)
+    const loaded = async (args: ReadonlyArray<string>) => {
+      const log = join(work, `modules-${args[0]}.log`)
+      rmSync(log, { force: true })
+      const r = await runNode(["--import", register, bin, ...args, "--database", "hot.db"], { cwd: project, env: { MODULE_LOG: log } })
+      expect(r.code, r.stderr).toBe(0)
+      const urls = readFileSync(log, "utf8").trim().split("\n")
+      return {
+        stdout: r.stdout,
+        effect: urls.filter((u) => u.includes("/node_modules/effect/")).length,
+        bundle: urls.filter((u) => u.includes("/docket/dist/hot/")).length
+      }
+    }
+    expect((await docket(["migrate", "--database", "hot.db"])).code).toBe(0)
+    const enqueue = await loaded(["enqueue", "hot.ping", '{"n":1}'])
+    expect(enqueue.stdout.trim()).toBe("1")
+    expect(enqueue).toMatchObject({ effect: 0 })
+    expect(enqueue.bundle).toBeGreaterThan(2)
+    const stats = await loaded(["stats", "--json"])
+    expect(JSON.parse(stats.stdout)).toMatchObject({ due: 1 })
+    expect(stats).toMatchObject({ effect: 0 })
+    const workers = await loaded(["workers"])
+    expect(workers.effect).toBeGreaterThan(100)
+    expect(workers.bundle).toBe(0)
+    expect(readFileSync(join(installed, "dist", "hot", "THIRD-PARTY-NOTICES.md"), "utf8")).toContain("## effect ")
+  })
+
   it("serves the dashboard's throughput chart from uPlot's files bundled at build (no CDN, no uplot package installed)", async () => {
     // Not a dependency: the files come from dist/vendor/uplot/.
     expect(existsSync(join(project, "node_modules", "uplot"))).toBe(false)

@@ -12,10 +12,29 @@
  * generation held from here, `docket worker` at rest (SQLite, compiled) has
  * 2 MB of it instead of 29.5 (heap.ts): flags set by a static first import
  * took effect only after every module had loaded (934 ms into the start).
+ *
+ * Compiled, `enqueue` and `stats` run from their bundle, dist/hot/
+ * (scripts/bundleHot.mjs says why only they): a dozen files instead of about
+ * 650 modules. A line that names neither goes straight to run.ts; one that
+ * does but is not read by hand (help, a typo) loads the bundle's parser and
+ * then run.ts, as before.
  */
 import "./heapGrowth.js"
+import { existsSync } from "node:fs"
 
-const { parseHot } = await import("./hotArgv.js")
-const hot = parseHot(process.argv.slice(2))
+type Hot = typeof import("./hot.js")
+type HotArgv = typeof import("./hotArgv.js")
+
+const args = process.argv.slice(2)
+const named = args.includes("enqueue") || args.includes("stats")
+const bundled = new URL("../hot/hot.js", import.meta.url)
+const fromBundle = named && existsSync(bundled)
+const { parseHot }: HotArgv = named
+  ? await import(fromBundle ? new URL("../hot/hotArgv.js", import.meta.url).href : "./hotArgv.js")
+  : { parseHot: () => undefined }
+const hot = parseHot(args)
 if (hot === undefined) await import("./run.js")
-else (await import("./hot.js")).runHot(hot)
+else {
+  const { runHot }: Hot = await import(fromBundle ? bundled.href : "./hot.js")
+  runHot(hot)
+}
