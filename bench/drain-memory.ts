@@ -18,18 +18,18 @@
  * `--log FILE` keeps the worker's output; `--trace-gc` runs the worker with
  * node's `--trace-gc` (a line per collection: the heap after each full one).
  *
- * `--cgroup 128M` runs the worker inside a new cgroup v2 with that
- * memory.max (and memory.swap.max 0), made under this process's own cgroup
- * v2 and removed afterwards, and prints memory.peak and memory.events'
- * oom_kill. It needs a writable cgroup v2 hierarchy with the memory
- * controller delegated to it; where there is none it says why and exits 2
- * (docs/operations.md, "A 128 MiB container", says why on the project's machines).
+ * `--cgroup 128M` runs the worker inside a new memory cgroup with that
+ * limit and no swap (v1 or v2, whichever holds the memory controller:
+ * test/support/cgroup.ts, which test/cli/container.test.ts uses too), removed
+ * afterwards, and prints the group's peak charge and its OOM kills. Where no
+ * such group can be made it says why and exits 2.
  */
 import { spawn } from "node:child_process"
-import { existsSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { makeMemoryCgroup, type MemoryCgroup } from "../test/support/cgroup.js"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const TMP = join(ROOT, ".tmp", "drain-memory")
@@ -43,6 +43,12 @@ const option = (name: string): string | undefined => {
 const ITEMS = Number(option("items") ?? 1_000_000)
 const WARMUP_S = Number(option("warmup") ?? 5)
 const CGROUP_LIMIT = option("cgroup")
+/** "128M", "1G" or bytes. */
+const bytesOf = (size: string): number => {
+  const m = /^(\d+)([KMG]?)$/i.exec(size.trim())
+  if (m === null) throw new Error(`--cgroup takes a size such as 128M, not ${size}`)
+  return Number(m[1]) * 1024 ** " KMG".indexOf((m[2] || " ").toUpperCase())
+}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const rssKb = (pid: number, field = "VmRSS"): number | undefined => {
@@ -52,39 +58,6 @@ const rssKb = (pid: number, field = "VmRSS"): number | undefined => {
   } catch {
     return undefined
   }
-}
-
-/** This process's cgroup v2 folder, or why there is none to make a memory-limited child in. */
-const cgroupParent = (): { dir: string } | { why: string } => {
-  const mount = readFileSync("/proc/self/mountinfo", "utf8").split("\n")
-    .map((line) => line.split(" "))
-    .find((fields) => fields[fields.indexOf("-") + 1] === "cgroup2")
-  if (mount === undefined) return { why: "no cgroup v2 hierarchy is mounted" }
-  const own = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((line) => line.startsWith("0::"))
-  const dir = join(mount[4], own === undefined ? "/" : own.slice(3))
-  const controllers = readFileSync(join(dir, "cgroup.controllers"), "utf8").trim().split(" ")
-  if (!controllers.includes("memory")) {
-    return {
-      why: `the cgroup v2 hierarchy at ${mount[4]} offers the controllers [${controllers.join(" ")}] to ${dir}, ` +
-        "not memory (the memory controller is bound to a cgroup v1 hierarchy, or not delegated)"
-    }
-  }
-  return { dir }
-}
-
-/** Makes the child cgroup with the memory limit; returns its folder. */
-const makeCgroup = (parent: string, limit: string): string => {
-  // The memory controller for the children: a cgroup with processes of its own
-  // cannot have it, so this process moves into a leaf of its own first.
-  const self = join(parent, `drain-memory-self-${process.pid}`)
-  mkdirSync(self)
-  writeFileSync(join(self, "cgroup.procs"), String(process.pid))
-  writeFileSync(join(parent, "cgroup.subtree_control"), "+memory")
-  const dir = join(parent, `drain-memory-${process.pid}`)
-  mkdirSync(dir)
-  writeFileSync(join(dir, "memory.max"), limit)
-  if (existsSync(join(dir, "memory.swap.max"))) writeFileSync(join(dir, "memory.swap.max"), "0")
-  return dir
 }
 
 const run = (args: ReadonlyArray<string>) =>
@@ -104,14 +77,14 @@ const slopePerMinute = (samples: ReadonlyArray<readonly [number, number]>): numb
 
 const main = async () => {
   if (!existsSync(MAIN)) throw new Error("no dist/: run npm run build first")
-  let cgroup: string | undefined
+  let cgroup: MemoryCgroup | undefined
   if (CGROUP_LIMIT !== undefined) {
-    const parent = cgroupParent()
-    if ("why" in parent) {
-      console.error(`cannot make a cgroup with memory.max here: ${parent.why}`)
+    const made = makeMemoryCgroup(`drain-memory-${process.pid}`, bytesOf(CGROUP_LIMIT))
+    if ("why" in made) {
+      console.error(`cannot make a memory-limited cgroup here: ${made.why}`)
       process.exit(2)
     }
-    cgroup = makeCgroup(parent.dir, CGROUP_LIMIT)
+    cgroup = made
   }
   rmSync(TMP, { recursive: true, force: true })
   mkdirSync(join(TMP, "tasks"), { recursive: true })
@@ -129,13 +102,13 @@ const main = async () => {
   )
   const remaining = reader.prepare(`SELECT count(*) AS n FROM docket_items WHERE state IN ('waiting', 'running')`)
 
-  // The worker is started by a shell that first moves itself into the cgroup.
-  const command = `${cgroup === undefined ? "" : `echo $$ > ${join(cgroup, "cgroup.procs")} && `}exec "$0" "$@"`
   const log = option("log")
   const output = log === undefined ? "ignore" : openSync(log, "w")
-  const worker = spawn("sh", ["-c", command, process.execPath, ...(process.argv.includes("--trace-gc") ? ["--trace-gc"] : []), MAIN, "worker", "--tasks", join(TMP, "tasks"), "--database", db], {
-    stdio: ["ignore", output, output]
-  })
+  const command = [process.execPath, ...(process.argv.includes("--trace-gc") ? ["--trace-gc"] : []), MAIN, "worker", "--tasks", join(TMP, "tasks"), "--database", db]
+  // In a cgroup, by a shell that first moves itself into it.
+  const worker = cgroup === undefined
+    ? spawn(command[0], command.slice(1), { stdio: ["ignore", output, output] })
+    : spawn("sh", cgroup.wrap(command), { stdio: ["ignore", output, output] })
   let exit: number | null | undefined
   worker.on("exit", (code, signal) => (exit = code ?? (signal === null ? null : -1)))
   const started = performance.now()
@@ -177,16 +150,8 @@ const main = async () => {
     )
   }
   if (cgroup !== undefined) {
-    const read = (file: string) => existsSync(join(cgroup, file)) ? readFileSync(join(cgroup, file), "utf8").trim() : "-"
-    console.log(`cgroup memory.max ${read("memory.max")}, memory.peak ${read("memory.peak")}, memory.events: ${read("memory.events").replace(/\n/g, ", ")}`)
-    // Undone in reverse: the child removed, the controller taken back from the
-    // parent's children (a cgroup with it cannot hold processes), this process
-    // moved back, its own leaf removed.
-    const parent = dirname(cgroup)
-    rmdirSync(cgroup)
-    writeFileSync(join(parent, "cgroup.subtree_control"), "-memory")
-    writeFileSync(join(parent, "cgroup.procs"), String(process.pid))
-    rmdirSync(join(parent, `drain-memory-self-${process.pid}`))
+    console.log(`cgroup v${cgroup.version} limited to ${CGROUP_LIMIT}: peak charge ${((cgroup.peak() ?? NaN) / 2 ** 20).toFixed(1)} MiB, OOM kills ${cgroup.oomKills()}`)
+    cgroup.remove()
   }
 }
 
