@@ -24,10 +24,10 @@ if (process.argv.length === 3 && process.argv[2] === "--version") {
   // own paths as the sources import them: the packages' indexes (effect's
   // loads all 362 of its modules) and both SQL drivers (one is ever used)
   // would cost more than going through the hooks for the few that remain.
-  // `enqueue` and `stats` are mostly parsed without @effect/cli
+  // `enqueue`, `stats` and `worker` are mostly parsed without @effect/cli
   // (src/cli/hotArgv.ts): its modules are not preloaded for them.
   const { register } = await import("tsx/esm/api")
-  const hot = ["enqueue", "stats"].includes(process.argv.slice(2).find((arg) => !arg.startsWith("-")) ?? "")
+  const hot = ["enqueue", "stats", "worker"].includes(process.argv.slice(2).find((arg) => !arg.startsWith("-")) ?? "")
   await Promise.all([
     import("effect/Effect"),
     import("effect/Schema"),

@@ -1,35 +1,22 @@
 /**
- * Runs a command line hotArgv.ts read by hand (`enqueue`, `stats`): the
- * command's own effect, its failures reported as run.ts reports them (one
- * line on stderr, exit 1 or 2), with the command's logger and log level,
- * and no @effect/cli loaded.
+ * Runs an `enqueue` or `stats` command line hotArgv.ts read by hand
+ * (hotRun.ts: reported as run.ts reports, no @effect/cli loaded). Bundled
+ * with what it imports into dist/hot/ (scripts/bundleHot.mjs).
  */
-import * as Cause from "effect/Cause"
-import * as Effect from "effect/Effect"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
-import * as Option from "effect/Option"
+import type * as Effect from "effect/Effect"
 import { runEnqueue } from "./commands/enqueueRun.js"
 import { runStats } from "./commands/statsRun.js"
-import { reportCause } from "./errors.js"
-import { runToExit } from "./exit.js"
 import type { HotCommand } from "./hotArgv.js"
-import { loggerLayer, printError } from "./status.js"
+import { asExitCode, runToExitCode } from "./hotRun.js"
+
+/** The line's command: `enqueue` or `stats` (a worker runs from hotWorker.ts, never from the bundle). */
+export type HotQuery = Extract<HotCommand, { readonly command: "enqueue" | "stats" }>
+
+const commandOf = (hot: HotQuery): Effect.Effect<void, unknown> =>
+  hot.command === "enqueue" ? runEnqueue(hot.args) : runStats(hot.args)
 
 /** The command's effect, succeeding with its exit code. */
-export const hotMain = (hot: HotCommand): Effect.Effect<number> => {
-  const command: Effect.Effect<void, unknown> = hot.command === "enqueue" ? runEnqueue(hot.args) : runStats(hot.args)
-  return command.pipe(
-    Effect.as(0),
-    Effect.catchAllCause((cause) => {
-      if (Cause.isInterruptedOnly(cause)) return Effect.succeed(0)
-      const report = reportCause(cause)
-      return Effect.as(printError(`docket: ${report.line || "bad usage (see --help)"}`), report.code)
-    }),
-    Logger.withMinimumLogLevel(Option.getOrElse(hot.level, () => LogLevel.Warning)),
-    Effect.provide(loggerLayer)
-  )
-}
+export const hotMain = (hot: HotQuery): Effect.Effect<number> => asExitCode(commandOf(hot), hot.level)
 
 /** Runs the command to the process's exit. */
-export const runHot = (hot: HotCommand): void => runToExit(hotMain(hot))
+export const runHot = (hot: HotQuery): void => runToExitCode(commandOf(hot), hot.level)

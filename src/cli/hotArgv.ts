@@ -1,9 +1,11 @@
 /**
  * The command lines of `docket enqueue` and `docket stats`, the commands
- * scripts run again and again, parsed by hand, so that they start without
- * @effect/cli: its parser and what it imports (the help printer, yaml, toml
- * and ini for its config files, every command's definition) are about a
- * third of the modules such a command loaded (docs/benchmarks.md, issue 34).
+ * scripts run again and again, and of `docket worker`, the long-running one,
+ * parsed by hand, so that they start without @effect/cli: its parser and what
+ * it imports (the help printer, yaml, toml and ini for its config files,
+ * every command's definition) are about a third of the modules such a
+ * command loaded, and a worker at rest holds them for its whole life (about
+ * 6 MB of its resident memory: docs/benchmarks.md, issue 34).
  *
  * Only plain, well-formed command lines are read here: the command first,
  * its own flags (`--flag value`, `--flag=value`, `-d value`), each at most
@@ -24,8 +26,11 @@ import * as PgSchema from "../internal/pgSchema.js"
 import * as V from "../internal/validate.js"
 import type { EnqueueArgs } from "./commands/enqueueOptions.js"
 import type { StatsArgs } from "./commands/statsRun.js"
+import { WORKER_DEFAULTS, type WorkerArgs } from "./commands/workerOptions.js"
 import { parseDuration, parseTime } from "./input.js"
+import { LOG_FORMATS } from "./logFormat.js"
 import { takeLogLevel } from "./logLevel.js"
+import { parseRetention } from "./retention.js"
 import { HORIZON_TRANSACTIONS_BOUNDS, readInteger } from "./values.js"
 
 /** A command line read here: the command, its arguments, and the global `--log-level`. */
@@ -34,6 +39,7 @@ export type HotCommand =
   & (
     | { readonly command: "enqueue"; readonly args: EnqueueArgs }
     | { readonly command: "stats"; readonly args: StatsArgs }
+    | { readonly command: "worker"; readonly args: WorkerArgs }
   )
 
 /** A flag: the field it sets, and how its value reads (undefined: it does not; `true`: a flag without a value). */
@@ -48,6 +54,21 @@ const duration = (name: string) => (value: string) => right(parseDuration(name, 
 const time = (name: string) => (value: string) => right(parseTime(name, value))
 const integer = (name: string, bounds: { readonly min: number; readonly max: number }) => (value: string) =>
   right(readInteger(name, value, bounds))
+
+const logFormat = (value: string) => (LOG_FORMATS as ReadonlyArray<string>).includes(value.trim()) ? value.trim() : undefined
+// `off`, or a duration of at least 100ms (worker.ts's --summary).
+const summary = (value: string): number | null | undefined => {
+  if (value.trim() === "off") return null
+  const ms = right(parseDuration("--summary", value))
+  return ms === undefined || ms < 100 ? undefined : ms
+}
+const HORIZON: Record<string, Flag> = {
+  "--horizon-age": { field: "horizonAge", read: duration("--horizon-age") },
+  "--horizon-transactions": {
+    field: "horizonTransactions",
+    read: integer("--horizon-transactions", HORIZON_TRANSACTIONS_BOUNDS)
+  }
+}
 
 const onConflict = (value: string) => (V.ON_CONFLICT_MODES as ReadonlyArray<string>).includes(value) ? value : undefined
 
@@ -81,11 +102,25 @@ const SPECS: Record<HotCommand["command"], Spec> = {
     flags: {
       ...DATABASE,
       "--json": { field: "json", read: true },
-      "--horizon-age": { field: "horizonAge", read: duration("--horizon-age") },
-      "--horizon-transactions": {
-        field: "horizonTransactions",
-        read: integer("--horizon-transactions", HORIZON_TRANSACTIONS_BOUNDS)
-      }
+      ...HORIZON
+    },
+    positionals: 0
+  },
+  worker: {
+    flags: {
+      ...DATABASE,
+      ...HORIZON,
+      "--tasks": { field: "tasks", read: text },
+      "--listen-database": { field: "listenDatabase", read: text },
+      "--concurrency": { field: "concurrency", read: integer("--concurrency", { min: 1, max: Number.MAX_SAFE_INTEGER }) },
+      "--lease": { field: "lease", read: duration("--lease") },
+      "--poll": { field: "poll", read: duration("--poll") },
+      "--grace": { field: "grace", read: duration("--grace") },
+      "--retention": { field: "retention", read: (value) => right(parseRetention(value)) },
+      "--log-items": { field: "logItems", read: true },
+      "--log-format": { field: "logFormat", read: logFormat },
+      "--summary": { field: "summary", read: summary },
+      "--all-kinds": { field: "allKinds", read: true }
     },
     positionals: 0
   }
@@ -123,6 +158,29 @@ const readLine = (spec: Spec, args: ReadonlyArray<string>) => {
 const optional = <A>(values: Map<string, unknown>, field: string): Option.Option<A> =>
   values.has(field) ? Option.some(values.get(field) as A) : Option.none()
 
+const orDefault = <A>(values: Map<string, unknown>, field: string, fallback: A): A =>
+  values.has(field) ? values.get(field) as A : fallback
+
+const workerArgs = (
+  values: Map<string, unknown>,
+  database: WorkerArgs["database"],
+  horizon: Pick<WorkerArgs, "horizonAge" | "horizonTransactions">
+): WorkerArgs => ({
+  tasks: values.get("tasks") as string,
+  database,
+  listenDatabase: optional(values, "listenDatabase"),
+  concurrency: orDefault(values, "concurrency", WORKER_DEFAULTS.concurrency),
+  lease: orDefault(values, "lease", WORKER_DEFAULTS.lease),
+  poll: orDefault(values, "poll", WORKER_DEFAULTS.poll),
+  grace: orDefault(values, "grace", WORKER_DEFAULTS.grace),
+  retention: orDefault(values, "retention", {}),
+  logItems: values.has("logItems"),
+  logFormat: orDefault(values, "logFormat", "text"),
+  summary: orDefault(values, "summary", WORKER_DEFAULTS.summary),
+  allKinds: values.has("allKinds"),
+  ...horizon
+})
+
 /**
  * The command line (the arguments after `node` and the script) read by hand,
  * or undefined: then @effect/cli parses it (run.ts).
@@ -132,19 +190,19 @@ export const parseHot = (argv: ReadonlyArray<string>): HotCommand | undefined =>
   if (Either.isLeft(global)) return undefined
   const { level, rest } = global.right
   const command = rest[0]
-  if (command !== "enqueue" && command !== "stats") return undefined
+  if (command !== "enqueue" && command !== "stats" && command !== "worker") return undefined
   const line = readLine(SPECS[command], rest.slice(1))
   if (line === undefined) return undefined
   const { positionals, values } = line
   const database = { url: optional<string>(values, "url"), schema: optional<string>(values, "schema") }
-  if (command === "stats") {
-    const args: StatsArgs = {
-      database,
-      json: values.has("json"),
-      horizonAge: (values.get("horizonAge") as number | undefined) ?? Horizon.DEFAULT_AGE_MS,
-      horizonTransactions: (values.get("horizonTransactions") as number | undefined) ?? Horizon.DEFAULT_TRANSACTIONS
-    }
-    return { command, level, args }
+  const horizon = {
+    horizonAge: (values.get("horizonAge") as number | undefined) ?? Horizon.DEFAULT_AGE_MS,
+    horizonTransactions: (values.get("horizonTransactions") as number | undefined) ?? Horizon.DEFAULT_TRANSACTIONS
+  }
+  if (command === "stats") return { command, level, args: { database, json: values.has("json"), ...horizon } }
+  if (command === "worker") {
+    if (!values.has("tasks")) return undefined
+    return { command, level, args: workerArgs(values, database, horizon) }
   }
   const args: EnqueueArgs = {
     database,

@@ -2,9 +2,9 @@
  * The `docket` command's entry point, run by bin/docket.mjs: compiled
  * (dist/cli/main.js) in an installed package, under tsx in a git checkout.
  * It sets V8's heap flags (heapGrowth.ts), then loads the command: for a
- * plain `enqueue` or `stats` command line only that command, parsed by hand
- * (hotArgv.ts, hot.ts: no @effect/cli), for every other line the whole
- * command (run.ts).
+ * plain `enqueue`, `stats` or `worker` command line only that command, parsed
+ * by hand (hotArgv.ts, hot.ts, hotWorker.ts: no @effect/cli), for every other
+ * line the whole command (run.ts).
  *
  * The command is imported dynamically: a module's static imports are all
  * loaded and compiled before its first line runs, and loading the command's
@@ -15,26 +15,33 @@
  *
  * Compiled, `enqueue` and `stats` run from their bundle, dist/hot/
  * (scripts/bundleHot.mjs says why only they): a dozen files instead of about
- * 650 modules. A line that names neither goes straight to run.ts; one that
- * does but is not read by hand (help, a typo) loads the bundle's parser and
- * then run.ts, as before.
+ * 650 modules. `worker` is read by hand too, never bundled (hotWorker.ts). A
+ * line that names none of them goes straight to run.ts; one that does but is
+ * not read by hand (help, a typo) loads the parser and then run.ts, as before.
  */
 import "./heapGrowth.js"
 import { existsSync } from "node:fs"
 
 type Hot = typeof import("./hot.js")
 type HotArgv = typeof import("./hotArgv.js")
+type HotWorker = typeof import("./hotWorker.js")
 
 const args = process.argv.slice(2)
-const named = args.includes("enqueue") || args.includes("stats")
+const query = args.includes("enqueue") || args.includes("stats")
 const bundled = new URL("../hot/hot.js", import.meta.url)
-const fromBundle = named && existsSync(bundled)
-const { parseHot }: HotArgv = named
-  ? await import(fromBundle ? new URL("../hot/hotArgv.js", import.meta.url).href : "./hotArgv.js")
-  : { parseHot: () => undefined }
+const fromBundle = query && existsSync(bundled)
+const parser = (bundle: boolean): Promise<HotArgv> =>
+  import(bundle ? new URL("../hot/hotArgv.js", import.meta.url).href : "./hotArgv.js")
+const { parseHot }: HotArgv = query || args.includes("worker") ? await parser(fromBundle) : { parseHot: () => undefined }
 const hot = parseHot(args)
 if (hot === undefined) await import("./run.js")
-else {
+else if (hot.command === "worker") {
+  // Read again by the unbundled parser if the bundle's read it (`worker
+  // --tasks stats`): the worker's values must be of the application's Effect.
+  const line = fromBundle ? (await parser(false)).parseHot(args) : hot
+  const { runHotWorker }: HotWorker = await import("./hotWorker.js")
+  if (line?.command === "worker") runHotWorker(line)
+} else {
   const { runHot }: Hot = await import(fromBundle ? bundled.href : "./hot.js")
   runHot(hot)
 }

@@ -1,6 +1,7 @@
 /**
- * The command lines of `enqueue` and `stats` read by hand (src/cli/hotArgv.ts,
- * so that those commands start without @effect/cli): a line read there gives
+ * The command lines of `enqueue`, `stats` and `worker` read by hand
+ * (src/cli/hotArgv.ts, so that those commands start without @effect/cli, and
+ * a worker does not hold it for its life): a line read there gives
  * the command what @effect/cli's parser gives it for the same line, and any
  * other line (help, built-ins, every kind of bad usage) is left to
  * @effect/cli, whose messages and exit codes test/cli/usage.test.ts checks.
@@ -16,12 +17,14 @@ import * as Option from "effect/Option"
 import { describe, expect, it } from "vitest"
 import { enqueue } from "../../src/cli/commands/enqueue.js"
 import { stats } from "../../src/cli/commands/stats.js"
+import { worker } from "../../src/cli/commands/worker.js"
 import { isCliValidationError } from "../../src/cli/errors.js"
 import { parseHot } from "../../src/cli/hotArgv.js"
 
 const descriptors: Record<string, CommandDescriptor.Command<unknown>> = {
   enqueue: enqueue.descriptor,
-  stats: stats.descriptor
+  stats: stats.descriptor,
+  worker: worker.descriptor
 }
 
 /** What @effect/cli's parser gives the command for `args` (the command's name first). */
@@ -33,7 +36,7 @@ const parsedByCli = (args: ReadonlyArray<string>) => {
   )
 }
 
-describe("enqueue and stats parsed by hand", () => {
+describe("enqueue, stats and worker parsed by hand", () => {
   const read: ReadonlyArray<ReadonlyArray<string>> = [
     ["enqueue"],
     ["enqueue", "a"],
@@ -52,7 +55,16 @@ describe("enqueue and stats parsed by hand", () => {
     ["stats"],
     ["stats", "--json", "-d", "x.db"],
     ["stats", "--horizon-age", "10m", "--horizon-transactions=5000", "--schema", "s"],
-    ["stats", "--database", "x.db", "--json"]
+    ["stats", "--database", "x.db", "--json"],
+    ["worker", "--tasks", "tasks"],
+    ["worker", "--tasks=./tasks", "-d", "x.db", "--concurrency", "50", "--lease", "1m", "--poll", "250ms", "--grace", "30s"],
+    ["worker", "--tasks", "t", "--database", "postgres://u@h/db", "--listen-database", "postgres://u@h:5432/db", "--schema", "app"],
+    ["worker", "--tasks", "t", "--retention", "done=1h,cancelled=7d,dead=30d", "--log-items", "--log-format", "json"],
+    ["worker", "--tasks", "t", "--retention", "0", "--summary", "off", "--all-kinds"],
+    ["worker", "--tasks", "t", "--retention=forever", "--summary", "5s", "--log-format", " text "],
+    ["worker", "--tasks", "t", "--horizon-age", "10m", "--horizon-transactions", "1000", "--concurrency=+3"],
+    ["worker", "--lease", "500ms", "--tasks", "t"],
+    ["worker", "--tasks", "t", "--listen-database", "postgres://u@h/db"]
   ]
 
   it.each(read.map((args) => ({ args })))("$args: as @effect/cli parses it", async ({ args }) => {
@@ -73,7 +85,6 @@ describe("enqueue and stats parsed by hand", () => {
 
   const left: ReadonlyArray<ReadonlyArray<string>> = [
     [],
-    ["worker", "--tasks", "x"],
     ["dead", "list"],
     ["--help"],
     ["enqueue", "--help"],
@@ -109,7 +120,23 @@ describe("enqueue and stats parsed by hand", () => {
     ["stats", "--json=true"],
     ["stats", "--JSON"],
     ["stats", "extra"],
-    ["stats", "--horizon-age", "soon"]
+    ["stats", "--horizon-age", "soon"],
+    ["worker"],
+    ["worker", "-d", "x.db"],
+    ["worker", "--tasks"],
+    ["worker", "--tasks", "t", "extra"],
+    ["worker", "--tasks", "t", "--concurrency", "0"],
+    ["worker", "--tasks", "t", "--concurrency", "ten"],
+    ["worker", "--tasks", "t", "--lease", "forever"],
+    ["worker", "--tasks", "t", "--retention", "done=1h,done=2h"],
+    ["worker", "--tasks", "t", "--retention", "sometimes"],
+    ["worker", "--tasks", "t", "--summary", "50ms"],
+    ["worker", "--tasks", "t", "--summary", "never"],
+    ["worker", "--tasks", "t", "--log-format", "xml"],
+    ["worker", "--tasks", "t", "--log-items=false"],
+    ["worker", "--tasks", "t", "--all-kinds", "--all-kinds"],
+    ["worker", "--tasks", "t", "--tasks", "u"],
+    ["worker", "--tasks", "t", "--help"]
   ]
 
   it.each(left.map((args) => ({ args })))("$args: left to @effect/cli", ({ args }) => {

@@ -7,33 +7,23 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Database from "../../Database.js"
-import * as V from "../../internal/validate.js"
-import { usage } from "../errors.js"
 import { parseDuration } from "../input.js"
 import {
   databaseOption,
-  databaseUrl,
   durationOption,
   horizonOptions,
-  horizonThreshold,
   integerOption,
-  listenDatabaseUrl,
   optionalText,
   refuse,
-  schemaName,
   textOption,
   withDefault
 } from "../options.js"
 import { LOG_FORMATS, type LogFormat } from "../logFormat.js"
 import { parseRetention } from "../retention.js"
 import type { Retention } from "../../Domain.js"
-import type { RunOptions } from "./workerRun.js"
+import { WORKER_DEFAULTS, type WorkerArgs, workerOptions } from "./workerOptions.js"
 
 // The command's own floor for --lease (the library takes any lease from 1 ms); the ceiling is the library's.
-const MIN_LEASE_MS = 1000
-const DAY_MS = 24 * 3600 * 1000
-
 const workerConfig = {
   tasks: textOption(
     "tasks",
@@ -52,19 +42,19 @@ const workerConfig = {
       "warns once and polls."
   ),
   concurrency: integerOption("concurrency", "Handlers running at once in this process.", { min: 1 }).pipe(
-    withDefault(10)
+    withDefault(WORKER_DEFAULTS.concurrency)
   ),
   lease: durationOption("lease", "How long a claim holds an item; renewed while its handler runs.").pipe(
-    withDefault(30_000, "30s")
+    withDefault(WORKER_DEFAULTS.lease, "30s")
   ),
   poll: durationOption("poll", "How often to look for due items when no wake-up arrives.").pipe(
-    withDefault(2_000, "2s")
+    withDefault(WORKER_DEFAULTS.poll, "2s")
   ),
   grace: durationOption(
     "grace",
     "On SIGINT/SIGTERM, how long running items may finish before they are given back; the stop's " +
       "database writes (outcomes not yet written, items given back) get up to 10s more in all."
-  ).pipe(withDefault(10_000, "10s")),
+  ).pipe(withDefault(WORKER_DEFAULTS.grace, "10s")),
   retention: Options.text("retention").pipe(
     Options.withPseudoName("<duration|state=duration,...>"),
     Options.withDescription(
@@ -114,7 +104,7 @@ const workerConfig = {
           onRight: (n) => n < 100 ? Effect.fail(refuse("--summary must be at least 100ms, or off")) : Effect.succeed(n)
         })
     ),
-    Options.withDefault<number | null>(60_000),
+    Options.withDefault<number | null>(WORKER_DEFAULTS.summary),
     Options.withDescription("Default: 60s.")
   ),
   allKinds: Options.boolean("all-kinds").pipe(
@@ -128,39 +118,6 @@ const workerConfig = {
   ...horizonOptions
 }
 
-/** Checks the worker's options (exit 2 on a bad one). */
-export const workerOptions = (args: Command.Command.ParseConfig<typeof workerConfig>) =>
-  Effect.gen(function*() {
-    if (args.lease < MIN_LEASE_MS || args.lease > V.MAX_LEASE_MS) {
-      return yield* usage(`--lease must be from ${MIN_LEASE_MS / 1000}s to ${V.MAX_LEASE_MS / DAY_MS} days`)
-    }
-    if (args.poll < 1) return yield* usage("--poll must be at least 1ms")
-    const url = databaseUrl(args.database)
-    const listenDatabase = listenDatabaseUrl(args.listenDatabase)
-    if (listenDatabase !== undefined) {
-      if (Database.parse(listenDatabase)._tag !== "Pg") {
-        return yield* usage("--listen-database (or DOCKET_LISTEN_DATABASE_URL) must be a postgres:// or postgresql:// URL")
-      }
-      if (Database.parse(url)._tag !== "Pg") {
-        return yield* usage("--listen-database (or DOCKET_LISTEN_DATABASE_URL) is for PostgreSQL: the database is a SQLite file")
-      }
-    }
-    return {
-      url,
-      listenDatabase,
-      schema: schemaName(args.database),
-      tasks: args.tasks,
-      concurrency: args.concurrency,
-      lease: args.lease,
-      poll: args.poll,
-      grace: args.grace,
-      allKinds: args.allKinds,
-      retention: args.retention,
-      log: { format: args.logFormat, items: args.logItems, summaryMs: args.summary },
-      horizon: horizonThreshold(args)
-    } satisfies RunOptions
-  })
-
 /**
  * The `worker` command. Running the pool (workerRun.ts: the pool, its parts,
  * the task files' loader) is loaded once the options are read, so the other
@@ -168,7 +125,7 @@ export const workerOptions = (args: Command.Command.ParseConfig<typeof workerCon
  */
 export const worker = Command.make("worker", workerConfig, (args) =>
   Effect.flatMap(
-    workerOptions(args),
+    workerOptions(args satisfies WorkerArgs),
     (options) => Effect.flatMap(Effect.promise(() => import("./workerRun.js")), (m) => m.runWorker(options))
   )).pipe(
   Command.withDescription(
