@@ -219,7 +219,9 @@ describe("the package, installed into a new project", () => {
 
   it("runs `enqueue` and `stats` from their bundle (dist/hot/): no module of the installed Effect is loaded; other commands load it", async () => {
     // Every ES module the process resolves is written to a file by a resolve
-    // hook (node's module.register): the bundle's own files are in dist/hot/.
+    // hook: node's module.registerHooks where it has it (22.15 and later:
+    // module.register is deprecated from 26), else module.register (20). The
+    // bundle's own files are in dist/hot/.
     const hooks = join(work, "hooks.mjs")
     const register = join(work, "register.mjs")
     writeFileSync(
@@ -231,7 +233,18 @@ describe("the package, installed into a new project", () => {
         `  return r\n` +
         `}\n`
     )
-    writeFileSync(register, `import { register } from "node:module"\nregister(${JSON.stringify(`file://${hooks}`)})\n`)
+    writeFileSync(
+      register,
+      `import * as Module from "node:module"\n` +
+        `import { appendFileSync } from "node:fs"\n` +
+        `if (typeof Module.registerHooks === "function") {\n` +
+        `  Module.registerHooks({ resolve(specifier, context, next) {\n` +
+        `    const r = next(specifier, context)\n` +
+        `    appendFileSync(process.env.MODULE_LOG, r.url + "\\n")\n` +
+        `    return r\n` +
+        `  } })\n` +
+        `} else Module.register(${JSON.stringify(`file://${hooks}`)})\n`
+    )
     const loaded = async (args: ReadonlyArray<string>) => {
       const log = join(work, `modules-${args[0]}.log`)
       rmSync(log, { force: true })
