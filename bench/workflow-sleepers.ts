@@ -61,14 +61,21 @@ if (process.argv[2] === "worker") {
         Effect.sync(() => {
           const now = Date.now()
           const lines: Array<string> = []
-          for (const e of chunk) lines.push(`ev ${e._tag === "Completed" ? "D" : e._tag[0]} ${e.claim.kind === "docket.workflow.clock" ? "c" : "r"} ${e.claim.key} ${now}`)
+          for (const e of chunk) {
+            const tag = e._tag === "Completed" ? "D" : e._tag[0]
+            const what = e.claim.kind === "docket.workflow.clock" ? "c" : "r"
+            lines.push(`ev ${tag} ${what} ${e.claim.key} ${now}`)
+          }
           if (lines.length > 0) console.log(lines.join("\n"))
         }))))
     }
     console.log(`ready ${worker.id}`)
     return yield* Effect.never
   })
-  NodeRuntime.runMain(Effect.provide(Effect.scoped(main), Workflows.layer({ database, handlers: [], workflows: SleeperLive, concurrency: Number(process.argv[4]) })))
+  const concurrency = Number(process.argv[4])
+  NodeRuntime.runMain(
+    Effect.provide(Effect.scoped(main), Workflows.layer({ database, handlers: [], workflows: SleeperLive, concurrency }))
+  )
 } else {
   const EXECUTIONS = Number(arg("executions", "10000"))
   const SLEEP = Number(arg("sleep", "90"))
@@ -87,7 +94,11 @@ if (process.argv[2] === "worker") {
   const TRACE = process.argv.includes("--trace")
   const PROFILE = arg("cpu-prof", "")
   const startWorker = (profile = false) => {
-    const args = [...(profile && PROFILE !== "" ? ["--cpu-prof", "--cpu-prof-dir", PROFILE] : []), "--import", "tsx", SELF, "worker", database, String(CONCURRENCY), ...(TRACE ? ["--trace"] : [])]
+    const args = [
+      ...(profile && PROFILE !== "" ? ["--cpu-prof", "--cpu-prof-dir", PROFILE] : []),
+      ...["--import", "tsx", SELF, "worker", database, String(CONCURRENCY)],
+      ...(TRACE ? ["--trace"] : [])
+    ]
     const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] })
     const woke = new Map<number, number>()
     // --trace: by "c"/"r" (a clock's item, a run's), its key and the event's letter (Claimed, Started,
@@ -110,6 +121,36 @@ if (process.argv[2] === "worker") {
     return { child, woke, isReady, events }
   }
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+  // --trace: each step of a firing, from the events of the new worker (seen as it printed them).
+  const printSteps = (
+    second: ReturnType<typeof startWorker>,
+    idOf: ReadonlyMap<number, string>,
+    dueOf: ReadonlyMap<string, number>,
+    quantiles: (values: Array<number>) => string
+  ) => {
+    const clockKey = new Map<string, string>()
+    for (const k of second.events.keys()) {
+      const [what, key] = k.split(" ")
+      if (what === "c") clockKey.set(key!.slice(0, key!.indexOf("/")), key!)
+    }
+    const ev = (what: string, key: string, tag: string) => second.events.get(`${what} ${key} ${tag}`) ?? NaN
+    const phases: Record<string, Array<number>> = {}
+    const add = (name: string, ms: number) => {
+      if (!Number.isNaN(ms)) (phases[name] ??= []).push(ms)
+    }
+    for (const [n, at] of second.woke) {
+      const id = idOf.get(n)!
+      const c = clockKey.get(id) ?? ""
+      add("clock item claimed - due", ev("c", c, "C") - dueOf.get(id)!)
+      add("clock item started - claimed", ev("c", c, "S") - ev("c", c, "C"))
+      add("clock's handler ended - started (the firing's commit)", ev("c", c, "D") - ev("c", c, "S"))
+      add("run item claimed - clock's handler ended", ev("r", id, "C") - ev("c", c, "D"))
+      add("run started - claimed", ev("r", id, "S") - ev("r", id, "C"))
+      add("activity start - run started (reads, replay)", at - ev("r", id, "S"))
+    }
+    for (const [name, values] of Object.entries(phases)) console.log(`  ${name} (ms): ${quantiles(values)}`)
+  }
 
   const program = Effect.gen(function*() {
     const first = startWorker()
@@ -187,30 +228,7 @@ if (process.argv[2] === "worker") {
     console.log(`  the clock's firing (deferred stored - due, ms): ${quantiles(firing)}`)
     console.log(`  the run after it (activity start - deferred stored, ms): ${quantiles(after)}`)
     console.log(`new worker's CPU from the first due time to the last wake-up: ${cpu.toFixed(1)} s over ${wall.toFixed(1)} s`)
-    if (TRACE) {
-      // Each step of a firing, from the events of the new worker (seen as it printed them).
-      const clockKey = new Map<string, string>()
-      for (const k of second.events.keys()) {
-        const [what, key] = k.split(" ")
-        if (what === "c") clockKey.set(key!.slice(0, key!.indexOf("/")), key!)
-      }
-      const ev = (what: string, key: string, tag: string) => second.events.get(`${what} ${key} ${tag}`) ?? NaN
-      const phases: Record<string, Array<number>> = {}
-      const add = (name: string, ms: number) => {
-        if (!Number.isNaN(ms)) (phases[name] ??= []).push(ms)
-      }
-      for (const [n, at] of second.woke) {
-        const id = idOf.get(n)!
-        const c = clockKey.get(id) ?? ""
-        add("clock item claimed - due", ev("c", c, "C") - dueOf.get(id)!)
-        add("clock item started - claimed", ev("c", c, "S") - ev("c", c, "C"))
-        add("clock's handler ended - started (the firing's commit)", ev("c", c, "D") - ev("c", c, "S"))
-        add("run item claimed - clock's handler ended", ev("r", id, "C") - ev("c", c, "D"))
-        add("run started - claimed", ev("r", id, "S") - ev("r", id, "C"))
-        add("activity start - run started (reads, replay)", at - ev("r", id, "S"))
-      }
-      for (const [name, values] of Object.entries(phases)) console.log(`  ${name} (ms): ${quantiles(values)}`)
-    }
+    if (TRACE) printSteps(second, idOf, dueOf, quantiles)
   })
   NodeRuntime.runMain(Effect.provide(program, Workflows.layerClient(database)))
 }

@@ -5,8 +5,9 @@
  * Transact (@dbos-inc/dbos-sdk, its workflows and steps, in a process of its
  * own: bench/lib/dbosChild.ts; `dbos-pg` its default, run in the starting
  * process, `dbos-queue-pg` through a DBOS queue polled every second, its
- * default, `dbos-queue10-pg` the same polled every 10 ms), on the same PostgreSQL, and Docket on a SQLite
- * file. The same workflows on each: 1 and 5 no-op activities (steps).
+ * default, `dbos-queue10-pg` the same polled every 10 ms), on the same
+ * PostgreSQL, and Docket on a SQLite file. The same workflows on each: 1 and
+ * 5 no-op activities (steps).
  *
  * - throughput: `--executions` executions started at once (each `execute`
  *   waits for its result), executions/s from the first start to the last result;
