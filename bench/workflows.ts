@@ -3,8 +3,11 @@
  * against Effect's own `ClusterWorkflowEngine` over `SingleRunner` with its SQL
  * message storage (what an Effect user would pick instead) and against DBOS
  * Transact (@dbos-inc/dbos-sdk, its workflows and steps, in a process of its
- * own: bench/lib/dbosChild.ts), on the same PostgreSQL, and Docket on a SQLite
- * file. The same workflows on each: 1 and 5 no-op activities (steps).
+ * own: bench/lib/dbosChild.ts; `dbos-pg` its default, run in the starting
+ * process, `dbos-queue-pg` through a DBOS queue polled every second, its
+ * default, `dbos-queue10-pg` the same polled every 10 ms), on the same
+ * PostgreSQL, and Docket on a SQLite file. The same workflows on each: 1 and
+ * 5 no-op activities (steps).
  *
  * - throughput: `--executions` executions started at once (each `execute`
  *   waits for its result), executions/s from the first start to the last result;
@@ -15,7 +18,7 @@
  * Each (engine, workload) runs `--repeat` times, engines alternated, each on a
  * fresh database; medians are printed as a Markdown table with ratios to Docket.
  *
- *   npx tsx bench/workflows.ts [--executions 500] [--repeat 3] [--only docket-pg,cluster-pg,dbos-pg,docket-sqlite]
+ *   npx tsx bench/workflows.ts [--executions 500] [--repeat 3] [--only docket-pg,cluster-pg,dbos-pg,dbos-queue-pg,dbos-queue10-pg,docket-sqlite]
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
@@ -38,7 +41,7 @@ const arg = (name: string, fallback: string) => {
 const EXECUTIONS = Number(arg("executions", "500"))
 const REPEAT = Number(arg("repeat", "3"))
 const ADMIN = process.env.DOCKET_TEST_PG_URL ?? "postgres://root@127.0.0.1:5432/postgres"
-const ENGINES = arg("only", "docket-pg,cluster-pg,dbos-pg,docket-sqlite").split(",")
+const ENGINES = arg("only", "docket-pg,cluster-pg,dbos-pg,dbos-queue-pg,dbos-queue10-pg,docket-sqlite").split(",")
 
 // Step starts of the latency runs, by execution.
 const starts = new Map<string, Array<number>>()
@@ -119,13 +122,14 @@ const engines: Record<string, Engine> = {
 }
 
 // DBOS: a child process per round, on a fresh database (see bench/lib/dbosChild.ts).
-const dbos = async (steps: number): Promise<Figures> => {
+const DBOS_MODES: Record<string, string> = { "dbos-pg": "direct", "dbos-queue-pg": "queue", "dbos-queue10-pg": "queue:10" }
+const dbos = async (steps: number, mode: string): Promise<Figures> => {
   const db = await freshPg()
   try {
     const child = fileURLToPath(new URL("./lib/dbosChild.ts", import.meta.url))
     const tsx = fileURLToPath(new URL("../node_modules/tsx/dist/cli.mjs", import.meta.url))
     const out = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, [tsx, child, db.url, String(steps), String(EXECUTIONS)], { maxBuffer: 1 << 24 }, (error, stdout, stderr) =>
+      execFile(process.execPath, [tsx, child, db.url, String(steps), String(EXECUTIONS), mode], { maxBuffer: 1 << 24 }, (error, stdout, stderr) =>
         error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout))
     )
     return JSON.parse(out.trim().split("\n").pop()!) as Figures
@@ -179,8 +183,9 @@ const main = async () => {
     const results = new Map<string, Array<Figures>>()
     for (let round = 0; round < REPEAT; round++) {
       for (const engine of ENGINES) {
-        if (engine === "dbos-pg") {
-          const figures = await dbos(w === One ? 1 : 5)
+        const dbosMode = DBOS_MODES[engine]
+        if (dbosMode !== undefined) {
+          const figures = await dbos(w === One ? 1 : 5, dbosMode)
           results.set(engine, [...(results.get(engine) ?? []), figures])
           console.log(`${label} ${engine} #${round + 1}: ${figures.perSecond.toFixed(0)} exec/s, step p50 ${figures.stepP50.toFixed(2)} ms p99 ${figures.stepP99.toFixed(2)} ms, execution p50 ${figures.executionP50.toFixed(2)} ms`)
           continue

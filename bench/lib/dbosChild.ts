@@ -7,20 +7,30 @@
  * sequence, with each step's start recorded (a step: one activity's start to
  * the next's, or to the result for the last one).
  *
- * How it is run is DBOS's own default: `DBOS.startWorkflow` with a workflow ID
- * (its idempotency key, as Docket's executionId) runs the workflow in the
- * process that starts it, checkpointing each `DBOS.runStep` to PostgreSQL;
- * `getResult()` waits for it.
+ * Two ways of starting an execution (the fourth argument):
+ * - `direct`, DBOS's own default: `DBOS.startWorkflow` with a workflow ID
+ *   (its idempotency key, as Docket's executionId) runs the workflow in the
+ *   process that starts it, checkpointing each `DBOS.runStep` to PostgreSQL;
+ *   `getResult()` waits for it.
+ * - `queue[:ms]`: the same with a `queueName`, a queue registered with
+ *   `DBOS.registerQueue` (polled every `ms`, DBOS's default 1,000 when not
+ *   given): the execution is a row any DBOS process polling the queue may
+ *   dequeue and run, the like-for-like of Docket's `execute` (an item any
+ *   worker may claim). This process both starts and runs them. `getResult`
+ *   polls for a queued execution's result (every second by default); with
+ *   `ms` given it polls every `ms` too.
  *
- *   tsx bench/lib/dbosChild.ts <database url> <steps> <executions>
+ *   tsx bench/lib/dbosChild.ts <database url> <steps> <executions> [direct|queue[:ms]]
  *
  * Prints one JSON line: { perSecond, stepP50, stepP99, executionP50 }.
  */
 import { DBOS } from "@dbos-inc/dbos-sdk"
 
-const [url, stepsArg, executionsArg] = process.argv.slice(2)
+const [url, stepsArg, executionsArg, modeArg = "direct"] = process.argv.slice(2)
 const STEPS = Number(stepsArg)
 const EXECUTIONS = Number(executionsArg)
+const [mode, pollArg] = modeArg.split(":")
+const QUEUE = "bench"
 
 const starts = new Map<string, Array<number>>()
 
@@ -37,8 +47,9 @@ const body = async (key: string): Promise<number> => {
 const workflow = DBOS.registerWorkflow(body, { name: `Steps${STEPS}` })
 
 const execute = async (key: string) => {
-  const handle = await DBOS.startWorkflow(workflow, { workflowID: key })(key)
-  return handle.getResult()
+  const handle = await DBOS.startWorkflow(workflow, { workflowID: key, ...(mode === "queue" ? { queueName: QUEUE } : {}) })(key)
+  // A queued execution's result is polled for (every second by default), at the queue's own interval when given.
+  return handle.getResult(pollArg === undefined ? undefined : { pollingIntervalMs: Number(pollArg) })
 }
 
 const quantile = (values: ReadonlyArray<number>, q: number) => {
@@ -49,6 +60,9 @@ const quantile = (values: ReadonlyArray<number>, q: number) => {
 const main = async () => {
   DBOS.setConfig({ name: "docket-bench", systemDatabaseUrl: url, logLevel: "error" })
   await DBOS.launch()
+  if (mode === "queue") {
+    await DBOS.registerQueue(QUEUE, pollArg === undefined ? {} : { minPollingIntervalMs: Number(pollArg) })
+  }
   const run = Math.random().toString(36).slice(2, 8)
   await execute(`${run}-warm`)
   const t0 = performance.now()

@@ -91,8 +91,10 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
   return (executionId: string): Effect.Effect<void, Retry | Permanent> =>
     Effect.gen(function*() {
       // Read, not written: a write here would cost a commit per run (runs are counted as they end).
-      const row = yield* retryable("start a run", sql.get(executionId))
-      if (row === undefined) return yield* new Permanent({ reason: `no execution ${executionId}` })
+      // The execution and its stored steps in one statement.
+      const started = yield* retryable("start a run", sql.start(executionId))
+      if (started === undefined) return yield* new Permanent({ reason: `no execution ${executionId}` })
+      const { row, stored } = started
       if (row.state === "complete") return
       const entry = registry.get(row.workflow)
       if (entry === undefined) {
@@ -103,7 +105,6 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
           new Permanent({ reason: `the payload of execution ${executionId} does not decode: ${error.message}` })
         )
       )
-      const stored = yield* retryable("read the stored steps", sql.stored(executionId))
       const interrupted = stored.deferreds.has(InterruptSignal.name)
       deps.runs.set(executionId, stored)
       const result = yield* Effect.ensuring(

@@ -97,11 +97,20 @@ const activityPutSqlite = `INSERT INTO docket_workflow_activities (execution_id,
 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, ${Now.sqlite} FROM json_each(?1) WHERE true
 ON CONFLICT DO NOTHING RETURNING execution_id, name, attempt`
 
-// Everything a run replays from, read once as it starts: activities' results ('a') and deferreds ('d').
-const storedPg = `SELECT 'a' AS k, name, attempt, result AS text FROM docket_workflow_activities WHERE execution_id = $1
-UNION ALL SELECT 'd', name, 0, exit FROM docket_workflow_deferreds WHERE execution_id = $1`
-const storedSqlite = `SELECT 'a' AS k, name, attempt, result AS text FROM docket_workflow_activities WHERE execution_id = ?1
-UNION ALL SELECT 'd', name, 0, exit FROM docket_workflow_deferreds WHERE execution_id = ?1`
+// A run's start in one read: the execution and what it replays from (activities' results as
+// [name, attempt, result], deferreds as [name, exit]), JSON arrays.
+const startPg = `SELECT ${COLUMNS},
+  coalesce((SELECT json_agg(json_build_array(name, attempt, result)) FROM docket_workflow_activities
+    WHERE execution_id = $1), '[]')::text AS activities,
+  coalesce((SELECT json_agg(json_build_array(name, exit)) FROM docket_workflow_deferreds
+    WHERE execution_id = $1), '[]')::text AS deferreds
+FROM docket_workflow_executions WHERE execution_id = $1`
+const startSqlite = `SELECT ${COLUMNS},
+  (SELECT json_group_array(json_array(name, attempt, result)) FROM docket_workflow_activities
+    WHERE execution_id = ?1) AS activities,
+  (SELECT json_group_array(json_array(name, exit)) FROM docket_workflow_deferreds
+    WHERE execution_id = ?1) AS deferreds
+FROM docket_workflow_executions WHERE execution_id = ?1`
 
 const deferredGetPg = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = $1 AND name = $2`
 const deferredGetSqlite = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = ?1 AND name = ?2`
@@ -138,8 +147,8 @@ export interface WorkflowSql {
   readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
   /** Stores attempts' results, each unless one is stored: the keys (`activityKey`, by execution) of those stored now. */
   readonly activityPut: (rows: ReadonlyArray<ActivityResult>) => Effect.Effect<ReadonlySet<string>, SqlError>
-  /** What a run replays from: the stored activities' results and deferreds' exits. */
-  readonly stored: (executionId: string) => Effect.Effect<Stored, SqlError>
+  /** A run's start: the execution and what it replays from, in one read (undefined: no such execution). */
+  readonly start: (executionId: string) => Effect.Effect<{ readonly row: ExecutionRow; readonly stored: Stored } | undefined, SqlError>
   readonly deferredGet: (executionId: string, name: string) => Effect.Effect<string | undefined, SqlError>
   /** Stores a deferred's exit unless one is stored or the execution does not exist: true if stored now. */
   readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<boolean, SqlError>
@@ -197,14 +206,17 @@ const bind = (
       run<{ execution_id: string; name: string; attempt: number }>(t.activityPut, resultsParams(results)),
       (rows) => new Set(rows.map((r) => `${r.execution_id} ${activityKey(r.name, Number(r.attempt))}`))
     ),
-  stored: (id) =>
-    Effect.map(run<{ k: string; name: string; attempt: number; text: string }>(t.stored, [id]), (rows) => {
+  start: (id) =>
+    Effect.map(run<ExecutionRow & { activities: string; deferreds: string }>(t.start, [id]), (rows) => {
+      const found = rows[0]
+      if (found === undefined) return undefined
+      const { activities, deferreds, ...row } = found
       const stored: Stored = { activities: new Map(), deferreds: new Map() }
-      for (const row of rows) {
-        if (row.k === "a") stored.activities.set(activityKey(row.name, Number(row.attempt)), row.text)
-        else stored.deferreds.set(row.name, row.text)
+      for (const [name, attempt, result] of JSON.parse(activities) as Array<[string, number, string]>) {
+        stored.activities.set(activityKey(name, Number(attempt)), result)
       }
-      return stored
+      for (const [name, exit] of JSON.parse(deferreds) as Array<[string, string]>) stored.deferreds.set(name, exit)
+      return { row, stored }
     }),
   deferredGet: (id, name) => Effect.map(run<{ exit: string }>(t.deferredGet, [id, name]), (rows) => rows[0]?.exit),
   deferredPut: (id, name, exit) => Effect.map(run(t.deferredPut, [id, name, exit]), (rows) => rows.length > 0)
@@ -218,7 +230,7 @@ const pgTexts: Texts = {
   wake: wakePg,
   activityGet: activityGetPg,
   activityPut: activityPutPg,
-  stored: storedPg,
+  start: startPg,
   deferredGet: deferredGetPg,
   deferredPut: deferredPutPg,
   completed: completedPg,
@@ -233,7 +245,7 @@ const sqliteTexts: Texts = {
   wake: wakeSqlite,
   activityGet: activityGetSqlite,
   activityPut: activityPutSqlite,
-  stored: storedSqlite,
+  start: startSqlite,
   deferredGet: deferredGetSqlite,
   deferredPut: deferredPutSqlite,
   completed: completedSqlite,
