@@ -71,6 +71,8 @@ DECLARE
   steps integer;
   left_n integer := $2;
   left_before integer;
+  -- A sequence: one at a time, ordered, onFailure 'wait' (the walk locks its heads itself).
+  seq boolean := $6 AND $5 = 1;
   steps_before integer;
   per integer;
   walked integer;
@@ -86,6 +88,7 @@ BEGIN
          c.group_rate_limit, c.group_rate_period_ms
     INTO start_key, paused_n, hold, skip_failed, rate_n, rate_ms
   FROM docket_kinds c WHERE c.kind = $4;
+  seq := seq AND NOT skip_failed;
   FOR pass IN 1..(CASE WHEN coalesce($5, 2) > 1 THEN 2 ELSE 1 END) LOOP
     EXIT WHEN left_n <= 0;
     per := CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END;
@@ -127,15 +130,18 @@ BEGIN
           SELECT CASE
             WHEN r.room <= 0 THEN '{}'::bigint[]
             -- A sequence (one at a time, ordered, onFailure 'wait'): its head is
-            -- the group's first unfinished item, the one the seek above found.
-            WHEN $6 AND $5 = 1 AND NOT skip_failed THEN ARRAY(
+            -- the group's first unfinished item, the one the seek above found,
+            -- locked here (skipped when another transaction holds it: then
+            -- the group starts nothing, as below) and taken if claimable.
+            WHEN seq THEN ARRAY(
               SELECT i.id FROM docket_items i
-              WHERE i.id = nx.first_id
+              WHERE i.id = nx.first_id AND i.state IN ('waiting', 'running')
                 AND CASE WHEN i.state = 'running' THEN i.lease_until <= now_ms
                     ELSE i.run_at <= now_ms AND (i.dedupe_key IS NULL OR NOT EXISTS (
                       SELECT 1 FROM docket_items t
                       WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
-                        AND t.lease_until > now_ms)) END)
+                        AND t.lease_until > now_ms)) END
+              FOR UPDATE SKIP LOCKED)
             -- An ordered group's head: live rows negated, then the claimable
             -- ones up to its room, stopping at the first one not claimable.
             WHEN $6 THEN ARRAY(
@@ -188,14 +194,14 @@ BEGIN
       -- another transaction, or no longer unfinished), and whether it is still
       -- as chosen: a live one still there, a chosen one still claimable.
       flat AS (
-        SELECT w.n, w.g, e.v, e.o, coalesce(l.found AND (e.v < 0 OR l.ok), false) AS good
+        SELECT w.n, w.g, e.v, e.o, seq OR coalesce(l.found AND (e.v < 0 OR l.ok), false) AS good
         FROM walk w
         CROSS JOIN LATERAL unnest(w.span) WITH ORDINALITY e(v, o)
         LEFT JOIN LATERAL (
           SELECT true AS found,
             (i.state = 'waiting' AND i.run_at <= now_ms) OR (i.state = 'running' AND i.lease_until <= now_ms) AS ok
           FROM docket_items i
-          WHERE i.id = abs(e.v) AND i.state IN ('waiting', 'running')
+          WHERE NOT seq AND i.id = abs(e.v) AND i.state IN ('waiting', 'running')
           FOR UPDATE SKIP LOCKED
         ) l ON true
         WHERE w.n > 0

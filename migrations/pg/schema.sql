@@ -277,6 +277,8 @@ DECLARE
   steps integer;
   left_n integer := $2;
   left_before integer;
+
+  seq boolean := $6 AND $5 = 1;
   steps_before integer;
   per integer;
   walked integer;
@@ -292,6 +294,7 @@ BEGIN
          c.group_rate_limit, c.group_rate_period_ms
     INTO start_key, paused_n, hold, skip_failed, rate_n, rate_ms
   FROM docket_kinds c WHERE c.kind = $4;
+  seq := seq AND NOT skip_failed;
   FOR pass IN 1..(CASE WHEN coalesce($5, 2) > 1 THEN 2 ELSE 1 END) LOOP
     EXIT WHEN left_n <= 0;
     per := CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END;
@@ -333,14 +336,15 @@ BEGIN
           SELECT CASE
             WHEN r.room <= 0 THEN '{}'::bigint[]
 
-            WHEN $6 AND $5 = 1 AND NOT skip_failed THEN ARRAY(
+            WHEN seq THEN ARRAY(
               SELECT i.id FROM docket_items i
-              WHERE i.id = nx.first_id
+              WHERE i.id = nx.first_id AND i.state IN ('waiting', 'running')
                 AND CASE WHEN i.state = 'running' THEN i.lease_until <= now_ms
                     ELSE i.run_at <= now_ms AND (i.dedupe_key IS NULL OR NOT EXISTS (
                       SELECT 1 FROM docket_items t
                       WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
-                        AND t.lease_until > now_ms)) END)
+                        AND t.lease_until > now_ms)) END
+              FOR UPDATE SKIP LOCKED)
 
             WHEN $6 THEN ARRAY(
               SELECT CASE WHEN h.live THEN -h.id ELSE h.id END FROM (
@@ -390,14 +394,14 @@ BEGIN
       ),
 
       flat AS (
-        SELECT w.n, w.g, e.v, e.o, coalesce(l.found AND (e.v < 0 OR l.ok), false) AS good
+        SELECT w.n, w.g, e.v, e.o, seq OR coalesce(l.found AND (e.v < 0 OR l.ok), false) AS good
         FROM walk w
         CROSS JOIN LATERAL unnest(w.span) WITH ORDINALITY e(v, o)
         LEFT JOIN LATERAL (
           SELECT true AS found,
             (i.state = 'waiting' AND i.run_at <= now_ms) OR (i.state = 'running' AND i.lease_until <= now_ms) AS ok
           FROM docket_items i
-          WHERE i.id = abs(e.v) AND i.state IN ('waiting', 'running')
+          WHERE NOT seq AND i.id = abs(e.v) AND i.state IN ('waiting', 'running')
           FOR UPDATE SKIP LOCKED
         ) l ON true
         WHERE w.n > 0
