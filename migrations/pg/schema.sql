@@ -278,6 +278,8 @@ DECLARE
   left_n integer := $2;
   left_before integer;
 
+  max_steps integer := greatest(1000, $2);
+
   seq boolean := $6 AND $5 = 1;
   steps_before integer;
   per integer;
@@ -303,7 +305,7 @@ BEGIN
     wrapped := false;
     steps := 0;
     ids := '{}';
-    WHILE left_n > 0 AND steps < 1000 LOOP
+    WHILE left_n > 0 AND steps < max_steps LOOP
       left_before := left_n;
       steps_before := steps;
       WITH RECURSIVE walk(n, g, span, total) AS (
@@ -390,7 +392,7 @@ BEGIN
             END AS span
           OFFSET 0) x
         ) p
-        WHERE w.total < left_n AND w.n < 1000 - steps
+        WHERE w.total < left_n AND w.n < max_steps - steps
       ),
 
       flat AS (
@@ -454,7 +456,7 @@ BEGIN
         END IF;
       END IF;
 
-      IF walk_total < left_before AND walked < 1000 - steps_before THEN
+      IF walk_total < left_before AND walked < max_steps - steps_before THEN
         EXIT WHEN wrapped OR start_key IS NULL;
         wrapped := true;
         after_key := '';

@@ -47,7 +47,10 @@ export interface GroupClaim {
   readonly ordered: boolean
 }
 
-/** The most groups one claim looks at; the cursor moves past them, so the next claim goes on from there. */
+/**
+ * The most groups one claim looks at a pass, unless it claims more (then as
+ * many as it claims); the cursor moves past them, so the next claim goes on from there.
+ */
 export const MAX_GROUPS_PER_CLAIM = 1000
 
 // A waiting keyed item is not due while an item of its kind and key holds a live lease.
@@ -217,8 +220,9 @@ const pass = (exec: Exec, c: GroupClaim, s: Settings, start: string | null, room
     let upto: string | null = null
     let wrapped = false
     let last: string | null = null
-    for (let steps = 0; picked.length < room && steps < MAX_GROUPS_PER_CLAIM;) {
-      const chunk = Math.min(MAX_GROUPS_PER_CLAIM - steps, Math.max(room - picked.length, 16))
+    const most = Math.max(MAX_GROUPS_PER_CLAIM, c.limit)
+    for (let steps = 0; picked.length < room && steps < most;) {
+      const chunk = Math.min(most - steps, Math.max(room - picked.length, 16))
       const rows = yield* exec<WalkRow>(walkGroups, [
         c.kind, after, upto, chunk, perGroup, room - picked.length, c.concurrency, c.ordered ? 1 : 0,
         s.paused_groups > 0 ? 1 : 0, s.hold, s.skip_failed, s.group_rate_limit, s.group_rate_period_ms
