@@ -37,7 +37,7 @@ try {
   if (process.env.EXPLAIN) {
     c.on("notice", (n) => notices.push(n.message ?? ""))
     await c.query("LOAD 'auto_explain'")
-    for (const set of ["auto_explain.log_min_duration = 5", "auto_explain.log_nested_statements = on", "auto_explain.log_analyze = on", "auto_explain.log_buffers = on", "auto_explain.log_level = notice"]) await c.query(`SET ${set}`)
+    for (const set of [`auto_explain.log_min_duration = ${process.env.EXPLAIN_MS ?? 5}`, "auto_explain.log_nested_statements = on", `auto_explain.log_analyze = ${process.env.EXPLAIN_ANALYZE ?? "on"}`, "auto_explain.log_buffers = on", "auto_explain.log_level = notice"]) await c.query(`SET ${set}`)
   }
   const times: number[] = []
   const rounds = Number(process.env.ROUNDS ?? 30)
@@ -52,7 +52,7 @@ try {
   console.log(times.map((t) => t.toFixed(1)).join(" "))
   times.sort((a, b) => a - b)
   console.log(grouped ? "grouped" : "plain", `claim of ${limit} ms: p50`, times[Math.floor(rounds / 2)].toFixed(2), "min", times[0].toFixed(2), "max", times[rounds - 1].toFixed(2))
-  for (const n of notices) console.log("----\n" + n.slice(0, 3000))
+  for (const n of notices) console.log("----\n" + n.slice(0, Number(process.env.EXPLAIN_CHARS ?? 3000)))
   await c.end()
 } finally {
   await admin.query(`DROP DATABASE ${name} WITH (FORCE)`); await admin.end()

@@ -261,6 +261,7 @@ $_$;
 CREATE FUNCTION public.docket_claim_groups(text, integer, bigint, text, integer, boolean) RETURNS SETOF public.docket_items
     LANGUAGE plpgsql
     SET jit TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $_$
 DECLARE
   now_ms bigint := docket_now_ms();
@@ -270,124 +271,197 @@ DECLARE
   skip_failed boolean;
   rate_n integer;
   rate_ms bigint;
-  g text;
-  nxt text;
-  last_key text;
-  wrapped boolean := false;
-  steps integer := 0;
+  after_key text;
+  upto_key text;
+  wrapped boolean;
+  steps integer;
   left_n integer := $2;
-  live integer;
-  room integer;
-  started integer;
-  ids bigint[] := '{}';
+  left_before integer;
+
+  max_steps integer := greatest(1000, $2);
+
+  seq boolean := $6 AND $5 = 1;
+  steps_before integer;
+  per integer;
+  walked integer;
+  walk_last text;
+  walk_total integer;
+  last_key text;
+  ids bigint[];
   got bigint[];
-  head bigint[];
-  k integer;
-  r record;
+  gs text[];
+  ns integer[];
 BEGIN
   SELECT c.group_cursor, c.paused_groups, c.group_on_dead = 'hold', c.group_on_failure = 'continue',
          c.group_rate_limit, c.group_rate_period_ms
     INTO start_key, paused_n, hold, skip_failed, rate_n, rate_ms
   FROM docket_kinds c WHERE c.kind = $4;
-
+  seq := seq AND NOT skip_failed;
   FOR pass IN 1..(CASE WHEN coalesce($5, 2) > 1 THEN 2 ELSE 1 END) LOOP
     EXIT WHEN left_n <= 0;
-    g := coalesce(start_key, '');
+    per := CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END;
+    after_key := coalesce(start_key, '');
+    upto_key := NULL;
     wrapped := false;
     steps := 0;
     ids := '{}';
-    WHILE left_n > 0 AND steps < 1000 LOOP
-      nxt := NULL;
-      SELECT i.group_key INTO nxt FROM docket_items i
-      WHERE i.kind = $4 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.group_key > g
-      ORDER BY i.group_key LIMIT 1;
-      IF nxt IS NULL THEN
-        EXIT WHEN wrapped OR start_key IS NULL;
-        wrapped := true;
-        g := '';
-        CONTINUE;
-      END IF;
-      EXIT WHEN wrapped AND nxt > start_key;
-      g := nxt;
-      IF pass = 1 THEN
-        last_key := nxt;
-      END IF;
-      steps := steps + 1;
-      CONTINUE WHEN paused_n > 0 AND EXISTS (SELECT 1 FROM docket_groups p WHERE p.kind = $4 AND p.group_key = g);
-      CONTINUE WHEN hold AND EXISTS (
-        SELECT 1 FROM docket_items d WHERE d.kind = $4 AND d.group_key = g AND d.group_key IS NOT NULL AND d.state = 'dead');
-      room := least(left_n, CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END);
-      IF $5 IS NOT NULL THEN
-        SELECT count(*) INTO live FROM docket_items i
-        WHERE i.kind = $4 AND i.group_key = g AND i.state = 'running' AND i.lease_until > now_ms;
-        room := least(room, $5 - live);
-      END IF;
-      IF rate_n IS NOT NULL THEN
-        SELECT count(*) INTO started FROM docket_group_starts s
-        WHERE s.kind = $4 AND s.group_key = g AND s.started_at > now_ms - rate_ms;
-        room := least(room, rate_n - started);
-      END IF;
-      CONTINUE WHEN room <= 0;
-      got := '{}';
-      IF $6 THEN
-        head := ARRAY(
-          SELECT i.id FROM docket_items i
-          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
-            AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
-          ORDER BY i.id
-          LIMIT $5);
-        k := 0;
-        FOR r IN
-          SELECT i.id, i.state, i.run_at, i.lease_until, i.dedupe_key, i.kind FROM docket_items i
-          WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
-            AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
-          ORDER BY i.id
-          LIMIT $5
+    WHILE left_n > 0 AND steps < max_steps LOOP
+      left_before := left_n;
+      steps_before := steps;
+      WITH RECURSIVE walk(n, g, span, total) AS (
+        SELECT 0, after_key, '{}'::bigint[], 0
+        UNION ALL
+        SELECT w.n + 1, nx.g, p.span, w.total + p.taken
+        FROM walk w
+        CROSS JOIN LATERAL (
+          SELECT i.group_key AS g, i.id AS first_id FROM docket_items i
+          WHERE i.kind = $4 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.group_key > w.g
+            AND (upto_key IS NULL OR i.group_key <= upto_key)
+          ORDER BY i.group_key, i.id LIMIT 1
+        ) nx
+        CROSS JOIN LATERAL (
+          SELECT CASE
+            WHEN paused_n > 0 AND EXISTS (SELECT 1 FROM docket_groups q WHERE q.kind = $4 AND q.group_key = nx.g) THEN 0
+            WHEN hold AND EXISTS (SELECT 1 FROM docket_items d
+              WHERE d.kind = $4 AND d.group_key = nx.g AND d.group_key IS NOT NULL AND d.state = 'dead') THEN 0
+            ELSE least(per, left_n - w.total,
+              CASE WHEN $5 IS NOT NULL THEN $5 - (SELECT count(*) FROM docket_items r
+                WHERE r.kind = $4 AND r.group_key = nx.g AND r.group_key IS NOT NULL AND r.state = 'running'
+                  AND r.lease_until > now_ms) END,
+              CASE WHEN rate_n IS NOT NULL THEN rate_n - (SELECT count(*) FROM docket_group_starts s
+                WHERE s.kind = $4 AND s.group_key = nx.g AND s.started_at > now_ms - rate_ms) END)
+            END AS room
+          OFFSET 0
+        ) r
+        CROSS JOIN LATERAL (
+          SELECT x.span, (SELECT count(*)::integer FROM unnest(x.span) v WHERE v > 0) AS taken FROM (
+          SELECT CASE
+            WHEN r.room <= 0 THEN '{}'::bigint[]
+
+            WHEN seq THEN ARRAY(
+              SELECT i.id FROM docket_items i
+              WHERE i.id = nx.first_id AND i.state IN ('waiting', 'running')
+                AND CASE WHEN i.state = 'running' THEN i.lease_until <= now_ms
+                    ELSE i.run_at <= now_ms AND (i.dedupe_key IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM docket_items t
+                      WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+                        AND t.lease_until > now_ms)) END
+              FOR UPDATE SKIP LOCKED)
+
+            WHEN $6 THEN ARRAY(
+              SELECT CASE WHEN h.live THEN -h.id ELSE h.id END FROM (
+                SELECT h.id, h.live,
+                  count(*) FILTER (WHERE NOT h.live AND NOT h.ok) OVER (ORDER BY h.id) AS blocked,
+                  count(*) FILTER (WHERE h.ok) OVER (ORDER BY h.id) AS k,
+                  h.ok
+                FROM (
+                  SELECT i.id, (i.state = 'running' AND i.lease_until > now_ms) AS live,
+                    CASE WHEN i.state = 'running' THEN i.lease_until <= now_ms
+                    ELSE i.run_at <= now_ms AND (i.dedupe_key IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM docket_items t
+                      WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+                        AND t.lease_until > now_ms)) END AS ok
+                  FROM docket_items i
+                  WHERE i.kind = $4 AND i.group_key = nx.g AND i.group_key IS NOT NULL
+                    AND i.state IN ('waiting', 'running')
+                    AND NOT (skip_failed AND i.state = 'waiting' AND i.run_at > now_ms AND i.last_error IS NOT NULL)
+                  ORDER BY i.id
+                  LIMIT $5
+                ) h
+              ) h
+              WHERE h.blocked = 0 AND (h.live OR h.k <= r.room)
+              ORDER BY h.id)
+            ELSE ARRAY(
+              SELECT x.id FROM (
+                (SELECT i.id, i.priority, i.run_at FROM docket_items i
+                 WHERE i.kind = $4 AND i.group_key = nx.g AND i.group_key IS NOT NULL AND i.state = 'running'
+                   AND i.lease_until <= now_ms
+                 ORDER BY i.id LIMIT r.room)
+                UNION ALL
+                (SELECT i.id, i.priority, i.run_at FROM docket_items i
+                 WHERE i.kind = $4 AND i.group_key = nx.g AND i.group_key IS NOT NULL AND i.state = 'waiting'
+                   AND i.run_at <= now_ms
+                   AND (i.dedupe_key IS NULL OR NOT EXISTS (
+                     SELECT 1 FROM docket_items t
+                     WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+                       AND t.lease_until > now_ms))
+                 ORDER BY i.priority DESC, i.run_at, i.id LIMIT r.room)
+              ) x
+              ORDER BY x.priority DESC, x.run_at, x.id
+              LIMIT r.room)
+            END AS span
+          OFFSET 0) x
+        ) p
+        WHERE w.total < left_n AND w.n < max_steps - steps
+      ),
+
+      flat AS (
+        SELECT w.n, w.g, e.v, e.o, seq OR coalesce(l.found AND (e.v < 0 OR l.ok), false) AS good
+        FROM walk w
+        CROSS JOIN LATERAL unnest(w.span) WITH ORDINALITY e(v, o)
+        LEFT JOIN LATERAL (
+          SELECT true AS found,
+            (i.state = 'waiting' AND i.run_at <= now_ms) OR (i.state = 'running' AND i.lease_until <= now_ms) AS ok
+          FROM docket_items i
+          WHERE NOT seq AND i.id = abs(e.v) AND i.state IN ('waiting', 'running')
           FOR UPDATE SKIP LOCKED
-        LOOP
-          k := k + 1;
+        ) l ON true
+        WHERE w.n > 0
+      ),
 
-          EXIT WHEN k > cardinality(head) OR r.id <> head[k];
-          CONTINUE WHEN r.state = 'running' AND r.lease_until > now_ms;
-          EXIT WHEN r.state = 'waiting' AND (r.run_at > now_ms OR (r.dedupe_key IS NOT NULL AND EXISTS (
-            SELECT 1 FROM docket_items t
-            WHERE t.state = 'running' AND t.kind = r.kind AND t.dedupe_key = r.dedupe_key AND t.lease_until > now_ms)));
-          got := got || r.id;
-          EXIT WHEN cardinality(got) >= room;
-        END LOOP;
-      ELSE
-        SELECT coalesce(array_agg(u.id ORDER BY u.priority DESC, u.run_at, u.id), '{}') INTO got FROM (
-          SELECT x.id, x.priority, x.run_at FROM (
-            SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
-             WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state = 'running'
-               AND i.lease_until <= now_ms
-             ORDER BY i.id LIMIT room
-             FOR UPDATE SKIP LOCKED) a
-            UNION ALL
-            SELECT * FROM (SELECT i.id, i.priority, i.run_at FROM docket_items i
-             WHERE i.kind = $4 AND i.group_key = g AND i.group_key IS NOT NULL AND i.state = 'waiting'
-               AND i.run_at <= now_ms
-               AND (i.dedupe_key IS NULL OR NOT EXISTS (
-                 SELECT 1 FROM docket_items t
-                 WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
-                   AND t.lease_until > now_ms))
-             ORDER BY i.priority DESC, i.run_at, i.id LIMIT room
-             FOR UPDATE SKIP LOCKED) b
-          ) x
-          ORDER BY x.priority DESC, x.run_at, x.id
-          LIMIT room
-        ) u;
+      kept AS (
+        SELECT f.n, f.g, f.v, f.o FROM (
+          SELECT f.*, bool_and(f.good) OVER (PARTITION BY f.n ORDER BY f.o) AS clear FROM flat f
+        ) f
+        WHERE f.v > 0 AND f.good AND (NOT $6 OR f.clear)
+      ),
+      taken AS (
+        SELECT k.n, k.g, count(*)::integer AS c FROM kept k GROUP BY k.n, k.g
+      )
+      SELECT (SELECT max(w.n) FROM walk w),
+        (SELECT w.g FROM walk w ORDER BY w.n DESC LIMIT 1),
+        (SELECT w.total FROM walk w ORDER BY w.n DESC LIMIT 1),
+        ARRAY(SELECT t.g FROM taken t ORDER BY t.n),
+        ARRAY(SELECT t.c FROM taken t ORDER BY t.n),
+        ARRAY(SELECT k.v FROM kept k ORDER BY k.n, k.o)
+      INTO walked, walk_last, walk_total, gs, ns, got;
+
+      IF hold AND cardinality(got) > 0 THEN
+        SELECT ARRAY(SELECT u.g FROM unnest(gs) u(g) WHERE NOT EXISTS (
+                 SELECT 1 FROM docket_items d
+                 WHERE d.kind = $4 AND d.group_key = u.g AND d.group_key IS NOT NULL AND d.state = 'dead')),
+               ARRAY(SELECT u.c FROM unnest(gs, ns) u(g, c) WHERE NOT EXISTS (
+                 SELECT 1 FROM docket_items d
+                 WHERE d.kind = $4 AND d.group_key = u.g AND d.group_key IS NOT NULL AND d.state = 'dead')),
+               ARRAY(SELECT i.id FROM unnest(got) WITH ORDINALITY i(id, o) JOIN docket_items x ON x.id = i.id
+                 WHERE NOT EXISTS (
+                   SELECT 1 FROM docket_items d
+                   WHERE d.kind = $4 AND d.group_key = x.group_key AND d.group_key IS NOT NULL AND d.state = 'dead')
+                 ORDER BY i.o)
+          INTO gs, ns, got;
       END IF;
-
-      CONTINUE WHEN hold AND cardinality(got) > 0 AND EXISTS (
-        SELECT 1 FROM docket_items d WHERE d.kind = $4 AND d.group_key = g AND d.group_key IS NOT NULL AND d.state = 'dead');
-      IF rate_n IS NOT NULL AND cardinality(got) > 0 THEN
-        DELETE FROM docket_group_starts s WHERE s.kind = $4 AND s.group_key = g AND s.started_at <= now_ms - rate_ms;
+      IF rate_n IS NOT NULL AND cardinality(gs) > 0 THEN
+        DELETE FROM docket_group_starts s
+        WHERE s.kind = $4 AND s.group_key = ANY(gs) AND s.started_at <= now_ms - rate_ms;
         INSERT INTO docket_group_starts (kind, group_key, started_at)
-        SELECT $4, g, now_ms FROM generate_series(1, cardinality(got));
+        SELECT $4, u.g, now_ms FROM unnest(gs, ns) u(g, c), generate_series(1, u.c);
       END IF;
       ids := ids || got;
       left_n := left_n - cardinality(got);
+      steps := steps + walked;
+      IF walked > 0 THEN
+        after_key := walk_last;
+        IF pass = 1 THEN
+          last_key := walk_last;
+        END IF;
+      END IF;
+
+      IF walk_total < left_before AND walked < max_steps - steps_before THEN
+        EXIT WHEN wrapped OR start_key IS NULL;
+        wrapped := true;
+        after_key := '';
+        upto_key := start_key;
+      END IF;
     END LOOP;
     IF cardinality(ids) > 0 THEN
       RETURN QUERY

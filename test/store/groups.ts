@@ -43,6 +43,23 @@ const perGroup = (concurrency: number, ordered = false) =>
 
 export const groupsSuite = (backend: Backend) =>
   describe("groups of a kind", () => {
+    // A pass looks at 1,000 groups, or at as many as the claim takes when it
+    // takes more (migrations/pg/0021_grouped_claim_set.sql): before, a pool's
+    // claim of 1,500 sequences with 10 free slots (10, then 1,490 prefetched)
+    // over 1,500 free groups took 1,010.
+    it.live("a claim of more than 1,000 sequences takes one head from as many groups", () =>
+      withRepo(backend, Effect.gen(function*() {
+        yield* perGroup(1, true)
+        const items = Array.from({ length: 1_600 }, (_, i) => [`g${i % 1_500}`, i] as const)
+        yield* enqueue(items)
+        const claimed = yield* Effect.flatMap(Repo, (repo) =>
+          repo.claim({ worker: "w", limit: 1_500, limitedMax: 10, lease, kinds: ["g"] }))
+        expect(claimed).toHaveLength(1_500)
+        // Each group's head (its first item), each group once.
+        expect(new Set(claimed.map((c) => c.group)).size).toBe(1_500)
+        expect(Math.max(...claimed.map((c) => (JSON.parse(c.payloadJson) as { n: number }).n))).toBe(1_499)
+      })))
+
     it.live("a group is stored and read back; without perGroup it is a label only", () =>
       withRepo(backend, Effect.gen(function*() {
         const repo = yield* Repo

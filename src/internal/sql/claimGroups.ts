@@ -14,8 +14,12 @@
  * at most what its window has left, and its starts are written; onFailure
  * "continue" leaves an ordered group's failed items waiting for their retry
  * out of its head (migrations/pg/0019_group_controls.sql says why each is
- * stored as it is). SQLite runs in the process, so the walk is a loop of
- * small statements here rather than a function.
+ * stored as it is). As on PostgreSQL since migration 0021
+ * (migrations/pg/0021_grouped_claim_set.sql says why), a pass's walk is one
+ * statement (`walkGroups`), not statements per group: a recursive CTE seeks
+ * the groups one after another from the cursor, and each group's room and
+ * picks are subqueries of that row. With no locks to take (the claim holds
+ * the write lock), what it picks is leased as it is.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
@@ -43,7 +47,10 @@ export interface GroupClaim {
   readonly ordered: boolean
 }
 
-/** The most groups one claim looks at; the cursor moves past them, so the next claim goes on from there. */
+/**
+ * The most groups one claim looks at a pass, unless it claims more (then as
+ * many as it claims); the cursor moves past them, so the next claim goes on from there.
+ */
 export const MAX_GROUPS_PER_CLAIM = 1000
 
 // A waiting keyed item is not due while an item of its kind and key holds a live lease.
@@ -71,19 +78,6 @@ interface Settings {
 /** The kind's row with no limits, for a kind that has none (its cursor is kept there). ?1 kind. */
 export const makeRow = `INSERT OR IGNORE INTO docket_kinds (kind, updated_at) VALUES (?1, ${Now.sqlite})`
 
-/** 1 when the group is paused. ?1 kind, ?2 group. */
-export const paused = `SELECT 1 AS paused FROM docket_groups WHERE kind = ?1 AND group_key = ?2`
-
-/** 1 when the group has a dead item (onDead "hold"). ?1 kind, ?2 group. */
-export const held = `
-SELECT 1 AS held FROM docket_items
-WHERE kind = ?1 AND group_key = ?2 AND group_key IS NOT NULL AND state = 'dead' LIMIT 1`
-
-/** The group's starts within the last ?3 ms. ?1 kind, ?2 group. */
-export const startedCount = `
-SELECT count(*) AS n FROM docket_group_starts
-WHERE kind = ?1 AND group_key = ?2 AND started_at > ${Now.sqlite} - ?3`
-
 /** The group's starts older than ?3 ms forgotten, ?4 new ones written. ?1 kind, ?2 group. */
 export const forgetStarts = `
 DELETE FROM docket_group_starts WHERE kind = ?1 AND group_key = ?2 AND started_at <= ${Now.sqlite} - ?3`
@@ -94,53 +88,87 @@ WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?3)
 INSERT INTO docket_group_starts (kind, group_key, started_at) SELECT ?1, ?2, ${Now.sqlite} FROM n`
 
 /**
- * The first group after ?2 with unfinished items, up to ?3 (NULL: to the
- * end; after the walk wrapped, the group it started after, so each is looked
- * at once). ?1 kind.
+ * One pass's walk over the groups, in one statement: up to ?4 groups after
+ * ?2 with unfinished items (up to ?3; NULL: to the end; after the walk wrapped,
+ * the group it started after, so each is looked at once), each with the ids
+ * it may start now, as a JSON array: none when it is paused (?9 1: the kind
+ * has paused groups) or held by a dead item (?10 1: onDead "hold"); else at
+ * most ?5 (1 on pass 1: round-robin), ?6 (what the claim has left), its
+ * concurrency ?7 (NULL: none) less its live leases, and its rate ?12 (NULL:
+ * none) less its starts within ?13 ms. An ordered group (?8 1) starts its
+ * first ?7 unfinished items in enqueue order (?11 1: without the failed ones
+ * waiting for their retry, onFailure "continue"), passing over the live ones,
+ * stopping at the first one not claimable (not due, or its twin running); an
+ * unordered group its ended leases and due items in claim order. ?1 kind.
  */
-export const nextGroup = `
-SELECT group_key FROM docket_items
-WHERE kind = ?1 AND group_key IS NOT NULL AND state IN ('waiting', 'running') AND group_key > ?2
-  AND (?3 IS NULL OR group_key <= ?3)
-ORDER BY group_key LIMIT 1`
-
-/** The group's items holding a live lease. ?1 kind, ?2 group. */
-export const liveCount = `
-SELECT count(*) AS n FROM docket_items
-WHERE kind = ?1 AND group_key = ?2 AND group_key IS NOT NULL AND state = 'running' AND lease_until > ${Now.sqlite}`
-
-/**
- * An ordered group's first ?3 unfinished items in enqueue order, each with
- * whether it is live (running, lease not ended) and claimable (due and not
- * held back by a running twin, or its lease ended). ?1 kind, ?2 group, ?4 1
- * to leave out the items waiting for a retry after a failure (onFailure
- * "continue"), 0 to keep them (the group waits for them).
- */
-export const orderedHead = `
-SELECT i.id,
-  (i.state = 'running' AND i.lease_until > ${Now.sqlite}) AS live,
-  CASE WHEN i.state = 'running' THEN i.lease_until <= ${Now.sqlite}
-       ELSE i.run_at <= ${Now.sqlite} AND ${twinFree("i")} END AS claimable
-FROM docket_items i
-WHERE i.kind = ?1 AND i.group_key = ?2 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
-  AND NOT (?4 AND i.state = 'waiting' AND i.run_at > ${Now.sqlite} AND i.last_error IS NOT NULL)
-ORDER BY i.id LIMIT ?3`
-
-/** An unordered group's first ?3 claimable items in claim order. ?1 kind, ?2 group. */
-export const unorderedDue = `
-SELECT id FROM (
-  SELECT * FROM (
-    SELECT i.id, i.priority, i.run_at FROM docket_items i
-    WHERE i.kind = ?1 AND i.group_key = ?2 AND i.group_key IS NOT NULL AND i.state = 'running'
-      AND i.lease_until <= ${Now.sqlite}
-    ORDER BY i.id LIMIT ?3)
+export const walkGroups = `
+WITH RECURSIVE walk(n, g) AS (
+  SELECT 0, ?2
   UNION ALL
-  SELECT * FROM (
-    SELECT i.id, i.priority, i.run_at FROM docket_items i
-    WHERE i.kind = ?1 AND i.group_key = ?2 AND i.group_key IS NOT NULL AND i.state = 'waiting'
-      AND i.run_at <= ${Now.sqlite} AND ${twinFree("i")}
-    ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?3)
-) ORDER BY priority DESC, run_at, id LIMIT ?3`
+  SELECT w.n + 1, (
+    SELECT i.group_key FROM docket_items i
+    WHERE i.kind = ?1 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.group_key > w.g
+      AND (?3 IS NULL OR i.group_key <= ?3)
+    ORDER BY i.group_key LIMIT 1)
+  FROM walk w WHERE w.g IS NOT NULL AND w.n < ?4
+),
+rooms AS (
+  SELECT w.n, w.g, CASE
+    WHEN ?9 AND EXISTS (SELECT 1 FROM docket_groups q WHERE q.kind = ?1 AND q.group_key = w.g) THEN 0
+    WHEN ?10 AND EXISTS (SELECT 1 FROM docket_items d
+      WHERE d.kind = ?1 AND d.group_key = w.g AND d.group_key IS NOT NULL AND d.state = 'dead') THEN 0
+    ELSE min(?5, ?6,
+      CASE WHEN ?7 IS NULL THEN ?6 ELSE ?7 - (SELECT count(*) FROM docket_items r
+        WHERE r.kind = ?1 AND r.group_key = w.g AND r.group_key IS NOT NULL AND r.state = 'running'
+          AND r.lease_until > ${Now.sqlite}) END,
+      CASE WHEN ?12 IS NULL THEN ?6 ELSE ?12 - (SELECT count(*) FROM docket_group_starts s
+        WHERE s.kind = ?1 AND s.group_key = w.g AND s.started_at > ${Now.sqlite} - ?13) END)
+    END AS room
+  FROM walk w WHERE w.n > 0 AND w.g IS NOT NULL
+)
+SELECT r.n, r.g, CASE
+  WHEN r.room <= 0 THEN '[]'
+  WHEN ?8 THEN (
+    SELECT json_group_array(h.id ORDER BY h.id) FROM (
+      SELECT h.id, h.live,
+        sum(NOT h.live AND NOT h.ok) OVER (ORDER BY h.id) AS blocked,
+        sum(h.ok) OVER (ORDER BY h.id) AS k
+      FROM (
+        SELECT i.id, (i.state = 'running' AND i.lease_until > ${Now.sqlite}) AS live,
+          CASE WHEN i.state = 'running' THEN i.lease_until <= ${Now.sqlite}
+               ELSE i.run_at <= ${Now.sqlite} AND ${twinFree("i")} END AS ok
+        FROM docket_items i
+        WHERE i.kind = ?1 AND i.group_key = r.g AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running')
+          AND NOT (?11 AND i.state = 'waiting' AND i.run_at > ${Now.sqlite} AND i.last_error IS NOT NULL)
+        ORDER BY i.id LIMIT ?7) h
+    ) h
+    WHERE NOT h.live AND h.blocked = 0 AND h.k <= r.room)
+  ELSE (
+    SELECT json_group_array(x.id ORDER BY x.k) FROM (
+      SELECT x.id, row_number() OVER (ORDER BY x.priority DESC, x.run_at, x.id) AS k FROM (
+        SELECT * FROM (
+          SELECT i.id, i.priority, i.run_at FROM docket_items i
+          WHERE i.kind = ?1 AND i.group_key = r.g AND i.group_key IS NOT NULL AND i.state = 'running'
+            AND i.lease_until <= ${Now.sqlite}
+          ORDER BY i.id LIMIT ?5)
+        UNION ALL
+        SELECT * FROM (
+          SELECT i.id, i.priority, i.run_at FROM docket_items i
+          WHERE i.kind = ?1 AND i.group_key = r.g AND i.group_key IS NOT NULL AND i.state = 'waiting'
+            AND i.run_at <= ${Now.sqlite} AND ${twinFree("i")}
+          ORDER BY i.priority DESC, i.run_at, i.id LIMIT ?5)
+      ) x
+    ) x
+    WHERE x.k <= r.room)
+  END AS ids
+FROM rooms r ORDER BY r.n`
+
+/** A group as `walkGroups` returns it. */
+interface WalkRow {
+  readonly g: string
+  /** A JSON array of the ids the group may start now. */
+  readonly ids: string
+}
 
 /** The kind's cursor moved. ?1 kind, ?2 the last group looked at. */
 export const writeCursor = `UPDATE docket_kinds SET group_cursor = ?2 WHERE kind = ?1`
@@ -174,39 +202,6 @@ WHERE id IN (
 )
 RETURNING ${CLAIM_COLUMNS}`
 
-// The ids a group may start now: up to `room`, in enqueue order for an
-// ordered group (skipping its live ones, stopping at the first not claimable).
-const groupPicks = (exec: Exec, c: GroupClaim, s: Settings, group: string, room: number) =>
-  c.ordered
-    ? Effect.map(exec<{ id: number; live: number; claimable: number }>(orderedHead, [c.kind, group, c.concurrency ?? -1, s.skip_failed]), (rows) => {
-      const ids: Array<number> = []
-      for (const row of rows) {
-        if (row.live) continue
-        if (!row.claimable || ids.length >= room) break
-        ids.push(row.id)
-      }
-      return ids
-    })
-    : Effect.map(exec<{ id: number }>(unorderedDue, [c.kind, group, room]), (rows) => rows.map((row) => row.id))
-
-// How many items the group may start now, at most `most`: 0 when it is paused
-// or held by a dead item; else its free places and what its rate's window has left.
-const groupRoom = (exec: Exec, c: GroupClaim, s: Settings, group: string, most: number) =>
-  Effect.gen(function*() {
-    if (s.paused_groups > 0 && (yield* exec(paused, [c.kind, group])).length > 0) return 0
-    if (s.hold && (yield* exec(held, [c.kind, group])).length > 0) return 0
-    let room = most
-    if (c.concurrency !== null) {
-      const [{ n }] = yield* exec<{ n: number }>(liveCount, [c.kind, group])
-      room = Math.min(room, c.concurrency - n)
-    }
-    if (s.group_rate_limit !== null && room > 0) {
-      const [{ n }] = yield* exec<{ n: number }>(startedCount, [c.kind, group, s.group_rate_period_ms])
-      room = Math.min(room, s.group_rate_limit - n)
-    }
-    return room
-  })
-
 // A rate-limited group's starts written (in the claim's transaction, so they
 // count exactly when the claim commits), its older ones forgotten.
 const recordStarts = (exec: Exec, c: GroupClaim, s: Settings, group: string, n: number) =>
@@ -216,28 +211,37 @@ const recordStarts = (exec: Exec, c: GroupClaim, s: Settings, group: string, n: 
   )
 
 // One pass of the walk from the cursor `start` (wrapping once): each group's
-// picks, at most `perGroup` of them (1 on the first pass: round-robin).
+// picks, at most `perGroup` of them (1 on the first pass: round-robin), a
+// statement per `chunk` groups (as many as the batch still needs, at least 16).
 const pass = (exec: Exec, c: GroupClaim, s: Settings, start: string | null, room: number, perGroup: number) =>
   Effect.gen(function*() {
     const picked: Array<number> = []
     let after = start ?? ""
+    let upto: string | null = null
     let wrapped = false
     let last: string | null = null
-    for (let steps = 0; picked.length < room && steps < MAX_GROUPS_PER_CLAIM;) {
-      const [next] = yield* exec<{ group_key: string }>(nextGroup, [c.kind, after, wrapped ? start : null])
-      if (next === undefined) {
+    const most = Math.max(MAX_GROUPS_PER_CLAIM, c.limit)
+    for (let steps = 0; picked.length < room && steps < most;) {
+      const chunk = Math.min(most - steps, Math.max(room - picked.length, 16))
+      const rows = yield* exec<WalkRow>(walkGroups, [
+        c.kind, after, upto, chunk, perGroup, room - picked.length, c.concurrency, c.ordered ? 1 : 0,
+        s.paused_groups > 0 ? 1 : 0, s.hold, s.skip_failed, s.group_rate_limit, s.group_rate_period_ms
+      ])
+      for (const row of rows) {
+        steps++
+        after = last = row.g
+        const ids = (JSON.parse(row.ids) as Array<number>).slice(0, room - picked.length)
+        yield* recordStarts(exec, c, s, row.g, ids.length)
+        picked.push(...ids)
+        if (picked.length >= room) break
+      }
+      // Fewer groups than asked for: the walk met the last group.
+      if (picked.length < room && rows.length < chunk) {
         if (wrapped || start === null) break
         wrapped = true
         after = ""
-        continue
+        upto = start
       }
-      after = last = next.group_key
-      steps++
-      const free = yield* groupRoom(exec, c, s, after, Math.min(room - picked.length, perGroup))
-      if (free <= 0) continue
-      const ids = yield* groupPicks(exec, c, s, after, free)
-      yield* recordStarts(exec, c, s, after, ids.length)
-      picked.push(...ids)
     }
     return { picked, last }
   })

@@ -1,0 +1,6 @@
+-- Nothing to do on SQLite: 0021 replaces PostgreSQL's grouped claim function
+-- with a set-based one (migrations/pg/0021_grouped_claim_set.sql says why).
+-- SQLite's grouped claim is the text the process sends
+-- (src/internal/sql/claimGroups.ts), which this release makes set-based in
+-- the same way, with no change to the schema. The file keeps the numbers of
+-- both dialects the same.
