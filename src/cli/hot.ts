@@ -7,16 +7,13 @@ import type * as Effect from "effect/Effect"
 import { runEnqueue } from "./commands/enqueueRun.js"
 import { runStats } from "./commands/statsRun.js"
 import type { HotCommand } from "./hotArgv.js"
-import { asExitCode, runToExitCode } from "./hotRun.js"
+import { runToExitCode } from "./hotRun.js"
 
 /** The line's command: `enqueue` or `stats` (a worker runs from hotWorker.ts, never from the bundle). */
 export type HotQuery = Extract<HotCommand, { readonly command: "enqueue" | "stats" }>
 
 const commandOf = (hot: HotQuery): Effect.Effect<void, unknown> =>
   hot.command === "enqueue" ? runEnqueue(hot.args) : runStats(hot.args)
-
-/** The command's effect, succeeding with its exit code. */
-export const hotMain = (hot: HotQuery): Effect.Effect<number> => asExitCode(commandOf(hot), hot.level)
 
 /** Runs the command to the process's exit. */
 export const runHot = (hot: HotQuery): void => runToExitCode(commandOf(hot), hot.level)

@@ -15,7 +15,7 @@ import { runToExit } from "./exit.js"
 import { loggerLayer, printError } from "./status.js"
 
 /** The command's effect, succeeding with its exit code. */
-export const asExitCode = (command: Effect.Effect<void, unknown>, level: Option.Option<LogLevel.LogLevel>): Effect.Effect<number> =>
+const asExitCode = (command: Effect.Effect<void, unknown>, level: Option.Option<LogLevel.LogLevel>): Effect.Effect<number> =>
   command.pipe(
     Effect.as(0),
     Effect.catchAllCause((cause) => {
