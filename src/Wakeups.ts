@@ -57,6 +57,8 @@ export interface Signal {
   readonly notify: () => void
   /** Returns at the next `notify` (at once if one came since the last wait), or after `ms`. */
   readonly wait: (ms: number) => Effect.Effect<void>
+  /** A notify came that no `wait` has taken yet (the waiter is busy): its next `wait` returns at once. */
+  readonly pending: () => boolean
 }
 
 /** How a pool's signal is woken. */
@@ -146,7 +148,7 @@ const make = (remote?: Remote): Service => {
           else localCancels.add(onCancel)
         }
         if (listens) yield* Effect.forkScoped(remote.run(signal.notify, onCancel, remote.cancels ? hearsCancels : () => {}))
-        return { notify: signal.notify, wait: (ms: number) => signal.wait(ms) }
+        return { notify: signal.notify, wait: (ms: number) => signal.wait(ms), pending: signal.pending }
       }),
     enqueued: Effect.suspend(() =>
       signals.size === 0 ? Effect.void : afterCommit(() => {

@@ -123,7 +123,8 @@ export interface Service {
   readonly counters: Effect.Effect<Counters>
   /**
    * Waits until this pool is idle: nothing running, buffered or waiting to be
-   * recorded here, and its last claim found nothing due.
+   * recorded here, its last claim found fewer items than it asked for, and
+   * nothing since (an outcome written, a wake-up) owes it another claim.
    */
   readonly whenIdle: Effect.Effect<void>
   /** Makes the pool look for due items now. */
@@ -146,6 +147,8 @@ interface Hooks {
   readonly dropped: (claim: Claim, error: string) => Effect.Effect<void>
   /** The pool may be idle now. The recorder's. */
   readonly checkIdle: () => void
+  /** A batch of outcomes was written. The claimer's. */
+  readonly wrote: () => void
 }
 
 /** One pool: its parts' lifecycle and what the running pool's service reads. */
@@ -248,21 +251,10 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       repo, counts, publisher, pollMs,
       wake: wakeup.notify,
       checkIdle: () => hooks.get().checkIdle(),
-      // Only while the claimer sleeps because its last claim came back short
-      // (nothing, or less than it asked): the writes may have freed what held
-      // items back (an ordered group's next item, a keyed twin). A full claim
-      // runs again as slots free anyway (waking it after every write cost W2
-      // a claim per batch written). Short claims with items are the grouped
-      // kinds' usual case since they are prefetched (migration 0020): their
-      // buffered items keep the claimer from being woken as slots free, and
-      // without this an ordered group's next item waited for the poll (W8's
-      // small groups: 2-3 s a run, one run in two).
-      wrote: () => {
-        state.writes++
-        if (state.mode === "empty" || state.mode === "drained") wakeup.notify()
-      }
+      // A short claim overlapped by a write claims again (the claimer's `wrote`).
+      wrote: () => hooks.get().wrote()
     })
-    const idle = new IdleWaiters(() => state.quiet() && recorder.size === 0)
+    const idle = new IdleWaiters(() => state.quiet(wakeup.pending()) && recorder.size === 0)
     const finished = (entry: Running) => hooks.get().finished(entry)
     const executor = yield* Executor.make({
       worker, handlers, counts, publisher, recorder, traced, finished, repo, leaseMs,
@@ -305,7 +297,8 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       stopRun: slots.replace,
       dropped: (claim, error) =>
         Effect.zipRight(executor.cancelled(claim, error, "dropped before it started"), Effect.sync(idle.check)),
-      checkIdle: idle.check
+      checkIdle: idle.check,
+      wrote: claimer.wrote
     })
     const lifecycle = new Lifecycle(startList({
       publisher, globalLimits, pruner, horizon, cancels, renewer, registry, recorder, slots, wakeup, claimer, ticker

@@ -17,19 +17,22 @@ const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** See the module doc. */
 export class Signal {
-  private pending = false
+  private remembered = false
   private waiter: (() => void) | undefined
 
   /** Wakes the waiter, or the next `wait` if none waits. Safe from any callback. */
   readonly notify = (): void => {
     const waiter = this.waiter
     if (waiter === undefined) {
-      this.pending = true
+      this.remembered = true
       return
     }
     this.waiter = undefined
     waiter()
   }
+
+  /** A notify came that no wait has taken yet: the next `wait` returns at once. */
+  readonly pending = (): boolean => this.remembered
 
   /**
    * Returns at the next `notify` (at once if one came since the last wait), or
@@ -38,8 +41,8 @@ export class Signal {
    */
   wait(ms: number): Effect.Effect<void> {
     return Effect.async<void>((resume) => {
-      if (this.pending) {
-        this.pending = false
+      if (this.remembered) {
+        this.remembered = false
         resume(Effect.void)
         return
       }

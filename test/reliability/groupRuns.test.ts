@@ -8,7 +8,7 @@
  * what shows they can fail.
  */
 import { describe, expect, it } from "vitest"
-import { type GroupRun, judgeOrdered, mostPerGroup } from "./groupRuns.js"
+import { type GroupRun, judgeOrdered, mostPerGroup, supersededInProcess } from "./groupRuns.js"
 
 const run = (item: number, start: number, end: number | null, extra: Partial<GroupRun> = {}): GroupRun => ({
   item,
@@ -75,6 +75,22 @@ describe("the group scenarios' judge", () => {
     expect(judge(runs, none, new Set([1])).disorder).toEqual([])
     const lost = judge(runs, none, new Set(), (r) => r.pid === 1 && r.item === 1)
     expect([lost.disorder, lost.afterLostLease]).toEqual([[], 1])
+  })
+
+  it("a killed run its own process had claimed again (a later attempt there, started while it ran) lost its lease: explained, not a breach", () => {
+    // Process 1 froze past the lease, claimed item 2 again itself, and was killed before it reported the loss.
+    const runs = [run(1, 0, 10), run(2, 10, null), run(2, 50, null, { attempt: 2 }), run(2, 120, 130, { pid: 2, attempt: 3 }), run(3, 140, 150, { pid: 2 })]
+    const leaseEnd = (r: GroupRun) => (r.pid === 1 && r.item === 2 && r.attempt === 2 ? 100 : undefined)
+    const lost = supersededInProcess(runs)
+    expect(runs.map(lost)).toEqual([false, true, false, false, false])
+    const v = judge(runs, leaseEnd, new Set([1]), lost)
+    expect([v.disorder, v.overlaps, v.rerunsAfterKill, v.rerunsAfterLeaseEnd, v.afterLostLease]).toEqual([[], [], 1, 1, 1])
+    // Without it: an overlap (the stale run has no known lease end) and a rerun not known to follow it.
+    const strict = judge(runs, leaseEnd, new Set([1]))
+    expect([strict.overlaps.length, strict.rerunsAfterKill, strict.rerunsAfterLeaseEnd]).toEqual([1, 2, 1])
+    // Another process's later run is no such proof.
+    const elsewhere = [run(2, 10, null), run(2, 50, 60, { pid: 2, attempt: 2 })]
+    expect(elsewhere.map(supersededInProcess(elsewhere))).toEqual([false, false])
   })
 
   it("counts the most runs of a group at once, a killed run until its lease's end", () => {

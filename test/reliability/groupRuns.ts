@@ -93,6 +93,24 @@ export const reportedLost = (workers: ReadonlyArray<{ readonly pid: number; read
     return m === null ? [] : [Number(m[1] ?? m[2])]
   }))]))
 
+/**
+ * The runs whose own process claimed their item again while they ran (a run
+ * of a later attempt of the item in the same process, started before this
+ * one's end line, or this one has none): that process held a new claim of
+ * the item, so this run's lease had been lost (a freeze longer than the
+ * lease), though a SIGKILL can cut off the process's report of it. Counted
+ * as lost, as a reported one is. (A claim that took a live lease would show
+ * across processes, which this does not excuse.)
+ */
+export const supersededInProcess = (runs: ReadonlyArray<GroupRun>): Lost => {
+  const superseded = new Set<GroupRun>()
+  for (const r of runs) {
+    const end = r.end ?? Infinity
+    if (runs.some((x) => x.pid === r.pid && x.item === r.item && x.attempt > r.attempt && x.start < end)) superseded.add(r)
+  }
+  return (r) => superseded.has(r)
+}
+
 /** The items of which some run returned. */
 export const finishedItems = (runs: ReadonlyArray<GroupRun>): Set<number> =>
   new Set(runs.filter((r) => r.end !== null).map((r) => r.item))
@@ -139,7 +157,7 @@ export interface OrderVerdict {
   readonly disorder: ReadonlyArray<string>
   /** Two runs of a group at once (a killed run counted to its lease's end). */
   readonly overlaps: ReadonlyArray<string>
-  /** Runs of an item after a run of it that did not return (a kill): the same item again, as it must be. */
+  /** Runs of an item after a run of it that did not return (a kill) and had not lost its lease: the same item again, as it must be. */
   readonly rerunsAfterKill: number
   /** Of those, the reruns that began when the killed run's lease had ended (all of them must). */
   readonly rerunsAfterLeaseEnd: number
@@ -190,7 +208,7 @@ export const judgeOrdered = (
       } else if (next.start < prevEnd) {
         overlaps.push(`group ${group}: item ${next.item} started at ${next.start}, before item ${prev.item} (pid ${prev.pid}) ended at ${prevEnd}`)
       }
-      if (prev.end === null) {
+      if (prev.end === null && !lost(prev)) {
         // Killed in its run: the group waits for it, and it runs again first.
         if (next.item !== prev.item) disorder.push(`group ${group}: item ${next.item} ran after item ${prev.item}'s killed run, before it ran again`)
         else {

@@ -39,7 +39,8 @@ import {
   mostPerGroup,
   type Precedes,
   readGroupRuns,
-  reportedLost
+  reportedLost,
+  supersededInProcess
 } from "./groupRuns.js"
 import { delay, fixture, killWorker, report, startWorker, waitFor, type WorkerProcess } from "./support.js"
 
@@ -161,8 +162,19 @@ const produce = async (q: Queue, kind: string, groups: number, perGroup: number,
 interface Kills {
   readonly pids: Set<number>
   readonly leaseEnds: Map<string, number>
+  /** When each victim's SIGKILL was sent, and when its exit was seen (this machine's clock). */
+  readonly at: Map<number, { readonly sent: number; readonly exited: number }>
   count: number
   skipped: number
+}
+
+/** The leases a worker holds now, as `<item> <attempt>`, and their ends (the database's clock). */
+const leasesOf = async (q: Queue, worker: string): Promise<ReadonlyArray<readonly [string, number]>> => {
+  const rows = await q.query<{ id: number | string; attempts: number | string; lease_until: number | string }>(
+    "SELECT id, attempts, lease_until FROM docket_items WHERE state = 'running' AND claimed_by = $1",
+    [worker]
+  )
+  return rows.map((r) => [`${Number(r.id)} ${Number(r.attempts)}`, Number(r.lease_until)] as const)
 }
 
 /**
@@ -183,15 +195,27 @@ const drive = async (q: Queue, kind: string, total: number, kill: boolean, kills
       if (candidates.length < 2) kills.skipped++
       else {
         const victim = candidates[Math.floor(Math.random() * candidates.length)]
-        await killWorker(victim)
+        // The victim's leases are read at once, and again once it has
+        // exited; the later end of an item's two is its lease's end. Read only
+        // after the exit (its 'close': its pipes ended), they were often gone:
+        // under a load of 12 on 2 cores that took 3.3 s, past the 2 s lease,
+        // and another worker had claimed the items again, so their killed runs
+        // had no known end and were counted forever (an overlap with their own
+        // rerun, and a rerun not known to follow the lease's end). The second
+        // read catches a renewal the victim sent just before it died that
+        // commits after the first (PostgreSQL runs a statement whose client
+        // is gone).
+        const sent = Date.now()
+        const exited = killWorker(victim)
+        const atKill = await leasesOf(q, victim.name!)
+        await exited
+        kills.at.set(victim.pid, { sent, exited: Date.now() })
+        for (const [lease, end] of [...atKill, ...(await leasesOf(q, victim.name!))]) {
+          const key = `${victim.pid} ${lease}`
+          kills.leaseEnds.set(key, Math.max(end, kills.leaseEnds.get(key) ?? end))
+        }
         kills.pids.add(victim.pid)
         kills.count++
-        // Nobody renews its leases any more: they end at what they hold now.
-        const rows = await q.query<{ id: number | string; lease_until: number | string }>(
-          "SELECT id, lease_until FROM docket_items WHERE state = 'running' AND claimed_by = $1",
-          [victim.name]
-        )
-        for (const r of rows) kills.leaseEnds.set(`${victim.pid} ${Number(r.id)}`, Number(r.lease_until))
         q.spawn()
       }
     }
@@ -210,12 +234,17 @@ const expectKindDone = async (q: Queue, kind: string) => {
 }
 
 const seconds = (ms: number) => Math.round(ms / 100) / 10
-const newKills = (): Kills => ({ pids: new Set(), leaseEnds: new Map(), count: 0, skipped: 0 })
-const leaseEndOf = (kills: Kills): EndOf => (r) => kills.leaseEnds.get(`${r.pid} ${r.item}`)
-/** A run whose own process reported that item's lease lost (a freeze longer than the lease). */
-const lostOf = (q: Queue): Lost => {
+const newKills = (): Kills => ({ pids: new Set(), leaseEnds: new Map(), at: new Map(), count: 0, skipped: 0 })
+// By attempt too: a process may hold a stale run of an item beside its own new claim of it (below).
+const leaseEndOf = (kills: Kills): EndOf => (r) => kills.leaseEnds.get(`${r.pid} ${r.item} ${r.attempt}`)
+/**
+ * A run whose own process reported that item's lease lost (a freeze longer
+ * than the lease), or claimed the item again while it ran (groupRuns.ts).
+ */
+const lostOf = (q: Queue, runs: ReadonlyArray<GroupRun>): Lost => {
   const lost = reportedLost(q.everyWorker)
-  return (r) => lost.get(r.pid)?.has(r.item) ?? false
+  const superseded = supersededInProcess(runs)
+  return (r) => (lost.get(r.pid)?.has(r.item) ?? false) || superseded(r)
 }
 
 const ORDERED = { groups: 50, perGroup: 12, killedPerGroup: 16 }
@@ -238,12 +267,12 @@ const ordered = async (q: Queue, kind: string, kill: boolean) => {
   const drainedMs = Date.now() - started
   await expectKindDone(q, kind)
   const runs = q.runs(kind)
-  const lost = lostOf(q)
+  const lost = lostOf(q, runs)
   const verdict = judgeOrdered(runs, ids, leaseEndOf(kills), kills.pids, lost, precedes)
   // First starts out of id order (on PostgreSQL, of enqueues in flight at once: allowed, counted).
   const idOrder = judgeOrdered(runs, ids, leaseEndOf(kills), kills.pids, lost)
   const { most } = mostPerGroup(runs, leaseEndOf(kills), 1, lost)
-  const killedRuns = runs.filter((r) => r.end === null).length
+  const killedRuns = runs.filter((r) => r.end === null && !lost(r)).length
   report(`groups ordered${kill ? " killed" : ""} (${q.dialect})`, {
     processes: FLEET.processes,
     slots: FLEET.processes * FLEET.perProcess,
@@ -265,6 +294,15 @@ const ordered = async (q: Queue, kind: string, kill: boolean) => {
   })
   if (verdict.disorder.length > 0) {
     console.log(`RELIABILITY: groups: the workers' own reports:\n${[...q.everyWorker].map((w) => `${w.pid}: ${w.kept.join("\n")}`).join("\n")}`)
+  }
+  if (kill && (verdict.rerunsAfterLeaseEnd !== verdict.rerunsAfterKill || verdict.overlaps.length > 0)) {
+    // Each killed run, its kill and lease's end, and every run of its item: what a failure is judged on.
+    const lines = runs.filter((r) => r.end === null).flatMap((r) => [
+      `killed run: item ${r.item} attempt ${r.attempt} group ${r.group} pid ${r.pid} lost ${lost(r)} ` +
+      `kill ${JSON.stringify(kills.at.get(r.pid))} lease end ${leaseEndOf(kills)(r)}`,
+      ...runs.filter((x) => x.item === r.item).map((x) => `  run: pid ${x.pid} attempt ${x.attempt} ${x.start}-${x.end} lost ${lost(x)}`)
+    ])
+    console.log(`RELIABILITY: groups: the killed runs:\n${lines.join("\n")}`)
   }
   expect(verdict.disorder).toEqual([])
   expect(verdict.overlaps).toEqual([])
@@ -294,7 +332,7 @@ const three = async (q: Queue) => {
   const drainedMs = Date.now() - started
   await expectKindDone(q, kind)
   const runs = q.runs(kind)
-  const lost = lostOf(q)
+  const lost = lostOf(q, runs)
   const leased = mostPerGroup(runs, leaseEndOf(kills), THREE.limit, lost)
   // The weaker count: only runs that returned.
   const finishedOnly = mostPerGroup(runs, (r) => r.start, THREE.limit, lost)

@@ -33,6 +33,8 @@ interface Options {
    * waits is also a call ("wait") and ends only at a notify (no timer).
    */
   readonly clock?: { now: number }
+  /** Free slots start the buffered items as they are dispatched (as slots.ts would). */
+  readonly startOnDispatch?: boolean
 }
 
 /**
@@ -53,6 +55,7 @@ const setup = (options: Options) =>
     const signal = new Signal()
     const wakeup = clock === undefined ? signal : {
       notify: signal.notify,
+      pending: signal.pending,
       wait: () => Effect.zipRight(Queue.offer(calls, "wait"), signal.wait(Infinity))
     }
     const claimer = yield* Claimer.make({
@@ -71,7 +74,12 @@ const setup = (options: Options) =>
       handledOnly: true,
       maxAttemptsByKind: new Map(),
       release: (claims) => recorder.release(claims),
-      dispatch: () => Queue.unsafeOffer(calls, `dispatch ${state.buffer.size}`),
+      dispatch: () => {
+        Queue.unsafeOffer(calls, `dispatch ${state.buffer.size}`)
+        if (options.startOnDispatch === true) {
+          while (state.buffer.size > 0 && state.running.size < options.concurrency) runNext(state)
+        }
+      },
       checkIdle: () => Queue.unsafeOffer(calls, "idle")
     })
     const next = Queue.take(calls).pipe(Effect.timeout("10 seconds"))
@@ -282,5 +290,72 @@ describe("the claimer", () => {
       // The poll is a minute; `next` waits 10 s at most.
       expect(yield* t.next).toBe("dispatch 2")
       expect(failures.claims).toBe(3)
+    }))
+
+  // The pool's poll is a minute, and `next` waits 10 s at most: only the
+  // claimer's own rule claims the second item in time. Before it, a claim
+  // that came back short with items (`drained`) after a full one slept to the
+  // poll: only an empty claim claimed again, and the write's wake-up (for a
+  // claimer whose last claim was short) found the mode still `claiming`.
+  for (const shape of ["short with items", "empty"] as const) {
+    it.scopedLive(`a ${shape} claim overlapped by a written outcome claims again at once, not at the poll`, () =>
+      Effect.gen(function*() {
+        // Run during the next claim, after its read: an outcome written (as the
+        // recorder's batch would), which freed an item (as a finished item frees
+        // its ordered group's next one).
+        const during: { write: Effect.Effect<void> | undefined } = { write: undefined }
+        const t = yield* setup({
+          concurrency: 2,
+          prefetch: 0,
+          startOnDispatch: true,
+          repo: (repo) => ({
+            ...repo,
+            claim: (options) =>
+              Effect.tap(repo.claim(options), () => {
+                const write = during.write
+                during.write = undefined
+                return write ?? Effect.void
+              })
+          })
+        })
+        yield* t.repo.enqueueMany([1, 2].map((payload) => ({ kind: "job", payload })))
+        yield* t.claimer.start(yield* Effect.scope)
+        expect(yield* t.next).toBe("dispatch 2")
+        expect(t.state.mode).toBe("claiming")
+        if (shape === "short with items") yield* t.repo.enqueueMany([{ kind: "job", payload: 3 }])
+        during.write = Effect.zipRight(
+          Effect.sync(t.claimer.wrote),
+          Effect.orDie(t.repo.enqueueMany([{ kind: "job", payload: 4 }]))
+        )
+        for (const run of [...t.state.running]) t.state.end(run)
+        t.claimer.slotFreed()
+        if (shape === "short with items") expect(yield* t.next).toBe("dispatch 1")
+        // Claimed again: the freed item, not a sleep until the poll.
+        expect(yield* t.next).toBe("dispatch 1")
+        const running = [...t.state.running].map((r) => Number(r.claim.payloadJson))
+        expect(running.sort()).toEqual(shape === "short with items" ? [3, 4] : [4])
+      }))
+  }
+
+  it.scopedLive("an outcome written after a short claim wakes the claimer; the pool is not idle until it claimed after it", () =>
+    Effect.gen(function*() {
+      const t = yield* setup({ concurrency: 2, prefetch: 0 })
+      yield* t.repo.enqueueMany([{ kind: "job", payload: 1 }])
+      yield* t.claimer.start(yield* Effect.scope)
+      expect(yield* t.next).toBe("dispatch 1")
+      expect(yield* t.next).toBe("idle")
+      expect(t.state.mode).toBe("drained")
+      t.state.end(runNext(t.state))
+      expect(t.state.quiet()).toBe(true)
+      yield* t.repo.enqueueMany([{ kind: "job", payload: 2 }])
+      // Written: a claim is owed (what the write freed is claimed next), so not idle.
+      t.claimer.wrote()
+      expect(t.state.quiet()).toBe(false)
+      expect(yield* t.next).toBe("dispatch 1")
+      expect(yield* t.next).toBe("idle")
+      t.state.end(runNext(t.state))
+      expect(t.state.quiet()).toBe(true)
+      // A wake-up the claimer has not taken yet (it came during a round): it looks again at once, so not idle.
+      expect(t.state.quiet(true)).toBe(false)
     }))
 })

@@ -9,12 +9,12 @@
  *   asked for (or none was sent yet). Starving slots grow the prefetch only
  *   in this mode.
  * - `drained`: its last claim found fewer items than it asked for: it sleeps
- *   until a wake-up, the next due time or the poll. `whenIdle` may resolve
- *   (once nothing runs, is buffered or unwritten).
- * - `empty`: its last claim found nothing: as `drained`, and a written
- *   outcome wakes it (it may have made a held-back item due: the recorder's
- *   `wrote`); an outcome written while that claim was in flight makes it
- *   claim again at once (claimer.ts: the claim may have read from before it).
+ *   until a wake-up, the next due time or the poll. An outcome written while
+ *   that claim was in flight, or since, makes it claim again at once (it may
+ *   have made a held-back item due; the claim may have read from before it:
+ *   claimer.ts, `wrote`). `whenIdle` may resolve (once nothing runs, is
+ *   buffered or unwritten, and no such claim is owed).
+ * - `empty`: its last claim found nothing: as `drained`.
  * - `stopping`: shutdown began: no claim is sent and no item starts (the
  *   slots end); the claim in flight ends, and its result leaves the mode as
  *   it is. As `drained` for `whenIdle`: no claim is to come.

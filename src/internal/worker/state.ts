@@ -68,11 +68,13 @@ export class PoolState {
    */
   yieldForClaimer = false
   /**
-   * Batches of outcomes written so far (the recorder's `wrote`): a claim that
-   * finds nothing while one is written may have missed what it freed (the
-   * claimer then claims again instead of sleeping).
+   * Batches of outcomes written so far (the claimer's `wrote`): a short claim
+   * overlapped by one may have missed what it freed (the claimer then claims
+   * again instead of sleeping).
    */
   writes = 0
+  /** `writes` when the claimer's last claim was sent: a claim is owed while they differ. */
+  writesAtClaim = 0
   private claimerMode: ClaimerMode = Mode.INITIAL
 
   private readonly kindRunning = new Map<string, number>()
@@ -172,9 +174,16 @@ export class PoolState {
     if (this.running.size === 0 && this.allDone !== undefined) Deferred.unsafeDone(this.allDone, Exit.void)
   }
 
-  /** Nothing running or buffered, and no claim to come: the last found fewer than it asked for, or the pool stops. */
-  quiet(): boolean {
-    return this.claimerMode !== "claiming" && this.running.size === 0 && this.buffer.size === 0
+  /**
+   * Nothing running or buffered, and no claim to come: the pool stops, or the
+   * last claim found fewer than it asked for, no outcome was written since it
+   * was sent (what that write freed is claimed next: claimer.ts, `wrote`),
+   * and no wake-up waits for the claimer (`woken`: it came while the claimer
+   * was busy, and the claimer looks again at once).
+   */
+  quiet(woken = false): boolean {
+    if (this.running.size > 0 || this.buffer.size > 0) return false
+    return this.stopping || (this.claimerMode !== "claiming" && this.writes === this.writesAtClaim && !woken)
   }
 
   /** Completes when no run is left (for shutdown). */

@@ -33,12 +33,15 @@ export class Wakeup implements Part, Wakeups.Signal {
   readonly notify: () => void
   /** Returns at the next `notify`, or after `ms`. */
   readonly wait: (ms: number) => Effect.Effect<void>
+  /** A wake-up the claimer has not taken yet (it is in a round): it looks again at once. */
+  readonly pending: () => boolean
 
   /** Built by `make`. */
   constructor(signal: Wakeups.Signal, private readonly scope: Scope.CloseableScope) {
     // The signal's own functions (they need no `this`): nothing added on the wake-up path.
     this.notify = signal.notify
     this.wait = signal.wait
+    this.pending = signal.pending
   }
 
   /** Nothing to start: the signal listens from the moment it is built. */

@@ -8,6 +8,20 @@
  * and through the pool's own QueueRepo with the pool not listening (this
  * process's wake-ups). Run on SQLite and PostgreSQL by
  * test/worker/runtime/sqlite.test.ts and pg.test.ts.
+ *
+ * What each proves: "from elsewhere", that another process's retry or delete
+ * wakes the pool (PostgreSQL: the statements' NOTIFY; SQLite: the file's
+ * watch, which any commit to the file sets off); "through the pool's own
+ * QueueRepo", that the repository's own wake-up does (`retryDead` and
+ * `deleteDead` call `Wakeups.enqueued`; with `listen: false` nothing else
+ * wakes the pool on either dialect: each fails without that call, checked
+ * on both). Until `whenIdle` waited for the claim owed after a written
+ * outcome or a wake-up the claimer had not taken (state.ts, `quiet`), it
+ * resolved as soon as the dead item was written, before the claimer's claim
+ * after that write (or after `whenIdle`'s own nudge, when it came during a
+ * claim); the person's retry then landed before that claim, which found the
+ * item due, and the variants passed without the wake-up under test (SQLite
+ * always, PostgreSQL at times).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
