@@ -25,6 +25,33 @@ export interface Service {
   readonly cancel: (session: Session) => Promise<void>
   /** Runs `effect` with the pool's client-side statement timeout lifted (the migrations: Database.ts). */
   readonly unbounded: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** How Docket's own statements read their columns (`int8Numbers`). */
+  readonly types: QueryTypes
+}
+
+/** pg's per-statement type parsers (a statement's `types`). */
+export interface QueryTypes {
+  getTypeParser(oid: number, format?: string): unknown
+}
+
+/** PostgreSQL's type oid of bigint (int8). */
+const INT8 = 20
+
+/**
+ * Docket's own statements read bigint columns (ids, times in ms, lease
+ * tokens, counts) as numbers, not as pg's default decimal strings that every
+ * row's reader then turned into numbers (rows.ts `num`): a string and a
+ * regular-expression test less per column per row (five in a claimed item).
+ * Every such value is below 2^53; one that is not stays a string, which the
+ * readers take as before. Other types keep `fallback`'s (the pool's) parsers.
+ */
+export const int8Numbers = (fallback: QueryTypes): QueryTypes => ({
+  getTypeParser: (oid, format) => oid === INT8 && format !== "binary" ? readInt8 : fallback.getTypeParser(oid, format)
+})
+
+const readInt8 = (text: string): number | string => {
+  const n = Number(text)
+  return Number.isSafeInteger(n) ? n : text
 }
 
 /** What identifies a session to a cancel request: its BackendKeyData, as pg's Client keeps it. */
@@ -39,8 +66,7 @@ export interface Pool {
 }
 export interface PoolClient extends Session {
   query(
-    text: string,
-    values: Array<unknown>,
+    config: { readonly text: string; readonly values: Array<unknown>; readonly types: QueryTypes },
     callback: (error: Error | undefined, result: { readonly rows: Array<unknown> }) => void
   ): void
   release(error?: Error): void
@@ -75,7 +101,7 @@ export const runner = (sql: SqlClient, target: Service) =>
 // Better than it: the cancel goes over a connection of its own, so it is sent
 // even when every pooled connection is busy, and the connection goes back only
 // once its statement has ended (or is closed if it has not within 5 s).
-const onPool = <A>({ cancel, pool }: Service, text: string, params: ReadonlyArray<unknown>) =>
+const onPool = <A>({ cancel, pool, types }: Service, text: string, params: ReadonlyArray<unknown>) =>
   Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
     let client: PoolClient | undefined
     let released = false
@@ -103,7 +129,7 @@ const onPool = <A>({ cancel, pool }: Service, text: string, params: ReadonlyArra
       }
       client = connected
       connected.once("error", onError)
-      connected.query(text, params as Array<unknown>, (failure, result) => {
+      connected.query({ text, values: params as Array<unknown>, types }, (failure, result) => {
         if (released) return
         release()
         ended?.()

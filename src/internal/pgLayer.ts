@@ -103,6 +103,7 @@ export const pgLayer = (url: string, options: PgOptions) =>
             pool,
             // A cancel on a silent database gets no answer either: 5 s.
             cancel: (session) => DirectPool.cancelRequest(address, session, 5000),
+            types: DirectPool.int8Numbers(Pg.types),
             unbounded: (effect) =>
               Effect.acquireUseRelease(
                 Effect.sync(() => {

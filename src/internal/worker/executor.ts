@@ -8,6 +8,7 @@
  * Interruption is handled once per slot (slots.ts), not per item: two
  * interruption regions per item cost more than a no-op handler's whole run.
  */
+import type * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -56,10 +57,18 @@ const doneWith = (encode: Encoder, value: unknown): Outcome => {
   return Either.isRight(encoded) ? { _tag: "Done", result: encoded.right } : { _tag: "Dead", error: encoded.left }
 }
 
+// A run's outcome from its exit without a kept value: shared by every run (no
+// closures or options made per item; Effect.matchCause would make four objects).
+const DONE_EXIT = Effect.succeed(DONE)
+const PLAIN_EXIT = {
+  onSuccess: (): Effect.Effect<Outcome<number | undefined>> => DONE_EXIT,
+  onFailure: (cause: Cause.Cause<unknown>): Effect.Effect<Outcome<number | undefined>> => Effect.succeed(decide(cause))
+}
+
 // A run's outcome from its exit: its value kept (when the kind keeps results), or its failure decided.
 const decideExit = (run: Effect.Effect<unknown, unknown>, encode: Encoder | undefined): Effect.Effect<Outcome<number | undefined>> =>
   encode === undefined
-    ? Effect.matchCause(run, { onSuccess: () => DONE, onFailure: decide })
+    ? Effect.matchCauseEffect(run, PLAIN_EXIT)
     : Effect.matchCause(run, { onSuccess: (value) => doneWith(encode, value), onFailure: decide })
 
 // The run's span links to the enqueue's (its stored span context), so a trace

@@ -187,7 +187,8 @@ export class Slots implements Part {
     const { executor, state } = this.deps
     return Effect.whileLoop({
       while: () => !state.stopping && this.slots.has(slot),
-      body: () => Effect.suspend(() => this.next(slot)),
+      // next() is called afresh each turn: no suspend needed.
+      body: () => this.next(slot),
       step: () => undefined
     }).pipe(
       Effect.onInterrupt(() => (slot.current === undefined ? Effect.void : executor.interrupted(slot.current))),
