@@ -92,17 +92,20 @@ const scenarios: Record<string, (tag: string) => Effect.Effect<unknown, unknown,
       const slept = yield* W.Sleeper.execute({ tag, ms: 1500 })
       return { before: before._tag, sleptEnough: slept >= 1450, log: W.entries(tag) }
     }),
-  "a clock racing a deferred: the deferred first, the clock then fires for nothing": (tag) =>
+  // The deferred's wake-up must not wait for the clock (its run, due at the clock, brought forward).
+  "a clock racing a deferred: the deferred first, at once; the clock then fires for nothing": (tag) =>
     Effect.gen(function*() {
-      const id = yield* W.ClockRace.execute({ tag, ms: 1000 }, { discard: true })
+      const id = yield* W.ClockRace.execute({ tag, ms: 3000 }, { discard: true })
       const before = yield* settled(W.ClockRace, id)
-      const token = yield* DurableDeferred.tokenFromPayload(W.Poke, { workflow: W.ClockRace, payload: { tag, ms: 1000 } })
+      const token = yield* DurableDeferred.tokenFromPayload(W.Poke, { workflow: W.ClockRace, payload: { tag, ms: 3000 } })
+      const poked = Date.now()
       yield* DurableDeferred.done(W.Poke, { token, exit: Exit.succeed("poked") })
-      const winner = yield* W.ClockRace.execute({ tag, ms: 1000 })
+      const winner = yield* W.ClockRace.execute({ tag, ms: 3000 })
+      const atOnce = Date.now() - poked < 2000
       // Past the clock's due time: its firing must change nothing.
-      yield* Effect.sleep("1500 millis")
+      yield* Effect.sleep("3000 millis")
       const after = yield* W.ClockRace.poll(id)
-      return { before: before._tag, winner, after: after?._tag, log: W.entries(tag) }
+      return { before: before._tag, winner, atOnce, after: after?._tag, log: W.entries(tag) }
     }),
   "a clock racing a deferred: the clock first": (tag) =>
     Effect.map(W.ClockRace.execute({ tag, ms: 500 }), (winner) => ({ winner, log: W.entries(tag) })),

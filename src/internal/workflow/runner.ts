@@ -62,33 +62,10 @@ const storageFailure = (result: Workflow.Result<unknown, unknown>): WorkflowStor
   return undefined
 }
 
-/** Runs one execution as far as it goes (see the module doc). */
-export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["Type"]) => {
-  const { registry, sql, waiters } = deps
+/** A run's clocks: those due fired as it starts, and its next run due at the earliest it waits on. */
+const runClocks = (deps: Deps) => {
+  const { sql } = deps
   const { enqueueRun } = steps(deps)
-  const signalled = (executionId: string) =>
-    Effect.map(Effect.orDie(sql.deferredGet(executionId, InterruptSignal.name)), (exit) => exit !== undefined)
-
-  // As Effect's engines: a run that suspends after an interrupt was asked for
-  // interrupts itself instead, so the workflow's compensations run.
-  const replay = (entry: Entry, payload: object, executionId: string, interrupted: boolean) => {
-    const instance = WorkflowEngine.WorkflowInstance.initial(entry.workflow, executionId)
-    instance.interrupted = interrupted
-    return entry.execute(payload, executionId).pipe(
-      Effect.onExit(() =>
-        !instance.suspended ? Effect.void : Effect.flatMap(signalled(executionId), (signal) => {
-          if (!signal && !instance.interrupted) return Effect.void
-          instance.suspended = false
-          instance.interrupted = true
-          return Effect.withFiberRuntime<void>((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
-        })
-      ),
-      Workflow.intoResult,
-      Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
-      Effect.provideService(WorkflowEngine.WorkflowEngine, engine)
-    )
-  }
-
   // The clocks due when the run started and not fired: their deferreds stored (the first
   // stored wins: an item of the clock kind of an earlier version may have raced), and a
   // suspended execution marked running, batched with other runs' firings (batch.ts).
@@ -120,6 +97,36 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
         sql.suspend(executionId, wakes),
         enqueueRun(workflow, executionId, Math.min(...waits.values()))
       ))
+  return { fire, suspend }
+}
+
+/** Runs one execution as far as it goes (see the module doc). */
+export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["Type"]) => {
+  const { registry, sql, waiters } = deps
+  const { enqueueRun } = steps(deps)
+  const { fire, suspend } = runClocks(deps)
+  const signalled = (executionId: string) =>
+    Effect.map(Effect.orDie(sql.deferredGet(executionId, InterruptSignal.name)), (exit) => exit !== undefined)
+
+  // As Effect's engines: a run that suspends after an interrupt was asked for
+  // interrupts itself instead, so the workflow's compensations run.
+  const replay = (entry: Entry, payload: object, executionId: string, interrupted: boolean) => {
+    const instance = WorkflowEngine.WorkflowInstance.initial(entry.workflow, executionId)
+    instance.interrupted = interrupted
+    return entry.execute(payload, executionId).pipe(
+      Effect.onExit(() =>
+        !instance.suspended ? Effect.void : Effect.flatMap(signalled(executionId), (signal) => {
+          if (!signal && !instance.interrupted) return Effect.void
+          instance.suspended = false
+          instance.interrupted = true
+          return Effect.withFiberRuntime<void>((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
+        })
+      ),
+      Workflow.intoResult,
+      Effect.provideService(WorkflowEngine.WorkflowInstance, instance),
+      Effect.provideService(WorkflowEngine.WorkflowEngine, engine)
+    )
+  }
 
   // Batched with other runs' ends (batch.ts): one commit for the runs ending together.
   const finish = (executionId: string, text: string) =>
