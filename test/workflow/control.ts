@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import type * as QueueRepo from "../../src/QueueRepo.js"
+import * as QueueRepo from "../../src/QueueRepo.js"
 import * as Workflows from "../../src/Workflows.js"
 import { unsafe } from "../support/db.js"
 import * as W from "./workflows.js"
@@ -77,6 +77,35 @@ export const controlSuite = (name: string, layer: () => Promise<Layer.Layer<Serv
       expect(await run(control.interrupt(sleeper))).toBe(true)
       for (let i = 0; i < 500 && (await run(control.show(sleeper))).state !== "complete"; i++) await Effect.runPromise(Effect.sleep(20))
       expect((await run(control.show(sleeper))).result).toMatchObject({ _tag: "Complete", exit: { _tag: "Failure" } })
+    })
+
+    it("a clock fires as its execution's own run (no item of the clock kind); an item of the clock kind an earlier version enqueued still fires", async () => {
+      const control = await run(Workflows.control)
+      const repo = await run(QueueRepo.QueueRepo)
+      const tag = `clockrun-${Math.random().toString(36).slice(2, 8)}`
+      // Every item of the clock kind ever enqueued: finished (the totals) or still waiting or running.
+      const clockItems = Effect.gen(function*() {
+        const finished = (yield* repo.totals).filter((t) => t.kind === Workflows.CLOCK_KIND).reduce((n, t) => n + t.count, 0)
+        const open = yield* unsafe<{ n: number | string }>(
+          `SELECT count(*) AS n FROM docket_items WHERE kind = '${Workflows.CLOCK_KIND}' AND state IN ('waiting', 'running')`
+        )
+        return finished + Number(open[0].n)
+      })
+      expect(await run(W.Sleeper.execute({ tag, ms: 300 }))).toBeGreaterThanOrEqual(250)
+      expect(await run(clockItems)).toBe(0)
+      expect((await run(control.show(await run(W.Sleeper.executionId({ tag, ms: 300 }))))).deferreds.map((d) => d.name))
+        .toEqual(["DurableClock/nap"])
+
+      // A database made by an earlier version: the execution's clock has an item of the clock kind, due now.
+      const old = await run(W.Sleeper.execute({ tag: `${tag}-old`, ms: 3_600_000 }, { discard: true }))
+      for (let i = 0; i < 500 && (await run(control.show(old))).state !== "suspended"; i++) await Effect.runPromise(Effect.sleep(20))
+      await run(repo.enqueue(Workflows.CLOCK_KIND, { workflow: "Sleeper", executionId: old, deferred: "DurableClock/nap" }, {
+        key: `${old}/DurableClock/nap`
+      }))
+      for (let i = 0; i < 500 && (await run(control.show(old))).state !== "complete"; i++) await Effect.runPromise(Effect.sleep(20))
+      const fired = await run(control.show(old))
+      expect(fired.result).toMatchObject({ _tag: "Complete", exit: { _tag: "Success" } })
+      expect(W.entries(`${tag}-old`)).toEqual(["before", "after"])
     })
 
     it("retention: complete executions are deleted with their steps; suspended ones, and a child of an unfinished parent, are kept", async () => {

@@ -82,6 +82,39 @@ const scenarios: Record<string, (tag: string) => Effect.Effect<unknown, unknown,
     }),
   "a durable clock": (tag) =>
     Effect.map(W.Sleeper.execute({ tag, ms: 1200 }), (slept) => ({ sleptEnough: slept >= 1150, log: W.entries(tag) })),
+  // A wake-up before the clock's due time (here `resume`) runs the execution early; it must
+  // still sleep until the clock, not fire it then, nor lose it.
+  "an execution woken before its clock is due still sleeps until it": (tag) =>
+    Effect.gen(function*() {
+      const id = yield* W.Sleeper.execute({ tag, ms: 1500 }, { discard: true })
+      const before = yield* settled(W.Sleeper, id)
+      yield* W.Sleeper.resume(id)
+      const slept = yield* W.Sleeper.execute({ tag, ms: 1500 })
+      return { before: before._tag, sleptEnough: slept >= 1450, log: W.entries(tag) }
+    }),
+  // The deferred's wake-up must not wait for the clock (its run, due at the clock, brought forward).
+  "a clock racing a deferred: the deferred first, at once; the clock then fires for nothing": (tag) =>
+    Effect.gen(function*() {
+      const id = yield* W.ClockRace.execute({ tag, ms: 3000 }, { discard: true })
+      const before = yield* settled(W.ClockRace, id)
+      const token = yield* DurableDeferred.tokenFromPayload(W.Poke, { workflow: W.ClockRace, payload: { tag, ms: 3000 } })
+      const poked = Date.now()
+      yield* DurableDeferred.done(W.Poke, { token, exit: Exit.succeed("poked") })
+      const winner = yield* W.ClockRace.execute({ tag, ms: 3000 })
+      const atOnce = Date.now() - poked < 2000
+      // Past the clock's due time: its firing must change nothing.
+      yield* Effect.sleep("3000 millis")
+      const after = yield* W.ClockRace.poll(id)
+      return { before: before._tag, winner, atOnce, after: after?._tag, log: W.entries(tag) }
+    }),
+  "a clock racing a deferred: the clock first": (tag) =>
+    Effect.map(W.ClockRace.execute({ tag, ms: 500 }), (winner) => ({ winner, log: W.entries(tag) })),
+  "two clocks racing, the later reached first: the earlier fires at its time": (tag) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const winner = yield* W.TwoClocks.execute({ tag, short: 400, long: 60_000 })
+      return { winner, soon: Date.now() - started < 5000, log: W.entries(tag) }
+    }),
   "children joined by their parent": (tag) =>
     Effect.map(W.Parent.execute({ tag }), (sum) => ({ sum, log: [...W.entries(tag)].sort() })),
   "a race between a deferred and an activity": (tag) =>

@@ -1,8 +1,9 @@
 /**
  * The workflows the differential suite runs on every engine (Effect's
  * in-memory one and Docket's on SQLite and PostgreSQL): activities and their
- * retries, a workflow's own failure, compensation, deferreds, durable clocks,
- * children, interrupts, and a race between a deferred and an activity. What
+ * retries, a workflow's own failure, compensation, deferreds, durable clocks
+ * (several, and racing a deferred), children, interrupts, and a race between
+ * a deferred and an activity. What
  * each did outside the engine (the activities' side effects, compensations)
  * goes to `log`, by the run's tag, so a run's record can be compared across
  * engines.
@@ -11,6 +12,7 @@ import * as Activity from "@effect/workflow/Activity"
 import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
+import type { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -189,6 +191,57 @@ export const RaceLive = Race.toLayer(({ tag }) =>
   })
 )
 
+/** A stored durable clock, then `value` (typed: `raceAll` infers nothing from the clock's own type). */
+const slept = (name: string, ms: number, value: string): Effect.Effect<string, never, WorkflowEngine | WorkflowInstance> =>
+  Effect.as(DurableClock.sleep({ name, duration: ms, inMemoryThreshold: "1 millis" }), value)
+
+/** A durable clock racing a deferred: the first to complete wins (the winner stored), then an activity. */
+export const ClockRace = Workflow.make({
+  name: "ClockRace",
+  payload: { tag: Schema.String, ms: Schema.Number },
+  success: Schema.String,
+  idempotencyKey: (p) => p.tag
+})
+export const Poke = DurableDeferred.make("poke", { success: Schema.String })
+export const ClockRaceLive = ClockRace.toLayer(({ ms, tag }) =>
+  Effect.gen(function*() {
+    const winner = yield* DurableDeferred.raceAll({
+      name: "clockRace",
+      success: Schema.String,
+      error: Schema.Never,
+      effects: [
+        DurableDeferred.await(Poke),
+        slept("nap", ms, "slept")
+      ]
+    })
+    yield* Activity.make({ name: "won", execute: record(tag, `won ${winner}`) })
+    return winner
+  })
+)
+
+/** Two durable clocks racing, the later one reached first: the earlier one's due time wins. */
+export const TwoClocks = Workflow.make({
+  name: "TwoClocks",
+  payload: { tag: Schema.String, short: Schema.Number, long: Schema.Number },
+  success: Schema.String,
+  idempotencyKey: (p) => p.tag
+})
+export const TwoClocksLive = TwoClocks.toLayer(({ long, short, tag }) =>
+  Effect.gen(function*() {
+    const winner = yield* DurableDeferred.raceAll({
+      name: "clocks",
+      success: Schema.String,
+      error: Schema.Never,
+      effects: [
+        slept("long", long, "long"),
+        slept("short", short, "short")
+      ]
+    })
+    yield* Activity.make({ name: "won", execute: record(tag, `won ${winner}`) })
+    return winner
+  })
+)
+
 /** Every workflow above, registered. */
 export const AllLive = Layer.mergeAll(
   StepsLive,
@@ -199,5 +252,7 @@ export const AllLive = Layer.mergeAll(
   ChildLive,
   ParentLive,
   RaceLive,
-  GuardianLive
+  GuardianLive,
+  ClockRaceLive,
+  TwoClocksLive
 )

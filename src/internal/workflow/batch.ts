@@ -1,7 +1,8 @@
 /**
  * Group commit for the engine's small transactions: a clock firing (its
- * deferred stored, its execution woken) and a run's end (its result stored,
- * its parent woken). Each is a few statements and a commit, and the commit is
+ * deferred stored as a run starts, or by an item of the clock kind), a run's
+ * suspend on clocks (with its next run due at the earliest) and a run's end
+ * (its result stored, its parent woken). Each is a few statements and a commit, and the commit is
  * a disk flush (SQLite's `synchronous = FULL`, PostgreSQL's
  * `synchronous_commit`): 10,000 clocks due together cost 10,000 flushes.
  * Units asked for while one batch is written go together into the next, in

@@ -13,8 +13,17 @@
  * - `deferredResult` / `deferredDone`: the deferred's row; completing it
  *   wakes the execution (another run's item), unless the run completing it
  *   is that execution's own.
- * - `scheduleClock`: an item of the clock kind due at the clock's time: held
- *   by no process while it waits; its run completes the clock's deferred.
+ * - `scheduleClock`: the clock's row, with its due time (once per execution
+ *   and name). A run that suspends waiting on clocks not fired leaves the
+ *   execution's next run due at the earliest of them (runner.ts): held by no
+ *   process while it waits. A run that starts at or after a clock's due time
+ *   completes the clock's deferred first. So a firing is one item, the
+ *   execution's own run. A wake-up before then brings that run forward (a
+ *   wake replaces the waiting run's due time with now); the run it starts
+ *   finds the clock not due, and suspending again leaves the next run due at
+ *   it. Items of the clock kind (`CLOCK_KIND`, enqueued by earlier
+ *   versions) still fire: their handler completes the clock's deferred and
+ *   wakes the execution.
  * - `interrupt`: the interrupt signal (a deferred) and a wake-up; the run
  *   that finds it at a suspension interrupts itself, so compensations run.
  * - `resume`: a wake-up of a suspended execution.
@@ -39,11 +48,25 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
+
+/** A run in progress in this process: its stored steps, and the clocks it waits on. */
+export interface Run extends Stored {
+  /**
+   * The clocks not fired that this run reached (`scheduleClock`), by name:
+   * their due times. A run that suspends is due again at the earliest.
+   */
+  readonly waits: Map<string, number>
+}
 import type { Batched } from "./batch.js"
 import type { PutStep } from "./steps.js"
 import type { Waiters } from "./waiters.js"
 
-/** The kind of a clock's item: its run completes the clock's deferred. */
+/**
+ * The kind of a clock's item, as earlier versions enqueued them (one per
+ * clock): its run completes the clock's deferred and wakes the execution.
+ * Clocks are now fired by the execution's own runs; the kind's handler is
+ * kept for the items a database made by an earlier release still holds.
+ */
 export const CLOCK_KIND = "docket.workflow.clock"
 
 /** The deferred `interrupt` completes (the name Effect's cluster engine gives its own). */
@@ -97,7 +120,7 @@ export interface Deps {
    * deferred not found here is read from the database (it may have come
    * since the run started).
    */
-  readonly runs: Map<string, Stored>
+  readonly runs: Map<string, Run>
   /** Stores an activity's result (batched with others': steps.ts). */
   readonly putStep: PutStep
   /** Runs a small transaction together with others asked for at about the same time (batch.ts). */
@@ -119,8 +142,17 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
   // Keyed by the execution: a wake-up while a run waits adds nothing, and one
   // while a run runs waits until that run's lease ends (docs/concepts.md, "Dedupe
   // keys"), so two runs of an execution never overlap.
-  const enqueueRun = (workflow: string, executionId: string) =>
-    repo.enqueue(kindOf(workflow), { executionId }, { key: executionId })
+  //
+  // Without `dueAt` (a start, a wake-up) the run is due now, and a run already
+  // waiting is brought forward to now ("replace": it may be one due at a
+  // clock's time). With `dueAt` (a run suspending on clocks) a run already
+  // waiting is kept: it is due earlier (a wake-up's, or the first run's).
+  const enqueueRun = (workflow: string, executionId: string, dueAt?: number) =>
+    repo.enqueue(
+      kindOf(workflow),
+      { executionId },
+      dueAt === undefined ? { key: executionId, onConflict: "replace" } : { key: executionId, runAt: dueAt }
+    )
   /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
   const wake = (executionId: string) =>
     storage(
@@ -165,8 +197,8 @@ export const stepOps = (deps: Deps): Pick<
   WorkflowEngine.Encoded,
   "activityExecute" | "deferredResult" | "deferredDone" | "scheduleClock"
 > => {
-  const { repo, sql, transaction } = deps
-  const { complete } = steps(deps)
+  const { sql, transaction } = deps
+  const { complete, enqueueRun } = steps(deps)
   return {
     activityExecute: (activity, attempt) =>
       Effect.gen(function*() {
@@ -217,18 +249,25 @@ export const stepOps = (deps: Deps): Pick<
       Effect.gen(function*() {
         const { clock, executionId } = options
         const name = clock.deferred.name
-        if (deps.runs.get(executionId)?.deferreds.has(name)) return
-        // Once per execution and clock: a replay reaching the same sleep schedules nothing.
-        yield* storage(
+        const run = deps.runs.get(executionId)
+        if (run?.deferreds.has(name)) return
+        // Once per execution and clock: a replay reaching the same sleep writes nothing.
+        const known = run?.clocks.get(name)?.dueAt
+        if (run !== undefined && known !== undefined) {
+          run.waits.set(name, known)
+          return
+        }
+        const dueAt = yield* storage(
           "schedule a clock",
-          transaction(Effect.flatMap(sql.clock(executionId, name, Duration.toMillis(clock.duration)), (due) =>
-            due === undefined ? Effect.void : Effect.asVoid(
-              repo.enqueue(CLOCK_KIND, { workflow: workflow.name, executionId, deferred: name }, {
-                key: `${executionId}/${name}`,
-                runAt: due
-              })
-            )))
+          transaction(Effect.gen(function*() {
+            const dueAt = yield* sql.clock(executionId, name, Duration.toMillis(clock.duration))
+            // Outside a run of this process (not how the engine calls it): the next run, due at the clock.
+            if (run === undefined) yield* enqueueRun(workflow.name, executionId, dueAt)
+            return dueAt
+          }))
         )
+        run?.clocks.set(name, { dueAt, due: false })
+        run?.waits.set(name, dueAt)
       })
   }
 }

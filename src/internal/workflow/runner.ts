@@ -14,6 +14,14 @@
  * time: measured, it held a workflow kind to a few runs per claim). A crash
  * leaves the run's item to its lease, and the next run replays from the
  * stored steps.
+ *
+ * Clocks are fired by runs (engine.ts, `scheduleClock`): a run that starts at
+ * or after a clock's due time stores the clock's deferred before it replays
+ * (batched with other runs' firings: batch.ts), and a run that suspends
+ * waiting on clocks leaves the next run due at the earliest of them, in the
+ * suspend's transaction. So a firing is one item, not two (a clock's item,
+ * then the run it wakes), which is what bounded how many clocks one worker
+ * fires a second (docs/benchmarks.md, "Many asleep at once").
  */
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
@@ -26,6 +34,7 @@ import * as Schema from "effect/Schema"
 import * as Handler from "../../Handler.js"
 import { Permanent, Retry } from "../../Outcome.js"
 import * as Codec from "./codec.js"
+import type { Stored } from "./sql.js"
 import {
   CLOCK_KIND,
   type Deps,
@@ -33,6 +42,7 @@ import {
   ExecutionNotFound,
   InterruptSignal,
   kindOf,
+  type Run,
   steps,
   WorkflowStorageFailure
 } from "./engine.js"
@@ -52,10 +62,49 @@ const storageFailure = (result: Workflow.Result<unknown, unknown>): WorkflowStor
   return undefined
 }
 
+/** A run's clocks: those due fired as it starts, and its next run due at the earliest it waits on. */
+const runClocks = (deps: Deps) => {
+  const { sql } = deps
+  const { enqueueRun } = steps(deps)
+  // The clocks due when the run started and not fired: their deferreds stored (the first
+  // stored wins: an item of the clock kind of an earlier version may have raced), and a
+  // suspended execution marked running, batched with other runs' firings (batch.ts).
+  const fire = (executionId: string, stored: Stored) =>
+    Effect.gen(function*() {
+      const due = [...stored.clocks].filter(([name, clock]) => clock.due && !stored.deferreds.has(name)).map(([name]) => name)
+      if (due.length === 0) return
+      const exit = yield* Codec.encodeExit(Exit.void)
+      const exits = yield* deps.batched(Effect.gen(function*() {
+        const kept: Array<string | undefined> = []
+        for (const name of due) {
+          kept.push((yield* sql.deferredPut(executionId, name, exit)) ? exit : yield* sql.deferredGet(executionId, name))
+        }
+        yield* sql.running(executionId)
+        return kept
+      }))
+      due.forEach((name, i) => {
+        stored.clocks.delete(name)
+        if (exits[i] !== undefined) stored.deferreds.set(name, exits[i])
+      })
+    })
+
+  // A run waiting on clocks not fired leaves the next run due at the earliest, with its suspend
+  // (the suspend first: it takes the execution's row, as a wake-up's transaction does first).
+  const suspend = (workflow: string, executionId: string, wakes: number, waits: ReadonlyMap<string, number>) =>
+    waits.size === 0
+      ? sql.suspend(executionId, wakes)
+      : deps.batched(Effect.zipRight(
+        sql.suspend(executionId, wakes),
+        enqueueRun(workflow, executionId, Math.min(...waits.values()))
+      ))
+  return { fire, suspend }
+}
+
 /** Runs one execution as far as it goes (see the module doc). */
 export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["Type"]) => {
   const { registry, sql, waiters } = deps
   const { enqueueRun } = steps(deps)
+  const { fire, suspend } = runClocks(deps)
   const signalled = (executionId: string) =>
     Effect.map(Effect.orDie(sql.deferredGet(executionId, InterruptSignal.name)), (exit) => exit !== undefined)
 
@@ -105,8 +154,10 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
           new Permanent({ reason: `the payload of execution ${executionId} does not decode: ${error.message}` })
         )
       )
+      yield* retryable("fire a clock", fire(executionId, stored))
       const interrupted = stored.deferreds.has(InterruptSignal.name)
-      deps.runs.set(executionId, stored)
+      const run: Run = { ...stored, waits: new Map() }
+      deps.runs.set(executionId, run)
       const result = yield* Effect.ensuring(
         replay(entry, payload as object, executionId, interrupted),
         Effect.sync(() => deps.runs.delete(executionId))
@@ -118,12 +169,12 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
         yield* retryable("store the result", finish(executionId, text))
         waiters.notify(executionId)
       } else {
-        yield* retryable("suspend", sql.suspend(executionId, row.wakes))
+        yield* retryable("suspend", suspend(row.workflow, executionId, row.wakes, run.waits))
       }
     })
 }
 
-/** The handlers of the registered workflows' kinds and of the clock kind. */
+/** The handlers of the registered workflows' kinds and of the clock kind (for its items of earlier versions). */
 export const handlers = (
   deps: Deps,
   engine: WorkflowEngine.WorkflowEngine["Type"]

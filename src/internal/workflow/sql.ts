@@ -74,11 +74,21 @@ WHERE execution_id = $1 AND state <> 'complete' RETURNING workflow`
 const wakeSqlite = `UPDATE docket_workflow_executions SET state = 'running', wakes = wakes + 1, updated_at = ${Now.sqlite}
 WHERE execution_id = ?1 AND state <> 'complete' RETURNING workflow`
 
-// A clock scheduled once per execution and name: its due time if scheduled now ($3 the delay, ms).
+// A clock scheduled once per execution and name: its due time, the one stored before if it was
+// ($3 the delay, ms). The update on a conflict changes nothing; it is there for RETURNING.
 const clockPg = `INSERT INTO docket_workflow_clocks (execution_id, name, due_at, created_at)
-VALUES ($1, $2, ${Now.pg} + $3, ${Now.pg}) ON CONFLICT DO NOTHING RETURNING due_at`
+VALUES ($1, $2, ${Now.pg} + $3, ${Now.pg})
+ON CONFLICT (execution_id, name) DO UPDATE SET due_at = docket_workflow_clocks.due_at RETURNING due_at`
 const clockSqlite = `INSERT INTO docket_workflow_clocks (execution_id, name, due_at, created_at)
-VALUES (?1, ?2, ${Now.sqlite} + ?3, ${Now.sqlite}) ON CONFLICT DO NOTHING RETURNING due_at`
+VALUES (?1, ?2, ${Now.sqlite} + ?3, ${Now.sqlite})
+ON CONFLICT (execution_id, name) DO UPDATE SET due_at = docket_workflow_clocks.due_at RETURNING due_at`
+
+// A suspended execution whose run started at a clock's due time is running again (its wakes kept:
+// the run's own suspend compares them).
+const runningPg = `UPDATE docket_workflow_executions SET state = 'running', updated_at = ${Now.pg}
+WHERE execution_id = $1 AND state = 'suspended'`
+const runningSqlite = `UPDATE docket_workflow_executions SET state = 'running', updated_at = ${Now.sqlite}
+WHERE execution_id = ?1 AND state = 'suspended'`
 
 // Which of these executions are complete ($1 an array; ?1 a JSON array).
 const completedPg = `SELECT execution_id FROM docket_workflow_executions
@@ -98,18 +108,25 @@ SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, ${Now.sqlite} FROM js
 ON CONFLICT DO NOTHING RETURNING execution_id, name, attempt`
 
 // A run's start in one read: the execution and what it replays from (activities' results as
-// [name, attempt, result], deferreds as [name, exit]), JSON arrays.
+// [name, attempt, result], deferreds as [name, exit]) and its clocks not fired (as [name, due_at,
+// whether due now]), JSON arrays.
 const startPg = `SELECT ${COLUMNS},
   coalesce((SELECT json_agg(json_build_array(name, attempt, result)) FROM docket_workflow_activities
     WHERE execution_id = $1), '[]')::text AS activities,
   coalesce((SELECT json_agg(json_build_array(name, exit)) FROM docket_workflow_deferreds
-    WHERE execution_id = $1), '[]')::text AS deferreds
+    WHERE execution_id = $1), '[]')::text AS deferreds,
+  coalesce((SELECT json_agg(json_build_array(c.name, c.due_at, c.due_at <= ${Now.pg})) FROM docket_workflow_clocks c
+    WHERE c.execution_id = $1 AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d
+      WHERE d.execution_id = $1 AND d.name = c.name)), '[]')::text AS clocks
 FROM docket_workflow_executions WHERE execution_id = $1`
 const startSqlite = `SELECT ${COLUMNS},
   (SELECT json_group_array(json_array(name, attempt, result)) FROM docket_workflow_activities
     WHERE execution_id = ?1) AS activities,
   (SELECT json_group_array(json_array(name, exit)) FROM docket_workflow_deferreds
-    WHERE execution_id = ?1) AS deferreds
+    WHERE execution_id = ?1) AS deferreds,
+  (SELECT json_group_array(json_array(c.name, c.due_at, c.due_at <= ${Now.sqlite})) FROM docket_workflow_clocks c
+    WHERE c.execution_id = ?1 AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d
+      WHERE d.execution_id = ?1 AND d.name = c.name)) AS clocks
 FROM docket_workflow_executions WHERE execution_id = ?1`
 
 const deferredGetPg = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = $1 AND name = $2`
@@ -140,8 +157,10 @@ export interface WorkflowSql {
   readonly suspend: (executionId: string, wakes: number) => Effect.Effect<void, SqlError>
   /** Marks an unfinished execution running again: its workflow's name, or undefined (none, or finished). */
   readonly wake: (executionId: string) => Effect.Effect<string | undefined, SqlError>
-  /** Schedules a clock unless it was: its due time (epoch ms, the database's clock), or undefined. */
-  readonly clock: (executionId: string, name: string, delayMs: number) => Effect.Effect<number | undefined, SqlError>
+  /** Schedules a clock unless it was: its due time (epoch ms, the database's clock), the first one's if it was. */
+  readonly clock: (executionId: string, name: string, delayMs: number) => Effect.Effect<number, SqlError>
+  /** Marks a suspended execution running (a run started at a clock's due time), its wakes kept. */
+  readonly running: (executionId: string) => Effect.Effect<void, SqlError>
   /** Those of `executionIds` that are complete. */
   readonly completed: (executionIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError>
   readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
@@ -154,10 +173,15 @@ export interface WorkflowSql {
   readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<boolean, SqlError>
 }
 
-/** An execution's stored steps: activities' results by `name/attempt`, deferreds' exits by name. */
+/**
+ * An execution's stored steps: activities' results by `name/attempt`,
+ * deferreds' exits by name, and its clocks not fired, by name (their
+ * deferreds are not stored): due times, and whether due when read.
+ */
 export interface Stored {
   readonly activities: Map<string, string>
   readonly deferreds: Map<string, string>
+  readonly clocks: Map<string, { readonly dueAt: number; readonly due: boolean }>
 }
 
 /** An attempt's result, to store. */
@@ -182,8 +206,8 @@ const bind = (
   resultsParams: (rows: ReadonlyArray<ActivityResult>) => ReadonlyArray<unknown>
 ): WorkflowSql => ({
   clock: (id, name, delayMs) =>
-    Effect.map(run<{ due_at: number | string }>(t.clock, [id, name, delayMs]), (rows) =>
-      rows[0] === undefined ? undefined : Number(rows[0].due_at)),
+    Effect.map(run<{ due_at: number | string }>(t.clock, [id, name, delayMs]), (rows) => Number(rows[0]!.due_at)),
+  running: (id) => Effect.asVoid(run(t.running, [id])),
   completed: (ids) =>
     Effect.map(run<{ execution_id: string }>(t.completed, [arrayParam(ids)]), (rows) => rows.map((r) => r.execution_id)),
   insert: ({ executionId, parent, payload, workflow }) =>
@@ -207,15 +231,19 @@ const bind = (
       (rows) => new Set(rows.map((r) => `${r.execution_id} ${activityKey(r.name, Number(r.attempt))}`))
     ),
   start: (id) =>
-    Effect.map(run<ExecutionRow & { activities: string; deferreds: string }>(t.start, [id]), (rows) => {
+    Effect.map(run<ExecutionRow & { activities: string; deferreds: string; clocks: string }>(t.start, [id]), (rows) => {
       const found = rows[0]
       if (found === undefined) return undefined
-      const { activities, deferreds, ...row } = found
-      const stored: Stored = { activities: new Map(), deferreds: new Map() }
+      const { activities, clocks, deferreds, ...row } = found
+      const stored: Stored = { activities: new Map(), deferreds: new Map(), clocks: new Map() }
       for (const [name, attempt, result] of JSON.parse(activities) as Array<[string, number, string]>) {
         stored.activities.set(activityKey(name, Number(attempt)), result)
       }
       for (const [name, exit] of JSON.parse(deferreds) as Array<[string, string]>) stored.deferreds.set(name, exit)
+      // PostgreSQL gives the comparison as true/false, SQLite as 1/0.
+      for (const [name, dueAt, due] of JSON.parse(clocks) as Array<[string, number | string, boolean | number]>) {
+        stored.clocks.set(name, { dueAt: Number(dueAt), due: due === true || due === 1 })
+      }
       return { row, stored }
     }),
   deferredGet: (id, name) => Effect.map(run<{ exit: string }>(t.deferredGet, [id, name]), (rows) => rows[0]?.exit),
@@ -234,7 +262,8 @@ const pgTexts: Texts = {
   deferredGet: deferredGetPg,
   deferredPut: deferredPutPg,
   completed: completedPg,
-  clock: clockPg
+  clock: clockPg,
+  running: runningPg
 }
 
 const sqliteTexts: Texts = {
@@ -249,7 +278,8 @@ const sqliteTexts: Texts = {
   deferredGet: deferredGetSqlite,
   deferredPut: deferredPutSqlite,
   completed: completedSqlite,
-  clock: clockSqlite
+  clock: clockSqlite,
+  running: runningSqlite
 }
 
 /** The statements for a dialect. */
