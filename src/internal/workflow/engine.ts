@@ -49,6 +49,10 @@ import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
 
+import type { Batched } from "./batch.js"
+import type { PutStep } from "./steps.js"
+import type { Waiters } from "./waiters.js"
+
 /** A run in progress in this process: its stored steps, and the clocks it waits on. */
 export interface Run extends Stored {
   /**
@@ -57,9 +61,6 @@ export interface Run extends Stored {
    */
   readonly waits: Map<string, number>
 }
-import type { Batched } from "./batch.js"
-import type { PutStep } from "./steps.js"
-import type { Waiters } from "./waiters.js"
 
 /**
  * The kind of a clock's item, as earlier versions enqueued them (one per
