@@ -48,7 +48,6 @@ import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
 import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
-
 import type { Batched } from "./batch.js"
 import type { PutStep } from "./steps.js"
 import type { Waiters } from "./waiters.js"
