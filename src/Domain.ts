@@ -220,6 +220,12 @@ export interface ClaimOptions {
    * of its starts) without running. From 0 to `limit`.
    */
   readonly limitedMax?: number | undefined
+  /**
+   * Read each item's stored trace context into its claim (`Claim.traceContext`;
+   * default true). A worker pool that makes no spans asks for none: only a
+   * run's span links to it (issue 34: a claim returns what its runs need).
+   */
+  readonly traceContext?: boolean | undefined
 }
 
 export type {

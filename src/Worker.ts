@@ -282,6 +282,7 @@ const build = (options: Options<Handler.Any>, declarations: ReadonlyArray<Recurr
       handlerKinds: [...handlers.byKind.keys()],
       handledOnly: config.handledOnly,
       maxAttemptsByKind: handlers.maxAttempts,
+      traced,
       release: (claims) => recorder.release(claims),
       dispatch: slots.dispatch,
       checkIdle: idle.check

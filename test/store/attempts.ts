@@ -165,6 +165,17 @@ const enqueuerSpanContext = (backend: Backend) => {
         const dup = yield* traced(repo.enqueue("a", 8, { key: "k3" }))
         expect(dup).toEqual({ _tag: "Deduplicated", id: again.id })
         expect((yield* getItem(again.id)).traceContext).toBe(contextOf("docket.enqueue", 2))
+        // A claim that asks for no trace context (a pool that makes no spans)
+        // reads none, through the general claim and a grouped kind's; the
+        // items keep theirs.
+        const plainItem = yield* traced(repo.enqueue("q", 9))
+        const groupedItem = yield* traced(repo.enqueue("q", 10, { group: "g1" }))
+        const untraced = yield* repo.claim({ worker: "w", limit: 10, lease, kinds: ["q"], traceContext: false })
+        expect(untraced.map((c) => c.id).sort((x, y) => x - y)).toEqual([plainItem.id, groupedItem.id])
+        expect(untraced.map((c) => c.traceContext)).toEqual([null, null])
+        for (const { id } of [plainItem, groupedItem]) {
+          expect((yield* getItem(id)).traceContext).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
+        }
       })))
   })
 }

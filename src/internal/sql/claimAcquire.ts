@@ -16,7 +16,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Now from "./clock.js"
-import { CLAIM_COLUMNS } from "./columns.js"
+import { CLAIM_COLUMNS, claimText } from "./columns.js"
 import { compiled, type Db, op } from "./db.js"
 import { Cursors, type WalkedRow } from "./claimCursors.js"
 import { claimGroups, type Exec } from "./claimGroups.js"
@@ -29,14 +29,16 @@ type PgClaimRow = ClaimRow & WalkedRow
 /**
  * The operation: leases due items to `worker` for `leaseMs`; at most
  * `limitedMax` of them of limited kinds, none of paused kinds; of `kinds`
- * (null for every kind).
+ * (null for every kind); with each item's stored trace context when
+ * `traceContext` (else null: columns.ts, `untraced`).
  */
 export type ClaimAcquire = (
   worker: string,
   limit: number,
   leaseMs: number,
   kinds: ReadonlyArray<string> | null,
-  limitedMax: number
+  limitedMax: number,
+  traceContext: boolean
 ) => Effect.Effect<ReadonlyArray<ClaimRow>, SqlError>
 
 /**
@@ -134,6 +136,8 @@ interface ClaimRequest {
   readonly kindsJson: string | null
   /** The most items of limited kinds (the pool's free slots). */
   readonly limitedMax: number
+  /** Read each item's stored trace context. */
+  readonly traceContext: boolean
 }
 
 
@@ -143,6 +147,7 @@ const groupsOf = (exec: Exec, r: ClaimRequest, c: ControlRow, limit: number) =>
     worker: r.worker,
     limit,
     leaseMs: r.leaseMs,
+    traceContext: r.traceContext,
     kind: c.kind,
     concurrency: c.group_concurrency,
     ordered: c.group_ordered !== 0 && c.group_concurrency !== null
@@ -159,14 +164,14 @@ const claimLimited = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray<
       const allowed = Math.min(limitedLeft, c.concurrency_left ?? limitedLeft, c.rate_left ?? limitedLeft)
       if (allowed <= 0) continue
       const rows = c.group_concurrency === null && c.paused_groups === 0 && c.grouped === 0
-        ? yield* exec<ClaimRow>(sqlite, [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
+        ? yield* exec<ClaimRow>(claimText(sqlite, r.traceContext), [r.worker, allowed, r.leaseMs, JSON.stringify([c.kind]), 0])
         : yield* groupsOf(exec, r, c, allowed)
       if (rows.length > 0 && c.rate_limit !== null) yield* exec(sqliteTakeSlots, [c.kind, rows.length])
       limitedLeft -= rows.length
       claimed.push(...rows)
     }
     const remaining = r.limit - claimed.length
-    if (remaining > 0) claimed.push(...(yield* exec<ClaimRow>(sqlite, [r.worker, remaining, r.leaseMs, r.kindsJson, 1])))
+    if (remaining > 0) claimed.push(...(yield* exec<ClaimRow>(claimText(sqlite, r.traceContext), [r.worker, remaining, r.leaseMs, r.kindsJson, 1])))
     // What the general claim left goes to the grouped kinds that may be prefetched.
     for (const c of controls) {
       if (claimed.length >= r.limit) break
@@ -180,7 +185,7 @@ const inTransaction = (exec: Exec, r: ClaimRequest): Effect.Effect<ReadonlyArray
   Effect.flatMap(exec<ControlRow>(sqliteControls, [r.kindsJson]), (controls) =>
     limitedAmong(controls)
       ? claimLimited(exec, r)
-      : exec<ClaimRow>(sqlite, [r.worker, r.limit, r.leaseMs, r.kindsJson, 1]))
+      : exec<ClaimRow>(claimText(sqlite, r.traceContext), [r.worker, r.limit, r.leaseMs, r.kindsJson, 1]))
 
 // On a connection held alone: BEGIN IMMEDIATE ... COMMIT, rolled back on any
 // failure or interruption (the steps are synchronous and local).
@@ -233,7 +238,7 @@ const unsynced = (sql: SqlClient) => {
       const claim = Effect.flatMap(exec<ControlRow>(sqliteControls, [r.kindsJson]), (controls) =>
         limitedAmong(controls)
           ? immediate(connection, exec, r)
-          : exec<ClaimRow>(sqlite, [r.worker, r.limit, r.leaseMs, r.kindsJson, 1]))
+          : exec<ClaimRow>(claimText(sqlite, r.traceContext), [r.worker, r.limit, r.leaseMs, r.kindsJson, 1]))
       return Effect.flatMap(levelOf(connection), (level) => {
         if (level === null) return claim
         // Uninterruptible, so the level is always set back (the statements are
@@ -258,8 +263,8 @@ const unsynced = (sql: SqlClient) => {
 const reservedClaims = (
   sql: SqlClient,
   scope: Scope.Scope,
-  text: string,
-  pooled: (params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>
+  qualify: (text: string) => string,
+  pooled: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>
 ) => {
   let held: { readonly connection: Connection; readonly scope: Scope.CloseableScope } | undefined
   let closed = false
@@ -281,19 +286,19 @@ const reservedClaims = (
     closed = true
     return drop
   }))))
-  const claimOn = (connection: Connection, params: ReadonlyArray<unknown>) =>
-    (connection.execute(text, params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
+  const claimOn = (connection: Connection, text: string, params: ReadonlyArray<unknown>) =>
+    (connection.execute(qualify(text), params, undefined) as Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError>).pipe(
       Effect.tapErrorCause(() => drop)
     )
-  return (params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError> =>
+  return (text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<PgClaimRow>, SqlError> =>
     lock.withPermits(1)(Effect.suspend(() => {
-      if (closed) return pooled(params)
-      if (held === undefined) return Effect.flatMap(reserve, (connection) => claimOn(connection, params))
+      if (closed) return pooled(text, params)
+      if (held === undefined) return Effect.flatMap(reserve, (connection) => claimOn(connection, text, params))
       // A held connection the server ended while it waited (idle_session_timeout,
       // an administrator, a pooler's restart) is replaced at once: its claim
       // never left this process, so it is sent again on a fresh one.
-      return claimOn(held.connection, params).pipe(
-        Effect.catchIf(endedBeforeSent, () => Effect.flatMap(reserve, (connection) => claimOn(connection, params)))
+      return claimOn(held.connection, text, params).pipe(
+        Effect.catchIf(endedBeforeSent, () => Effect.flatMap(reserve, (connection) => claimOn(connection, text, params)))
       )
     }))
 }
@@ -315,15 +320,15 @@ const endedBeforeSent = (error: SqlError): boolean =>
  */
 export const make = op<ClaimAcquire>({
   pg: ({ claimScope, cursors = new Cursors(), qualify, run, sql }: Db) => {
-    const pooled = (params: ReadonlyArray<unknown>) => run<PgClaimRow>(pg, params)
-    // The reserved connection is past `run`: the text is qualified here, once.
-    const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, qualify(pg), pooled)
-    return (worker, limit, leaseMs, kinds, limitedMax) =>
+    const pooled = (text: string, params: ReadonlyArray<unknown>) => run<PgClaimRow>(text, params)
+    // The reserved connection is past `run`: the text is qualified there (memoized: pgSchema.ts).
+    const claim = claimScope === undefined ? pooled : reservedClaims(sql, claimScope, qualify, pooled)
+    return (worker, limit, leaseMs, kinds, limitedMax, traceContext) =>
       Effect.suspend(() => {
         const walk = cursors.plan(kinds)
         const startedAt = cursors.now()
         const params = [worker, limit, leaseMs, kinds, limitedMax, walk.priorities, walk.runAts, walk.ids, walk.expiredAfter]
-        return Effect.flatMap(claim(params), (rows) => {
+        return Effect.flatMap(claim(claimText(pg, traceContext), params), (rows) => {
           const { entriesRead, metrics } = cursors.record(kinds, walk, startedAt, rows)
           return Effect.as(
             Effect.zipRight(Metric.increment(metrics.claims), Metric.incrementBy(metrics.entries, entriesRead)),
@@ -334,8 +339,8 @@ export const make = op<ClaimAcquire>({
   },
   sqlite: ({ run, sql }: Db) => {
     const claimUnsynced = unsynced(sql)
-    return (worker, limit, leaseMs, kinds, limitedMax) => {
-      const request = { worker, limit, leaseMs, kindsJson: kinds === null ? null : JSON.stringify(kinds), limitedMax }
+    return (worker, limit, leaseMs, kinds, limitedMax, traceContext) => {
+      const request = { worker, limit, leaseMs, kindsJson: kinds === null ? null : JSON.stringify(kinds), limitedMax, traceContext }
       return Effect.flatMap(Effect.serviceOption(TransactionConnection), (tx) =>
         Option.isSome(tx) ? inTransaction(run, request) : claimUnsynced(request))
     }

@@ -24,7 +24,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Now from "./clock.js"
-import { CLAIM_COLUMNS } from "./columns.js"
+import { CLAIM_COLUMNS, claimText } from "./columns.js"
 import type { ClaimRow } from "./rows.js"
 
 /** Runs one statement (numbered parameters) on the claim's connection. */
@@ -36,6 +36,8 @@ export interface GroupClaim {
   /** The most items to claim (the kind's allowance in this claim). */
   readonly limit: number
   readonly leaseMs: number
+  /** Read each item's stored trace context (`ClaimOptions.traceContext`). */
+  readonly traceContext: boolean
   readonly kind: string
   /**
    * The kind's `perGroup.concurrency`, or null for a kind with grouped items
@@ -261,8 +263,8 @@ export const claimGroups = (exec: Exec, c: GroupClaim): Effect.Effect<ReadonlyAr
       if (claimed.length >= c.limit) break
       const { last, picked } = yield* pass(exec, c, settings, start, c.limit - claimed.length, perGroup)
       if (perGroup === 1 && last !== null) yield* exec(writeCursor, [c.kind, last])
-      if (picked.length > 0) claimed.push(...(yield* exec<ClaimRow>(lease, [c.worker, JSON.stringify(picked), c.leaseMs])))
+      if (picked.length > 0) claimed.push(...(yield* exec<ClaimRow>(claimText(lease, c.traceContext), [c.worker, JSON.stringify(picked), c.leaseMs])))
     }
     const left = c.limit - claimed.length
-    return left <= 0 ? claimed : [...claimed, ...(yield* exec<ClaimRow>(ungrouped, [c.worker, left, c.leaseMs, c.kind]))]
+    return left <= 0 ? claimed : [...claimed, ...(yield* exec<ClaimRow>(claimText(ungrouped, c.traceContext), [c.worker, left, c.leaseMs, c.kind]))]
   })

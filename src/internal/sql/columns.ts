@@ -17,5 +17,26 @@ export const ITEM_COLUMNS =
 export const CLAIM_COLUMNS =
   `id, kind, payload, dedupe_key, priority, run_at, attempts, ${MAX_ATTEMPTS}, last_error, lease_until, lease_seq, created_at, trace_context, snoozes, group_key`
 
+const UNTRACED = new Map<string, string>()
+
+/**
+ * A claim's text for a pool that makes no spans (issue 34): the item's stored
+ * trace context is not read (NULL in its place), since only a run's span links
+ * to it. `text` holds `CLAIM_COLUMNS` once; the result is kept, so each text
+ * is made once.
+ */
+export const untraced = (text: string): string => {
+  let found = UNTRACED.get(text)
+  if (found === undefined) {
+    if (!text.includes(CLAIM_COLUMNS)) throw new Error("untraced: the text does not select CLAIM_COLUMNS")
+    found = text.replace(CLAIM_COLUMNS, CLAIM_COLUMNS.replace("trace_context", "NULL AS trace_context"))
+    UNTRACED.set(text, found)
+  }
+  return found
+}
+
+/** The claim's text as `traceContext` asks: with the stored trace context, or without it. */
+export const claimText = (text: string, traceContext: boolean): string => (traceContext ? text : untraced(text))
+
 /** The columns of the live-workers table (docket_workers), as a heartbeat writes them and the listing reads them. */
 export const WORKER_COLUMNS = "id, name, host, pid, kinds, concurrency, running, version, started_at, heartbeat_at"

@@ -99,7 +99,7 @@ export const make = (
   const fallback = checkBudget(defaultMaxAttempts)
   if (Either.isLeft(fallback)) throw new Error(`QueueRepo: defaultMaxAttempts ${fallback.left.reason}`)
   const self: Claims = {
-    claim: ({ kinds, lease, limit, limitedMax, maxAttemptsByKind, worker }) =>
+    claim: ({ kinds, lease, limit, limitedMax, maxAttemptsByKind, traceContext, worker }) =>
       Effect.gen(function*() {
         const w = yield* V.lift(V.checkWorker(worker))
         const n = yield* V.lift(V.checkIntegerIn("limit", limit, 1, V.MAX_CLAIM_LIMIT))
@@ -114,7 +114,7 @@ export const make = (
             if (Either.isLeft(checked)) return yield* checked.left
           }
         }
-        const rows = yield* store.claimAcquire(w, n, leaseMs, kinds === undefined ? null : kinds, limited).pipe(
+        const rows = yield* store.claimAcquire(w, n, leaseMs, kinds === undefined ? null : kinds, limited, traceContext !== false).pipe(
           Effect.mapError(storage("claim"))
         )
         return rows.map((row) => toClaim(row, w, maxAttemptsByKind, defaultMaxAttempts, leaseMs)).sort(claimOrder)

@@ -47,6 +47,8 @@ export interface ClaimerDeps {
   readonly handledOnly: boolean
   /** The handlers' budgets by kind, for items enqueued without one. */
   readonly maxAttemptsByKind: ReadonlyMap<string, number>
+  /** The pool makes a span per run (which links to the item's stored trace context): claims read it only then. */
+  readonly traced?: boolean | undefined
   /** Gives claims back unrun. */
   readonly release: (claims: ReadonlyArray<Claim>) => Effect.Effect<void>
   /** Resumes parked slots. */
@@ -187,7 +189,7 @@ export class Claimer implements Part {
   })
 
   private readonly round: Effect.Effect<void> = Effect.gen(this, function*() {
-    const { concurrency, holdMs, leaseMs, maxAttemptsByKind, pollMs, prefetch, publisher, repo, state, wakeup, worker } =
+    const { concurrency, holdMs, leaseMs, maxAttemptsByKind, pollMs, prefetch, publisher, repo, state, traced, wakeup, worker } =
       this.deps
     this.woken = false
     yield* this.sweep
@@ -216,7 +218,7 @@ export class Claimer implements Part {
     // would hold the kind's places (or have used its starts) without running.
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
     const lease = Duration.millis(leaseMs)
-    const claimed = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax }).pipe(
+    const claimed = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax, traceContext: traced ?? true }).pipe(
       Effect.tap(() => publisher.storageWorked("claim")),
       Effect.asSome,
       Effect.catchAll((error) => Effect.as(publisher.storageFailed("claim")(error), Option.none<ReadonlyArray<Claim>>())),
