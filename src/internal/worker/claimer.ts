@@ -218,7 +218,9 @@ export class Claimer implements Part {
     // would hold the kind's places (or have used its starts) without running.
     const limitedMax = Math.max(0, Math.min(room, concurrency - state.running.size - state.buffer.size))
     const lease = Duration.millis(leaseMs)
-    const claimed = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax, traceContext: traced ?? true }).pipe(
+    // The items' stored trace contexts only for a pool that makes spans (they link to them).
+    const traceContext = traced ?? true
+    const claimed = yield* repo.claim({ worker, limit: room, lease, kinds, maxAttemptsByKind, limitedMax, traceContext }).pipe(
       Effect.tap(() => publisher.storageWorked("claim")),
       Effect.asSome,
       Effect.catchAll((error) => Effect.as(publisher.storageFailed("claim")(error), Option.none<ReadonlyArray<Claim>>())),
