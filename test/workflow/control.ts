@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -77,6 +77,24 @@ export const controlSuite = (name: string, layer: () => Promise<Layer.Layer<Serv
       expect(await run(control.interrupt(sleeper))).toBe(true)
       for (let i = 0; i < 500 && (await run(control.show(sleeper))).state !== "complete"; i++) await Effect.runPromise(Effect.sleep(20))
       expect((await run(control.show(sleeper))).result).toMatchObject({ _tag: "Complete", exit: { _tag: "Failure" } })
+    })
+
+    it("an execute inside the application's transaction starts the execution with its commit, and not at all on a rollback", async () => {
+      const tag = `tx-${Math.random().toString(36).slice(2, 8)}`
+      const items = rows("docket_items")
+      const before = await run(Effect.all({ written, items }))
+      // Rolled back: neither the execution nor its run's item is left.
+      const rolledBack = await run(Effect.exit(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(Effect.zipRight(W.Steps.execute({ tag: `${tag}-rolled` }, { discard: true }), Effect.fail("rolled back")))
+      )))
+      expect(Exit.isFailure(rolledBack)).toBe(true)
+      expect(await run(Effect.all({ written, items }))).toEqual(before)
+      // Committed: it runs, and a later execute of the same id joins it.
+      await run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(W.Steps.execute({ tag }, { discard: true }))))
+      expect(await run(W.Steps.execute({ tag }))).toBe("ABC")
+      expect(W.entries(tag)).toEqual(["a", "b", "c"])
+      expect(W.entries(`${tag}-rolled`)).toEqual([])
     })
 
     it("a clock fires as its execution's own run (no item of the clock kind); an item of the clock kind an earlier version enqueued still fires", async () => {

@@ -12,11 +12,15 @@
  * Every unit starts with a write, so on SQLite the batch holds the write lock
  * from its first statement.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import type { Unit } from "../sql/db.js"
 
 /** Most units in one transaction. */
@@ -29,6 +33,19 @@ interface Pending {
   readonly unit: Effect.Effect<unknown, unknown>
   readonly done: Deferred.Deferred<unknown, unknown>
 }
+
+/**
+ * Forks a writer in `scope` without its caller's transaction or span: a
+ * forked fiber inherits its parent's context, so a writer forked by a caller
+ * inside a transaction of its own would run every later caller's writes in
+ * that transaction (after its commit, on a connection given back).
+ */
+export const forkWriter = (writer: Effect.Effect<void>, scope: Scope.Scope) =>
+  Effect.forkIn(
+    Effect.mapInputContext(writer, (context: Context.Context<never>) =>
+      Context.omit(SqlClient.TransactionConnection, Tracer.ParentSpan)(context) as Context.Context<never>),
+    scope
+  )
 
 /** The batcher over `transaction`, its writer fiber in `scope`. */
 export const make = (transaction: Unit, scope: Scope.Scope): Batched => {
@@ -56,10 +73,12 @@ export const make = (transaction: Unit, scope: Scope.Scope): Batched => {
   return <A, E>(unit: Effect.Effect<A, E>) =>
     Effect.gen(function*() {
       const done = yield* Deferred.make<unknown, unknown>()
-      pending.push({ unit, done })
+      // The caller's span stays the parent of the unit's (an enqueue's span links its item's runs).
+      const span = yield* Effect.serviceOption(Tracer.ParentSpan)
+      pending.push({ unit: Option.isSome(span) ? Effect.withParentSpan(unit, span.value) : unit, done })
       if (!writing) {
         writing = true
-        yield* Effect.forkIn(writeAll, scope)
+        yield* forkWriter(writeAll, scope)
       }
       return (yield* Deferred.await(done)) as A
     }) as Effect.Effect<A, E | SqlError>

@@ -153,6 +153,17 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
       { executionId },
       dueAt === undefined ? { key: executionId, onConflict: "replace" } : { key: executionId, runAt: dueAt }
     )
+  /**
+   * The first run of an execution just created: inserted as "keep" (one
+   * statement, where "replace" looks for a waiting run first); if a run of
+   * the id waits all the same (left by an execution of that id deleted), it
+   * is brought forward as a wake-up's is.
+   */
+  const enqueueFirstRun = (workflow: string, executionId: string) =>
+    Effect.flatMap(
+      repo.enqueue(kindOf(workflow), { executionId }, { key: executionId }),
+      (result) => result._tag === "Deduplicated" ? Effect.asVoid(enqueueRun(workflow, executionId)) : Effect.void
+    )
   /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
   const wake = (executionId: string) =>
     storage(
@@ -189,7 +200,7 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
         return true
       }))
     ).pipe(Effect.flatMap((found) => found ? Effect.void : Effect.die(new ExecutionNotFound({ workflow, executionId }))))
-  return { enqueueRun, wake, complete }
+  return { enqueueRun, enqueueFirstRun, wake, complete }
 }
 
 /** The operations on an execution's steps: activities, deferreds, clocks (run inside its runs). */

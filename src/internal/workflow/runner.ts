@@ -129,12 +129,14 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
   }
 
   // Batched with other runs' ends (batch.ts): one commit for the runs ending together.
+  // Whether this run's result is the one stored (a run that raced it may have stored first).
   const finish = (executionId: string, text: string) =>
     deps.batched(Effect.gen(function*() {
       const { parent, stored } = yield* sql.complete(executionId, text)
-      if (!stored || parent === null) return
+      if (!stored || parent === null) return stored
       const woken = yield* sql.wake(parent)
       if (woken !== undefined) yield* enqueueRun(woken, parent)
+      return stored
     }))
 
   return (executionId: string): Effect.Effect<void, Retry | Permanent> =>
@@ -166,8 +168,11 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
       if (failure !== undefined) return yield* new Retry({ reason: failure.reason })
       if (result._tag === "Complete") {
         const text = yield* Codec.encodeResult(entry.workflow, result)
-        yield* retryable("store the result", finish(executionId, text))
-        waiters.notify(executionId)
+        // The callers waiting in this process take the result as stored, without reading it back.
+        yield* retryable(
+          "store the result",
+          waiters.completing(executionId, Effect.map(finish(executionId, text), (stored) => (stored ? text : undefined)))
+        )
       } else {
         yield* retryable("suspend", suspend(row.workflow, executionId, row.wakes, run.waits))
       }

@@ -3,6 +3,9 @@
  * operations (here: execute, poll, interrupt, resume) and the steps'
  * (engine.ts: activities, deferreds, clocks). engine.ts says what each does.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Activity from "@effect/workflow/Activity"
+import type * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as WorkflowEngine from "@effect/workflow/WorkflowEngine"
 import * as Effect from "effect/Effect"
@@ -10,13 +13,14 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../../Errors.js"
 import * as Codec from "./codec.js"
+import * as Exits from "./exits.js"
 import { type Deps, InterruptSignal, stepOps, steps, storage } from "./engine.js"
-import { FALLBACK_MS } from "./waiters.js"
+import { FALLBACK_MS, type Ticket } from "./waiters.js"
 
 /** The operations on executions: start or join one, read, interrupt, resume. */
 const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "poll" | "interrupt" | "resume"> => {
   const { sql, transaction, waiters } = deps
-  const { complete, enqueueRun, wake } = steps(deps)
+  const { complete, enqueueFirstRun, wake } = steps(deps)
 
   const resultOf = (workflow: Workflow.Any, executionId: string) =>
     Effect.flatMap(storage("read an execution", sql.get(executionId)), (row) =>
@@ -24,16 +28,50 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
         ? Effect.map(Codec.decodeResult(workflow, row.result), Option.some)
         : Effect.succeed(Option.none()))
 
-  // Waits for the stored result, pushed (waiters.ts), reading again at each push.
-  const awaitResult = (workflow: Workflow.Any, executionId: string) =>
-    Effect.scoped(Effect.gen(function*() {
-      const ticket = yield* waiters.ticket(executionId)
+  // Waits for the stored result, pushed (waiters.ts), with the ticket taken before the execution
+  // was started or joined (so no completion is missed). A push from this process brings the
+  // result as stored; one from another process is read. An execution this call created cannot
+  // have finished before its first push: it is not read first.
+  const awaitResult = (workflow: Workflow.Any, executionId: string, ticket: Ticket, created: boolean) =>
+    Effect.gen(function*() {
+      let read = !created
       while (true) {
-        const result = yield* resultOf(workflow, executionId)
-        if (Option.isSome(result)) return result.value
-        yield* ticket.wait(FALLBACK_MS)
+        if (read) {
+          const result = yield* resultOf(workflow, executionId)
+          if (Option.isSome(result)) return result.value
+        }
+        const pushed = yield* ticket.wait(FALLBACK_MS)
+        if (pushed !== undefined) return yield* Codec.decodeResult(workflow, pushed)
+        read = true
       }
-    }))
+    })
+
+  // An execution's row and its first run's item. In the caller's transaction if it has one (the
+  // execution starts when it commits); else with other executions started at about the same
+  // time, in one transaction (batch.ts). The first run's item is inserted without the replace's
+  // look-up: a waiting run of an execution just created is left by none but an execution of the
+  // same id deleted, and that one is replaced as a wake-up would.
+  const start = (
+    workflow: Workflow.Any,
+    executionId: string,
+    payload: string,
+    parent: WorkflowEngine.WorkflowInstance["Type"] | undefined
+  ) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
+      const unit = Option.isSome(tx) ? transaction : deps.batched
+      return storage(
+        "start an execution",
+        unit(Effect.flatMap(
+          sql.insert({
+            executionId,
+            workflow: workflow.name,
+            payload,
+            parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
+          }),
+          (created) => created ? Effect.as(enqueueFirstRun(workflow.name, executionId), true) : Effect.succeed(false)
+        ))
+      )
+    })
 
   return {
     execute: <const Discard extends boolean>(
@@ -52,23 +90,21 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
             Effect.die(new InvalidInput({ field: "payload", reason: `does not match workflow ${workflow.name}: ${error.message}` }))
           )
         )
-        yield* storage(
-          "start an execution",
-          transaction(Effect.flatMap(
-            sql.insert({
-              executionId,
-              workflow: workflow.name,
-              payload,
-              parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
-            }),
-            (created) => created ? Effect.asVoid(enqueueRun(workflow.name, executionId)) : Effect.void
-          ))
-        )
-        if (options.discard) return undefined
+        if (options.discard) {
+          yield* start(workflow, executionId, payload, parent)
+          return undefined
+        }
         if (parent !== undefined) {
+          // A child does not wait: its parent is woken when it finishes.
+          const created = yield* start(workflow, executionId, payload, parent)
+          if (created) return new Workflow.Suspended({})
           return Option.getOrElse(yield* resultOf(workflow, executionId), () => new Workflow.Suspended({}))
         }
-        return yield* awaitResult(workflow, executionId)
+        return yield* Effect.scoped(Effect.gen(function*() {
+          const ticket = yield* waiters.ticket(executionId)
+          const created = yield* start(workflow, executionId, payload, parent)
+          return yield* awaitResult(workflow, executionId, ticket, created)
+        }))
       }) as Effect.Effect<Discard extends true ? void : Workflow.Result<unknown, unknown>>,
     poll: (workflow, executionId) =>
       Effect.flatMap(storage("poll", sql.get(executionId)), (row) => {
@@ -88,14 +124,40 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
   }
 }
 
-/** The engine's operations over `deps`. */
-export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] =>
-  WorkflowEngine.makeUnsafe({
+/**
+ * The engine's operations over `deps`: Effect's `makeUnsafe` over them, with
+ * its decoding of activities' results and deferreds' exits done as it does
+ * it, but with a schema kept per pair of success and error schemas
+ * (exits.ts says why).
+ */
+export const make = (deps: Deps): WorkflowEngine.WorkflowEngine["Type"] => {
+  const steps = stepOps(deps)
+  const engine = WorkflowEngine.makeUnsafe({
     register: (workflow, execute) =>
       Effect.acquireRelease(
         Effect.sync(() => deps.registry.set(workflow.name, { workflow, execute })),
         () => Effect.sync(() => deps.registry.delete(workflow.name))
       ),
     ...executionOps(deps),
-    ...stepOps(deps)
+    ...steps
   })
+  type Service = WorkflowEngine.WorkflowEngine["Type"]
+  const activityExecute = (activity: Activity.Any, attempt: number) =>
+    Effect.flatMap(steps.activityExecute(activity, attempt), (result): Effect.Effect<Workflow.Result<unknown, unknown>> =>
+      result._tag === "Suspended"
+        ? Effect.succeed(result)
+        : Effect.map(Exits.decodeExit(activity, result.exit), (exit) => new Workflow.Complete({ exit })))
+  const deferredResult = (deferred: DurableDeferred.Any) =>
+    Effect.gen(function*() {
+      const instance = yield* WorkflowEngine.WorkflowInstance
+      yield* Effect.annotateCurrentSpan({ executionId: instance.executionId })
+      const exit = yield* steps.deferredResult(deferred)
+      return exit === undefined ? exit : yield* Exits.decodeExit(deferred, exit)
+    })
+  return WorkflowEngine.WorkflowEngine.of({
+    ...engine,
+    // The service's generic signatures over the same values (makeUnsafe's own erase them alike).
+    activityExecute: activityExecute as unknown as Service["activityExecute"],
+    deferredResult: deferredResult as unknown as Service["deferredResult"]
+  })
+}

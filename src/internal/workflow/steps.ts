@@ -13,6 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import { forkWriter } from "./batch.js"
 import { type ActivityResult, activityKey } from "./sql.js"
 
 /** Most results in one statement. */
@@ -55,7 +56,7 @@ export const make = (
       pending.push({ result, done })
       if (!writing) {
         writing = true
-        yield* Effect.forkIn(writeAll, scope)
+        yield* forkWriter(writeAll, scope)
       }
       return yield* Deferred.await(done)
     })

@@ -3,7 +3,9 @@
  * not polled: a caller takes a ticket for the execution before it reads the
  * execution's row, so a completion between the read and the wait is not
  * missed, and the ticket is punched by
- * - a completion in this process (the run that stored the result);
+ * - a completion in this process (the run that stored the result), which
+ *   hands the stored result over with the punch, so the caller decodes it
+ *   without reading the row again;
  * - on PostgreSQL, the completion's notification from any process (the
  *   result's UPDATE notifies `docket_wf` with the execution id at its commit;
  *   one LISTEN connection per engine, opened for the first waiter and kept
@@ -20,6 +22,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
@@ -32,38 +35,54 @@ export const FALLBACK_MS = 10_000
 
 /** The waiters of one engine. */
 export interface Waiters {
-  /** An execution finished in this process. */
-  readonly notify: (executionId: string) => void
+  /**
+   * Runs `store`, the storing of an execution's result in this process (the
+   * text stored, or undefined when another run's was), then punches its
+   * tickets with that text. Meanwhile pushes of the execution from the
+   * database (its notification, a SQLite sweep) are not passed on: they are
+   * this completion's own, and would make the callers read what is handed
+   * to them.
+   */
+  readonly completing: <E>(executionId: string, store: Effect.Effect<string | undefined, E>) => Effect.Effect<void, E>
   /**
    * A ticket for `executionId`, for the scope: `wait` returns when it is
-   * punched (or at once if it was since the last wait), or after `ms`.
+   * punched (or at once if it was since the last wait), or after `ms`; with
+   * the stored result when a completion in this process handed it over.
    */
-  readonly ticket: (executionId: string) => Effect.Effect<{ readonly wait: (ms: number) => Effect.Effect<void> }, never, Scope.Scope>
+  readonly ticket: (executionId: string) => Effect.Effect<Ticket, never, Scope.Scope>
 }
 
-class Ticket {
+/** A caller's wait for one execution's result. */
+export interface Ticket {
+  readonly wait: (ms: number) => Effect.Effect<string | undefined>
+}
+
+class Punchable implements Ticket {
   punched = false
+  /** The stored result, once a completion in this process handed it over (it stays: a result is final). */
+  result: string | undefined
   private wake: (() => void) | undefined
-  punch = () => {
+  punch = (result?: string) => {
+    if (result !== undefined) this.result = result
     this.punched = true
     const wake = this.wake
     this.wake = undefined
     wake?.()
   }
   wait = (ms: number) =>
-    Effect.async<void>((resume) => {
+    Effect.async<string | undefined>((resume) => {
       if (this.punched) {
         this.punched = false
-        return resume(Effect.void)
+        return resume(Effect.succeed(this.result))
       }
       const timer = setTimeout(() => {
         this.wake = undefined
-        resume(Effect.void)
+        resume(Effect.succeed(this.result))
       }, ms)
       this.wake = () => {
         clearTimeout(timer)
         this.punched = false
-        resume(Effect.void)
+        resume(Effect.succeed(this.result))
       }
       return Effect.sync(() => {
         clearTimeout(timer)
@@ -114,10 +133,15 @@ export const make = (
   Effect.gen(function*() {
     const remote = yield* remoteFor
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    const tickets = new Map<string, Set<Ticket>>()
-    const one = (executionId: string) => {
+    const tickets = new Map<string, Set<Punchable>>()
+    const one = (executionId: string, result?: string) => {
       const set = tickets.get(executionId)
-      if (set !== undefined) for (const ticket of set) ticket.punch()
+      if (set !== undefined) for (const ticket of set) ticket.punch(result)
+    }
+    // Executions whose result this process is storing (a count: a run retried may overlap its own end).
+    const local = new Map<string, number>()
+    const pushed = (executionId: string) => {
+      if (!local.has(executionId)) one(executionId)
     }
     let sweeping = false
     let again = false
@@ -126,7 +150,7 @@ export const make = (
       const ids = [...tickets.keys()]
       const chunks = Array.from({ length: Math.ceil(ids.length / SWEEP_CHUNK) }, (_, i) =>
         ids.slice(i * SWEEP_CHUNK, (i + 1) * SWEEP_CHUNK))
-      return Effect.forEach(chunks, (chunk) => Effect.map(completed(chunk), (done) => done.forEach(one)), { discard: true })
+      return Effect.forEach(chunks, (chunk) => Effect.map(completed(chunk), (done) => done.forEach(pushed)), { discard: true })
     }).pipe(
       // A failed read punches every ticket: each waiter reads its own row.
       Effect.catchAll(() => Effect.sync(() => tickets.forEach((_, id) => one(id)))),
@@ -145,16 +169,26 @@ export const make = (
     const start = Effect.suspend(() => {
       if (started || Option.isNone(remote)) return Effect.void
       started = true
-      return Effect.asVoid(Effect.forkIn(remote.value(one, all), scope))
+      return Effect.asVoid(Effect.forkIn(remote.value(pushed, all), scope))
     })
     return {
-      notify: one,
+      completing: (executionId, store) =>
+        Effect.suspend(() => {
+          local.set(executionId, (local.get(executionId) ?? 0) + 1)
+          return Effect.onExit(store, (exit) =>
+            Effect.sync(() => {
+              const n = local.get(executionId)! - 1
+              if (n === 0) local.delete(executionId)
+              else local.set(executionId, n)
+              one(executionId, Exit.isSuccess(exit) ? exit.value : undefined)
+            }))
+        }),
       ticket: (executionId) =>
         Effect.zipRight(
           start,
           Effect.acquireRelease(
             Effect.sync(() => {
-              const ticket = new Ticket()
+              const ticket = new Punchable()
               let set = tickets.get(executionId)
               if (set === undefined) tickets.set(executionId, set = new Set())
               set.add(ticket)
