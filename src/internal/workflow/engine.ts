@@ -3,9 +3,10 @@
  * `makeUnsafe` turns into the `WorkflowEngine` service), durably, with the
  * meaning Effect's in-memory engine gives each:
  * - `execute`: the execution's row and its first run's item in one
- *   transaction, once per execution id (a second `execute` joins: it waits
- *   for the same result); the caller waits for the stored result, pushed
- *   (waiters.ts). A child (called from a parent's run) does not wait: it is
+ *   transaction (the caller's if it has one, else one shared with other
+ *   starts: batch.ts), once per execution id (a second `execute` joins: it
+ *   waits for the same result); the caller waits for the stored result,
+ *   pushed (waiters.ts), handed over with the push when this process stored it. A child (called from a parent's run) does not wait: it is
  *   `Suspended` until it finishes, and its finishing wakes the parent.
  * - `activityExecute`: an attempt's stored result if there is one (never run
  *   twice once finished), else the activity runs and its result is stored
