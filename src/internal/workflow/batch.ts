@@ -1,4 +1,7 @@
 /**
+ * Batching without waiting, for the engine: its small transactions
+ * committed together (`make`), and its runs' starts read together (`reader`).
+ *
  * Group commit for the engine's small transactions: a clock firing (its
  * deferred stored as a run starts, or by an item of the clock kind), a run's
  * suspend on clocks (with its next run due at the earliest) and a run's end
@@ -82,4 +85,53 @@ export const make = (transaction: Unit, scope: Scope.Scope): Batched => {
       }
       return (yield* Deferred.await(done)) as A
     }) as Effect.Effect<A, E | SqlError>
+}
+
+/** Reads one key's value (undefined: none) together with the reads asked for at about the same time. */
+export type Read<K, V> = (key: K) => Effect.Effect<V | undefined, SqlError>
+
+interface Asked<K, V> {
+  readonly key: K
+  readonly done: Deferred.Deferred<V | undefined, SqlError>
+}
+
+/**
+ * The reader over `readMany` (one statement for many keys), its fiber in
+ * `scope`: the first read is sent at once, and those asked for while it is
+ * in flight go together in the next (at most `most` a statement), as the
+ * writers batch. A failed statement fails each of its reads.
+ */
+export const reader = <K, V>(
+  readMany: (keys: ReadonlyArray<K>) => Effect.Effect<ReadonlyMap<K, V>, SqlError>,
+  scope: Scope.Scope,
+  most = BATCH
+): Read<K, V> => {
+  const pending: Array<Asked<K, V>> = []
+  let reading = false
+  const readAll: Effect.Effect<void> = Effect.suspend(() => {
+    const batch = pending.splice(0, most)
+    if (batch.length === 0) {
+      reading = false
+      return Effect.void
+    }
+    return Effect.exit(readMany(batch.map((a) => a.key))).pipe(
+      Effect.flatMap((exit) =>
+        Effect.forEach(batch, ({ done, key }) =>
+          Exit.isSuccess(exit) ? Deferred.succeed(done, exit.value.get(key)) : Deferred.failCause(done, exit.cause), {
+          discard: true
+        })
+      ),
+      Effect.zipRight(readAll)
+    )
+  })
+  return (key) =>
+    Effect.gen(function*() {
+      const done = yield* Deferred.make<V | undefined, SqlError>()
+      pending.push({ key, done })
+      if (!reading) {
+        reading = true
+        yield* forkWriter(readAll, scope)
+      }
+      return yield* Deferred.await(done)
+    })
 }

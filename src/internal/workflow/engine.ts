@@ -48,8 +48,8 @@ import * as Schedule from "effect/Schedule"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
-import { activityKey, type Stored, type WorkflowSql } from "./sql.js"
-import type { Batched } from "./batch.js"
+import { activityKey, type Started, type Stored, type WorkflowSql } from "./sql.js"
+import type { Batched, Read } from "./batch.js"
 import type { PutStep } from "./steps.js"
 import type { Waiters } from "./waiters.js"
 
@@ -126,6 +126,8 @@ export interface Deps {
   readonly putStep: PutStep
   /** Runs a small transaction together with others asked for at about the same time (batch.ts). */
   readonly batched: Batched
+  /** A run's start (its execution and stored steps), read together with others' starts asked for at about the same time (batch.ts). */
+  readonly startRun: Read<string, Started>
 }
 
 /** A storage step of an operation: retried three times, then a `WorkflowStorageFailure` defect. */
@@ -269,9 +271,11 @@ export const stepOps = (deps: Deps): Pick<
           run.waits.set(name, known)
           return
         }
+        // In a run, batched with other runs' clocks (one commit for the clocks scheduled together).
+        const unit = run === undefined ? transaction : deps.batched
         const dueAt = yield* storage(
           "schedule a clock",
-          transaction(Effect.gen(function*() {
+          unit(Effect.gen(function*() {
             const dueAt = yield* sql.clock(executionId, name, Duration.toMillis(clock.duration))
             // Outside a run of this process (not how the engine calls it): the next run, due at the clock.
             if (run === undefined) yield* enqueueRun(workflow.name, executionId, dueAt)

@@ -142,8 +142,8 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
   return (executionId: string): Effect.Effect<void, Retry | Permanent> =>
     Effect.gen(function*() {
       // Read, not written: a write here would cost a commit per run (runs are counted as they end).
-      // The execution and its stored steps in one statement.
-      const started = yield* retryable("start a run", sql.start(executionId))
+      // The execution and its stored steps in one statement, shared with runs starting at about the same time.
+      const started = yield* retryable("start a run", deps.startRun(executionId))
       if (started === undefined) return yield* new Permanent({ reason: `no execution ${executionId}` })
       const { row, stored } = started
       if (row.state === "complete") return

@@ -107,27 +107,27 @@ const activityPutSqlite = `INSERT INTO docket_workflow_activities (execution_id,
 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, ${Now.sqlite} FROM json_each(?1) WHERE true
 ON CONFLICT DO NOTHING RETURNING execution_id, name, attempt`
 
-// A run's start in one read: the execution and what it replays from (activities' results as
+// Runs' starts in one read: each execution and what it replays from (activities' results as
 // [name, attempt, result], deferreds as [name, exit]) and its clocks not fired (as [name, due_at,
 // whether due now]), JSON arrays.
-const startPg = `SELECT ${COLUMNS},
-  coalesce((SELECT json_agg(json_build_array(name, attempt, result)) FROM docket_workflow_activities
-    WHERE execution_id = $1), '[]')::text AS activities,
-  coalesce((SELECT json_agg(json_build_array(name, exit)) FROM docket_workflow_deferreds
-    WHERE execution_id = $1), '[]')::text AS deferreds,
+const startPg = `SELECT ${COLUMNS.replaceAll(/(\w+)/g, "e.$1")},
+  coalesce((SELECT json_agg(json_build_array(a.name, a.attempt, a.result)) FROM docket_workflow_activities a
+    WHERE a.execution_id = e.execution_id), '[]')::text AS activities,
+  coalesce((SELECT json_agg(json_build_array(d.name, d.exit)) FROM docket_workflow_deferreds d
+    WHERE d.execution_id = e.execution_id), '[]')::text AS deferreds,
   coalesce((SELECT json_agg(json_build_array(c.name, c.due_at, c.due_at <= ${Now.pg})) FROM docket_workflow_clocks c
-    WHERE c.execution_id = $1 AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d
-      WHERE d.execution_id = $1 AND d.name = c.name)), '[]')::text AS clocks
-FROM docket_workflow_executions WHERE execution_id = $1`
-const startSqlite = `SELECT ${COLUMNS},
-  (SELECT json_group_array(json_array(name, attempt, result)) FROM docket_workflow_activities
-    WHERE execution_id = ?1) AS activities,
-  (SELECT json_group_array(json_array(name, exit)) FROM docket_workflow_deferreds
-    WHERE execution_id = ?1) AS deferreds,
+    WHERE c.execution_id = e.execution_id AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d
+      WHERE d.execution_id = c.execution_id AND d.name = c.name)), '[]')::text AS clocks
+FROM docket_workflow_executions e WHERE e.execution_id = ANY($1::text[])`
+const startSqlite = `SELECT ${COLUMNS.replaceAll(/(\w+)/g, "e.$1")},
+  (SELECT json_group_array(json_array(a.name, a.attempt, a.result)) FROM docket_workflow_activities a
+    WHERE a.execution_id = e.execution_id) AS activities,
+  (SELECT json_group_array(json_array(d.name, d.exit)) FROM docket_workflow_deferreds d
+    WHERE d.execution_id = e.execution_id) AS deferreds,
   (SELECT json_group_array(json_array(c.name, c.due_at, c.due_at <= ${Now.sqlite})) FROM docket_workflow_clocks c
-    WHERE c.execution_id = ?1 AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d
-      WHERE d.execution_id = ?1 AND d.name = c.name)) AS clocks
-FROM docket_workflow_executions WHERE execution_id = ?1`
+    WHERE c.execution_id = e.execution_id AND NOT EXISTS (SELECT 1 FROM docket_workflow_deferreds d
+      WHERE d.execution_id = c.execution_id AND d.name = c.name)) AS clocks
+FROM docket_workflow_executions e WHERE e.execution_id IN (SELECT value FROM json_each(?1))`
 
 const deferredGetPg = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = $1 AND name = $2`
 const deferredGetSqlite = `SELECT exit FROM docket_workflow_deferreds WHERE execution_id = ?1 AND name = ?2`
@@ -166,8 +166,8 @@ export interface WorkflowSql {
   readonly activityGet: (executionId: string, name: string, attempt: number) => Effect.Effect<string | undefined, SqlError>
   /** Stores attempts' results, each unless one is stored: the keys (`activityKey`, by execution) of those stored now. */
   readonly activityPut: (rows: ReadonlyArray<ActivityResult>) => Effect.Effect<ReadonlySet<string>, SqlError>
-  /** A run's start: the execution and what it replays from, in one read (undefined: no such execution). */
-  readonly start: (executionId: string) => Effect.Effect<{ readonly row: ExecutionRow; readonly stored: Stored } | undefined, SqlError>
+  /** Runs' starts: each execution found and what it replays from, in one read (an id not in the map: no such execution). */
+  readonly start: (executionIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Started>, SqlError>
   readonly deferredGet: (executionId: string, name: string) => Effect.Effect<string | undefined, SqlError>
   /** Stores a deferred's exit unless one is stored or the execution does not exist: true if stored now. */
   readonly deferredPut: (executionId: string, name: string, exit: string) => Effect.Effect<boolean, SqlError>
@@ -182,6 +182,12 @@ export interface Stored {
   readonly activities: Map<string, string>
   readonly deferreds: Map<string, string>
   readonly clocks: Map<string, { readonly dueAt: number; readonly due: boolean }>
+}
+
+/** A run's start: its execution, and what it replays from. */
+export interface Started {
+  readonly row: ExecutionRow
+  readonly stored: Stored
 }
 
 /** An attempt's result, to store. */
@@ -230,21 +236,22 @@ const bind = (
       run<{ execution_id: string; name: string; attempt: number }>(t.activityPut, resultsParams(results)),
       (rows) => new Set(rows.map((r) => `${r.execution_id} ${activityKey(r.name, Number(r.attempt))}`))
     ),
-  start: (id) =>
-    Effect.map(run<ExecutionRow & { activities: string; deferreds: string; clocks: string }>(t.start, [id]), (rows) => {
-      const found = rows[0]
-      if (found === undefined) return undefined
-      const { activities, clocks, deferreds, ...row } = found
-      const stored: Stored = { activities: new Map(), deferreds: new Map(), clocks: new Map() }
-      for (const [name, attempt, result] of JSON.parse(activities) as Array<[string, number, string]>) {
-        stored.activities.set(activityKey(name, Number(attempt)), result)
+  start: (ids) =>
+    Effect.map(run<ExecutionRow & { activities: string; deferreds: string; clocks: string }>(t.start, [arrayParam(ids)]), (rows) => {
+      const started = new Map<string, Started>()
+      for (const { activities, clocks, deferreds, ...row } of rows) {
+        const stored: Stored = { activities: new Map(), deferreds: new Map(), clocks: new Map() }
+        for (const [name, attempt, result] of JSON.parse(activities) as Array<[string, number, string]>) {
+          stored.activities.set(activityKey(name, Number(attempt)), result)
+        }
+        for (const [name, exit] of JSON.parse(deferreds) as Array<[string, string]>) stored.deferreds.set(name, exit)
+        // PostgreSQL gives the comparison as true/false, SQLite as 1/0.
+        for (const [name, dueAt, due] of JSON.parse(clocks) as Array<[string, number | string, boolean | number]>) {
+          stored.clocks.set(name, { dueAt: Number(dueAt), due: due === true || due === 1 })
+        }
+        started.set(row.execution_id, { row, stored })
       }
-      for (const [name, exit] of JSON.parse(deferreds) as Array<[string, string]>) stored.deferreds.set(name, exit)
-      // PostgreSQL gives the comparison as true/false, SQLite as 1/0.
-      for (const [name, dueAt, due] of JSON.parse(clocks) as Array<[string, number | string, boolean | number]>) {
-        stored.clocks.set(name, { dueAt: Number(dueAt), due: due === true || due === 1 })
-      }
-      return { row, stored }
+      return started
     }),
   deferredGet: (id, name) => Effect.map(run<{ exit: string }>(t.deferredGet, [id, name]), (rows) => rows[0]?.exit),
   deferredPut: (id, name, exit) => Effect.map(run(t.deferredPut, [id, name, exit]), (rows) => rows.length > 0)
