@@ -11,6 +11,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Batch from "../../src/internal/workflow/batch.js"
 
 describe("the engine's batching reader", () => {
@@ -46,5 +47,34 @@ describe("the engine's batching reader", () => {
       const failed = yield* Effect.exit(read("x"))
       expect(Exit.isFailure(failed)).toBe(true)
       expect(yield* read("y")).toBe("Y")
+    }))
+
+  it.scoped("a single-statement unit alone runs outside a transaction; units together share one", () =>
+    Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      // The transaction as the batcher is given it: here it marks what ran inside it.
+      let transactions = 0
+      const inTransaction = FiberRef.unsafeMake(false)
+      const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.suspend(() => {
+          transactions++
+          return Effect.locally(effect, inTransaction, true)
+        })
+      const batched = Batch.make(transaction, scope)
+      const where = FiberRef.get(inTransaction)
+      expect(yield* batched(where, { single: true })).toBe(false)
+      expect(yield* batched(where)).toBe(true)
+      expect(transactions).toBe(1)
+      const gate = yield* Deferred.make<void>()
+      const first = yield* Effect.fork(batched(Effect.zipRight(Deferred.await(gate), where), { single: true }))
+      yield* Effect.yieldNow()
+      const others = yield* Effect.fork(Effect.all([batched(where, { single: true }), batched(where, { single: true })], {
+        concurrency: "unbounded"
+      }))
+      yield* Effect.yieldNow()
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(first)).toBe(false)
+      expect(yield* Fiber.join(others)).toEqual([true, true])
+      expect(transactions).toBe(2)
     }))
 })

@@ -271,16 +271,18 @@ export const stepOps = (deps: Deps): Pick<
           run.waits.set(name, known)
           return
         }
-        // In a run, batched with other runs' clocks (one commit for the clocks scheduled together).
-        const unit = run === undefined ? transaction : deps.batched
+        // In a run, one statement batched with other runs' clocks (one commit for the clocks scheduled together).
+        const delayMs = Duration.toMillis(clock.duration)
         const dueAt = yield* storage(
           "schedule a clock",
-          unit(Effect.gen(function*() {
-            const dueAt = yield* sql.clock(executionId, name, Duration.toMillis(clock.duration))
-            // Outside a run of this process (not how the engine calls it): the next run, due at the clock.
-            if (run === undefined) yield* enqueueRun(workflow.name, executionId, dueAt)
-            return dueAt
-          }))
+          run !== undefined
+            ? deps.batched(sql.clock(executionId, name, delayMs), { single: true })
+            : transaction(Effect.gen(function*() {
+              const dueAt = yield* sql.clock(executionId, name, delayMs)
+              // Outside a run of this process (not how the engine calls it): the next run, due at the clock.
+              yield* enqueueRun(workflow.name, executionId, dueAt)
+              return dueAt
+            }))
         )
         run?.clocks.set(name, { dueAt, due: false })
         run?.waits.set(name, dueAt)

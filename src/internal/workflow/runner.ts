@@ -128,16 +128,20 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
     )
   }
 
-  // Batched with other runs' ends (batch.ts): one commit for the runs ending together.
-  // Whether this run's result is the one stored (a run that raced it may have stored first).
-  const finish = (executionId: string, text: string) =>
-    deps.batched(Effect.gen(function*() {
-      const { parent, stored } = yield* sql.complete(executionId, text)
-      if (!stored || parent === null) return stored
-      const woken = yield* sql.wake(parent)
-      if (woken !== undefined) yield* enqueueRun(woken, parent)
-      return stored
-    }))
+  // Batched with other runs' ends (batch.ts): one commit for the runs ending together; an
+  // execution without a parent ends in one statement. Whether this run's result is the one
+  // stored (a run that raced it may have stored first).
+  const finish = (executionId: string, text: string, hasParent: boolean) =>
+    deps.batched(
+      Effect.gen(function*() {
+        const { parent, stored } = yield* sql.complete(executionId, text)
+        if (!stored || parent === null) return stored
+        const woken = yield* sql.wake(parent)
+        if (woken !== undefined) yield* enqueueRun(woken, parent)
+        return stored
+      }),
+      { single: !hasParent }
+    )
 
   return (executionId: string): Effect.Effect<void, Retry | Permanent> =>
     Effect.gen(function*() {
@@ -171,7 +175,10 @@ export const runExecution = (deps: Deps, engine: WorkflowEngine.WorkflowEngine["
         // The callers waiting in this process take the result as stored, without reading it back.
         yield* retryable(
           "store the result",
-          waiters.completing(executionId, Effect.map(finish(executionId, text), (stored) => (stored ? text : undefined)))
+          waiters.completing(
+            executionId,
+            Effect.map(finish(executionId, text, row.parent_execution !== null), (stored) => (stored ? text : undefined))
+          )
         )
       } else {
         yield* retryable("suspend", suspend(row.workflow, executionId, row.wakes, run.waits))
