@@ -90,7 +90,8 @@ const engineLayer: Layer.Layer<WorkflowEngine | Parts, never, QueueRepo.QueueRep
         runs: new Map(),
         putStep: Steps.make(sql.activityPut, scope),
         batched: Batch.make(db.transaction, scope),
-        startRun: Batch.reader(sql.start, scope)
+        startRun: Batch.reader(sql.start, scope),
+        scope
       }
       const engine = Service.make(deps)
       return Context.make(WorkflowEngine, engine).pipe(Context.add(Parts, { deps, engine, db }))

@@ -1,6 +1,7 @@
 /**
  * Batching without waiting, for the engine: its small transactions
- * committed together (`make`), and its runs' starts read together (`reader`).
+ * committed together (`make`), and requests answered many at once
+ * (`coalesce`: executions started, runs' starts read).
  *
  * Group commit for the engine's small transactions: a clock firing (its
  * deferred stored as a run starts, or by an item of the clock kind), a run's
@@ -99,51 +100,62 @@ export const make = (transaction: Unit, scope: Scope.Scope): Batched => {
     }) as Effect.Effect<A, E | SqlError>
 }
 
-/** Reads one key's value (undefined: none) together with the reads asked for at about the same time. */
-export type Read<K, V> = (key: K) => Effect.Effect<V | undefined, SqlError>
+/** One request answered together with the requests asked for at about the same time. */
+export type Coalesced<K, V, E = SqlError> = (key: K) => Effect.Effect<V, E>
 
-interface Asked<K, V> {
+interface Asked<K, V, E> {
   readonly key: K
-  readonly done: Deferred.Deferred<V | undefined, SqlError>
+  readonly done: Deferred.Deferred<V, E>
 }
 
 /**
- * The reader over `readMany` (one statement for many keys), its fiber in
- * `scope`: the first read is sent at once, and those asked for while it is
- * in flight go together in the next (at most `most` a statement), as the
- * writers batch. A failed statement fails each of its reads.
+ * Requests answered many at once by `many` (its answers in the requests'
+ * order), its fiber in `scope`: the first request is sent at once, and those
+ * asked for while it is in flight go together in the next (at most `most`),
+ * as the writers batch. A failure of `many` fails each of its requests.
  */
-export const reader = <K, V>(
-  readMany: (keys: ReadonlyArray<K>) => Effect.Effect<ReadonlyMap<K, V>, SqlError>,
+export const coalesce = <K, V, E>(
+  many: (keys: ReadonlyArray<K>) => Effect.Effect<ReadonlyArray<V>, E>,
   scope: Scope.Scope,
   most = BATCH
-): Read<K, V> => {
-  const pending: Array<Asked<K, V>> = []
-  let reading = false
-  const readAll: Effect.Effect<void> = Effect.suspend(() => {
+): Coalesced<K, V, E> => {
+  const pending: Array<Asked<K, V, E>> = []
+  let sending = false
+  const sendAll: Effect.Effect<void> = Effect.suspend(() => {
     const batch = pending.splice(0, most)
     if (batch.length === 0) {
-      reading = false
+      sending = false
       return Effect.void
     }
-    return Effect.exit(readMany(batch.map((a) => a.key))).pipe(
+    return Effect.exit(many(batch.map((a) => a.key))).pipe(
       Effect.flatMap((exit) =>
-        Effect.forEach(batch, ({ done, key }) =>
-          Exit.isSuccess(exit) ? Deferred.succeed(done, exit.value.get(key)) : Deferred.failCause(done, exit.cause), {
+        Effect.forEach(batch, ({ done }, i) =>
+          Exit.isSuccess(exit) ? Deferred.succeed(done, exit.value[i]) : Deferred.failCause(done, exit.cause), {
           discard: true
         })
       ),
-      Effect.zipRight(readAll)
+      Effect.zipRight(sendAll)
     )
   })
   return (key) =>
     Effect.gen(function*() {
-      const done = yield* Deferred.make<V | undefined, SqlError>()
+      const done = yield* Deferred.make<V, E>()
       pending.push({ key, done })
-      if (!reading) {
-        reading = true
-        yield* forkWriter(readAll, scope)
+      if (!sending) {
+        sending = true
+        yield* forkWriter(sendAll, scope)
       }
       return yield* Deferred.await(done)
     })
 }
+
+/** Reads one key's value (undefined: none) together with the reads asked for at about the same time. */
+export type Read<K, V> = Coalesced<K, V | undefined>
+
+/** The reads of `readMany` (one statement for many keys), coalesced: see `coalesce`. */
+export const reader = <K, V>(
+  readMany: (keys: ReadonlyArray<K>) => Effect.Effect<ReadonlyMap<K, V>, SqlError>,
+  scope: Scope.Scope,
+  most = BATCH
+): Read<K, V> =>
+  coalesce((keys: ReadonlyArray<K>) => Effect.map(readMany(keys), (found) => keys.map((key) => found.get(key))), scope, most)

@@ -45,10 +45,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import type * as QueueRepo from "../../QueueRepo.js"
 import type { Unit } from "../sql/db.js"
 import * as Codec from "./codec.js"
-import { activityKey, type Started, type Stored, type WorkflowSql } from "./sql.js"
+import { activityKey, type NewExecution, type Started, type Stored, type WorkflowSql } from "./sql.js"
 import type { Batched, Read } from "./batch.js"
 import type { PutStep } from "./steps.js"
 import type { Waiters } from "./waiters.js"
@@ -128,6 +129,8 @@ export interface Deps {
   readonly batched: Batched
   /** A run's start (its execution and stored steps), read together with others' starts asked for at about the same time (batch.ts). */
   readonly startRun: Read<string, Started>
+  /** The engine's scope: its writers' fibers run in it. */
+  readonly scope: Scope.Scope
 }
 
 /** A storage step of an operation: retried three times, then a `WorkflowStorageFailure` defect. */
@@ -167,6 +170,33 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
       repo.enqueue(kindOf(workflow), { executionId }, { key: executionId }),
       (result) => result._tag === "Deduplicated" ? Effect.asVoid(enqueueRun(workflow, executionId)) : Effect.void
     )
+  /**
+   * Starts executions (those whose ids do not exist) with their first runs'
+   * items, in the caller's transaction: two statements for them all, and a
+   * replace for a first run that found a run of its id waiting (as
+   * `enqueueFirstRun`). Whether each request created its execution (an id
+   * asked for twice: the first).
+   */
+  const startMany = (rows: ReadonlyArray<NewExecution>) =>
+    Effect.gen(function*() {
+      const added = yield* sql.insertMany(rows)
+      const creators = new Set<number>()
+      const seen = new Set<string>()
+      rows.forEach((row, i) => {
+        if (added.has(row.executionId) && !seen.has(row.executionId)) creators.add(i)
+        seen.add(row.executionId)
+      })
+      const firsts = rows.filter((_, i) => creators.has(i))
+      if (firsts.length > 0) {
+        const results = yield* repo.enqueueMany(
+          firsts.map((row) => ({ kind: kindOf(row.workflow), payload: { executionId: row.executionId }, key: row.executionId }))
+        )
+        for (let i = 0; i < firsts.length; i++) {
+          if (results[i]._tag === "Deduplicated") yield* enqueueRun(firsts[i].workflow, firsts[i].executionId)
+        }
+      }
+      return rows.map((_, i) => creators.has(i))
+    })
   /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
   const wake = (executionId: string) =>
     storage(
@@ -203,7 +233,7 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
         return true
       }))
     ).pipe(Effect.flatMap((found) => found ? Effect.void : Effect.die(new ExecutionNotFound({ workflow, executionId }))))
-  return { enqueueRun, enqueueFirstRun, wake, complete }
+  return { enqueueRun, enqueueFirstRun, startMany, wake, complete }
 }
 
 /** The operations on an execution's steps: activities, deferreds, clocks (run inside its runs). */

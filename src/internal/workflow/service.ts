@@ -12,15 +12,19 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../../Errors.js"
+import * as Batch from "./batch.js"
 import * as Codec from "./codec.js"
 import * as Exits from "./exits.js"
 import { type Deps, InterruptSignal, stepOps, steps, storage } from "./engine.js"
+import type { NewExecution } from "./sql.js"
 import { FALLBACK_MS, type Ticket } from "./waiters.js"
 
 /** The operations on executions: start or join one, read, interrupt, resume. */
 const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "poll" | "interrupt" | "resume"> => {
   const { sql, transaction, waiters } = deps
-  const { complete, enqueueFirstRun, wake } = steps(deps)
+  const { complete, enqueueFirstRun, startMany, wake } = steps(deps)
+  // Executions started outside a transaction of the caller's: many in one transaction, two statements.
+  const starts = Batch.coalesce((rows: ReadonlyArray<NewExecution>) => transaction(startMany(rows)), deps.scope)
 
   const resultOf = (workflow: Workflow.Any, executionId: string) =>
     Effect.flatMap(storage("read an execution", sql.get(executionId)), (row) =>
@@ -48,9 +52,9 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
 
   // An execution's row and its first run's item. In the caller's transaction if it has one (the
   // execution starts when it commits); else with other executions started at about the same
-  // time, in one transaction (batch.ts). The first run's item is inserted without the replace's
-  // look-up: a waiting run of an execution just created is left by none but an execution of the
-  // same id deleted, and that one is replaced as a wake-up would.
+  // time, in one transaction of two statements (batch.ts `coalesce`). The first run's item is
+  // inserted without the replace's look-up: a waiting run of an execution just created is left by
+  // none but an execution of the same id deleted, and that one is replaced as a wake-up would.
   const start = (
     workflow: Workflow.Any,
     executionId: string,
@@ -58,18 +62,18 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
     parent: WorkflowEngine.WorkflowInstance["Type"] | undefined
   ) =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
-      const unit = Option.isSome(tx) ? transaction : deps.batched
+      const row: NewExecution = {
+        executionId,
+        workflow: workflow.name,
+        payload,
+        parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
+      }
       return storage(
         "start an execution",
-        unit(Effect.flatMap(
-          sql.insert({
-            executionId,
-            workflow: workflow.name,
-            payload,
-            parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
-          }),
-          (created) => created ? Effect.as(enqueueFirstRun(workflow.name, executionId), true) : Effect.succeed(false)
-        ))
+        Option.isSome(tx)
+          ? transaction(Effect.flatMap(sql.insert(row), (created) =>
+            created ? Effect.as(enqueueFirstRun(workflow.name, executionId), true) : Effect.succeed(false)))
+          : starts(row)
       )
     })
 

@@ -45,6 +45,19 @@ const insertSqlite = `INSERT INTO docket_workflow_executions
 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ${Now.sqlite}, ${Now.sqlite})
 ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id`
 
+// Many at once: parallel arrays (PostgreSQL), a JSON array of [id, workflow, payload, parent workflow,
+// parent execution] (SQLite). An id twice in one statement is added once.
+const insertManyPg = `INSERT INTO docket_workflow_executions
+  (execution_id, workflow, payload, state, parent_workflow, parent_execution, created_at, updated_at)
+SELECT u.id, u.workflow, u.payload, 'running', u.pw, u.pe, ${Now.pg}, ${Now.pg}
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(id, workflow, payload, pw, pe)
+ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id`
+const insertManySqlite = `INSERT INTO docket_workflow_executions
+  (execution_id, workflow, payload, state, parent_workflow, parent_execution, created_at, updated_at)
+SELECT value ->> 0, value ->> 1, value ->> 2, 'running', value ->> 3, value ->> 4, ${Now.sqlite}, ${Now.sqlite}
+FROM json_each(?1) WHERE true
+ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id`
+
 const getPg = `SELECT ${COLUMNS} FROM docket_workflow_executions WHERE execution_id = $1`
 const getSqlite = `SELECT ${COLUMNS} FROM docket_workflow_executions WHERE execution_id = ?1`
 
@@ -148,6 +161,8 @@ export interface WorkflowSql {
     readonly payload: string
     readonly parent: { readonly workflow: string; readonly executionId: string } | undefined
   }) => Effect.Effect<boolean, SqlError>
+  /** Adds those of the executions that do not exist, in one statement: the ids added. */
+  readonly insertMany: (rows: ReadonlyArray<NewExecution>) => Effect.Effect<ReadonlySet<string>, SqlError>
   readonly get: (executionId: string) => Effect.Effect<ExecutionRow | undefined, SqlError>
   /** Stores the result (once): the parent to wake, if it was stored now. */
   readonly complete: (
@@ -190,6 +205,14 @@ export interface Started {
   readonly stored: Stored
 }
 
+/** An execution to add. */
+export interface NewExecution {
+  readonly executionId: string
+  readonly workflow: string
+  readonly payload: string
+  readonly parent: { readonly workflow: string; readonly executionId: string } | undefined
+}
+
 /** An attempt's result, to store. */
 export interface ActivityResult {
   readonly executionId: string
@@ -209,8 +232,12 @@ const bind = (
   run: Run,
   t: Texts,
   arrayParam: (ids: ReadonlyArray<string>) => unknown,
-  resultsParams: (rows: ReadonlyArray<ActivityResult>) => ReadonlyArray<unknown>
+  resultsParams: (rows: ReadonlyArray<ActivityResult>) => ReadonlyArray<unknown>,
+  executionsParams: (rows: ReadonlyArray<NewExecution>) => ReadonlyArray<unknown>
 ): WorkflowSql => ({
+  insertMany: (rows) =>
+    Effect.map(run<{ execution_id: string }>(t.insertMany, executionsParams(rows)), (added) =>
+      new Set(added.map((r) => r.execution_id))),
   clock: (id, name, delayMs) =>
     Effect.map(run<{ due_at: number | string }>(t.clock, [id, name, delayMs]), (rows) => Number(rows[0]!.due_at)),
   running: (id) => Effect.asVoid(run(t.running, [id])),
@@ -259,6 +286,7 @@ const bind = (
 
 const pgTexts: Texts = {
   insert: insertPg,
+  insertMany: insertManyPg,
   get: getPg,
   complete: completePg,
   suspend: suspendPg,
@@ -275,6 +303,7 @@ const pgTexts: Texts = {
 
 const sqliteTexts: Texts = {
   insert: insertSqlite,
+  insertMany: insertManySqlite,
   get: getSqlite,
   complete: completeSqlite,
   suspend: suspendSqlite,
@@ -297,7 +326,15 @@ export const make = (db: Db): WorkflowSql =>
       rows.map((r) => r.name),
       rows.map((r) => r.attempt),
       rows.map((r) => r.result)
+    ], (rows) => [
+      rows.map((r) => r.executionId),
+      rows.map((r) => r.workflow),
+      rows.map((r) => r.payload),
+      rows.map((r) => r.parent?.workflow ?? null),
+      rows.map((r) => r.parent?.executionId ?? null)
     ])
     : bind(db.run, sqliteTexts, (ids) => JSON.stringify(ids), (rows) => [
       JSON.stringify(rows.map((r) => [r.executionId, r.name, r.attempt, r.result]))
+    ], (rows) => [
+      JSON.stringify(rows.map((r) => [r.executionId, r.workflow, r.payload, r.parent?.workflow ?? null, r.parent?.executionId ?? null]))
     ])
