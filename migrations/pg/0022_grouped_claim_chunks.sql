@@ -4,7 +4,7 @@
 -- Measured before (docs/benchmarks.md, "Groups (issue 36): a sequence's walk
 -- without a seek per group"): G6 (1,000,000 due items in 100,000 ordered
 -- groups, 50,000 drained by 10 slots) drains claim-bound. The claim's
--- backend was busy for the whole drain (docket_claim_groups 53 us per item
+-- backend was busy for 90% of the drain (docket_claim_groups 53 us per item
 -- claimed, against 24 us for the general walk's docket_claim_after in the
 -- same drain ungrouped), while the worker and the completions used less than
 -- the other core. Of a claim of 3,000 sequences, backend CPU: the walk
