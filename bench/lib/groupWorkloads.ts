@@ -200,6 +200,9 @@ export const buildBacklog = async (target: Target, count: number, groups: number
     try {
       await client.query(PG_BACKLOG, [nowMs, count, groups, grouped])
       await client.query("VACUUM ANALYZE docket_items")
+      // The build's writes flushed now, so that no checkpoint of them falls
+      // inside the drain of one run and not of another.
+      await client.query("CHECKPOINT")
     } finally {
       await client.end()
     }

@@ -291,12 +291,17 @@ DECLARE
   got bigint[];
   gs text[];
   ns integer[];
+
+  fast boolean;
+  tids tid[];
+  got_tids tid[];
 BEGIN
   SELECT c.group_cursor, c.paused_groups, c.group_on_dead = 'hold', c.group_on_failure = 'continue',
          c.group_rate_limit, c.group_rate_period_ms
     INTO start_key, paused_n, hold, skip_failed, rate_n, rate_ms
   FROM docket_kinds c WHERE c.kind = $4;
   seq := seq AND NOT skip_failed;
+  fast := seq AND rate_n IS NULL;
   FOR pass IN 1..(CASE WHEN coalesce($5, 2) > 1 THEN 2 ELSE 1 END) LOOP
     EXIT WHEN left_n <= 0;
     per := CASE WHEN pass = 1 THEN 1 ELSE coalesce($5, left_n) END;
@@ -305,9 +310,60 @@ BEGIN
     wrapped := false;
     steps := 0;
     ids := '{}';
+    tids := '{}';
     WHILE left_n > 0 AND steps < max_steps LOOP
       left_before := left_n;
       steps_before := steps;
+      IF fast THEN
+
+      WITH RECURSIVE walk(n, g, pg, pi, total, id, tid) AS (
+        SELECT 0, after_key, '{}'::text[], '{}'::bigint[], 0, NULL::bigint, NULL::tid
+        UNION ALL
+        SELECT w.n + 1, c.g, c.pg, c.pi, w.total + (h.id IS NOT NULL)::integer, h.id, h.tid
+        FROM walk w
+        CROSS JOIN LATERAL (
+          SELECT w.pg[1] AS g, w.pi[1] AS first_id, w.pg[2:] AS pg, w.pi[2:] AS pi
+          WHERE cardinality(w.pg) > 0
+          UNION ALL
+          SELECT a.keys[1], a.heads[1], a.keys[2:], a.heads[2:] FROM (
+            SELECT array_agg(f.g ORDER BY f.g) AS keys, array_agg(f.id ORDER BY f.g) AS heads FROM (
+              SELECT DISTINCT ON (e.group_key) e.group_key AS g, e.id FROM (
+                SELECT i.group_key, i.id FROM docket_items i
+                WHERE i.kind = $4 AND i.group_key IS NOT NULL AND i.state IN ('waiting', 'running') AND i.group_key > w.g
+                  AND (upto_key IS NULL OR i.group_key <= upto_key)
+                ORDER BY i.group_key, i.id LIMIT 64
+              ) e
+              ORDER BY e.group_key, e.id
+            ) f
+          ) a
+          WHERE cardinality(w.pg) = 0 AND a.keys IS NOT NULL
+        ) c
+        LEFT JOIN LATERAL (
+          SELECT i.id, i.ctid AS tid FROM docket_items i
+          WHERE i.id = c.first_id AND i.state IN ('waiting', 'running')
+            AND NOT (paused_n > 0 AND EXISTS (SELECT 1 FROM docket_groups q WHERE q.kind = $4 AND q.group_key = c.g))
+            AND NOT (hold AND EXISTS (SELECT 1 FROM docket_items d
+              WHERE d.kind = $4 AND d.group_key = c.g AND d.group_key IS NOT NULL AND d.state = 'dead'))
+            AND NOT EXISTS (SELECT 1 FROM docket_items r
+              WHERE r.kind = $4 AND r.group_key = c.g AND r.group_key IS NOT NULL AND r.state = 'running'
+                AND r.lease_until > now_ms)
+            AND CASE WHEN i.state = 'running' THEN i.lease_until <= now_ms
+                ELSE i.run_at <= now_ms AND (i.dedupe_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM docket_items t
+                  WHERE t.state = 'running' AND t.kind = i.kind AND t.dedupe_key = i.dedupe_key
+                    AND t.lease_until > now_ms)) END
+          FOR UPDATE SKIP LOCKED
+        ) h ON true
+        WHERE w.total < left_n AND w.n < max_steps - steps
+      )
+      SELECT (SELECT max(w.n) FROM walk w),
+        (SELECT w.g FROM walk w ORDER BY w.n DESC LIMIT 1),
+        (SELECT w.total FROM walk w ORDER BY w.n DESC LIMIT 1),
+        ARRAY(SELECT w.g FROM walk w WHERE w.id IS NOT NULL ORDER BY w.n),
+        ARRAY(SELECT w.id FROM walk w WHERE w.id IS NOT NULL ORDER BY w.n),
+        ARRAY(SELECT w.tid FROM walk w WHERE w.id IS NOT NULL ORDER BY w.n)
+      INTO walked, walk_last, walk_total, gs, got, got_tids;
+      ELSE
       WITH RECURSIVE walk(n, g, span, total) AS (
         SELECT 0, after_key, '{}'::bigint[], 0
         UNION ALL
@@ -425,8 +481,17 @@ BEGIN
         ARRAY(SELECT t.c FROM taken t ORDER BY t.n),
         ARRAY(SELECT k.v FROM kept k ORDER BY k.n, k.o)
       INTO walked, walk_last, walk_total, gs, ns, got;
+      END IF;
 
-      IF hold AND cardinality(got) > 0 THEN
+      IF fast AND hold AND cardinality(got) > 0 THEN
+        SELECT coalesce(array_agg(u.g ORDER BY u.o), '{}'), coalesce(array_agg(u.id ORDER BY u.o), '{}'),
+               coalesce(array_agg(u.t ORDER BY u.o), '{}')
+        FROM unnest(gs, got, got_tids) WITH ORDINALITY u(g, id, t, o)
+        WHERE NOT EXISTS (
+          SELECT 1 FROM docket_items d
+          WHERE d.kind = $4 AND d.group_key = u.g AND d.group_key IS NOT NULL AND d.state = 'dead')
+        INTO gs, got, got_tids;
+      ELSIF hold AND cardinality(got) > 0 THEN
         SELECT ARRAY(SELECT u.g FROM unnest(gs) u(g) WHERE NOT EXISTS (
                  SELECT 1 FROM docket_items d
                  WHERE d.kind = $4 AND d.group_key = u.g AND d.group_key IS NOT NULL AND d.state = 'dead')),
@@ -447,6 +512,9 @@ BEGIN
         SELECT $4, u.g, now_ms FROM unnest(gs, ns) u(g, c), generate_series(1, u.c);
       END IF;
       ids := ids || got;
+      IF fast THEN
+        tids := tids || got_tids;
+      END IF;
       left_n := left_n - cardinality(got);
       steps := steps + walked;
       IF walked > 0 THEN
@@ -463,7 +531,18 @@ BEGIN
         upto_key := start_key;
       END IF;
     END LOOP;
-    IF cardinality(ids) > 0 THEN
+    IF fast AND cardinality(tids) > 0 THEN
+
+      RETURN QUERY
+      WITH claimed AS (
+        UPDATE docket_items i
+        SET state = 'running', attempts = i.attempts + 1, lease_seq = i.lease_seq + 1, claimed_by = $1,
+            lease_until = now_ms + $3, updated_at = now_ms
+        WHERE i.ctid = ANY(tids) AND i.state IN ('waiting', 'running')
+        RETURNING i.*
+      )
+      SELECT * FROM claimed;
+    ELSIF cardinality(ids) > 0 THEN
       RETURN QUERY
       WITH claimed AS (
         UPDATE docket_items i

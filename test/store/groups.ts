@@ -60,6 +60,38 @@ export const groupsSuite = (backend: Backend) =>
         expect(Math.max(...claimed.map((c) => (JSON.parse(c.payloadJson) as { n: number }).n))).toBe(1_499)
       })))
 
+    // migrations/pg/0022_grouped_claim_chunks.sql: a sequence's walk finds the
+    // next groups in reads of up to 64 entries of the group index, each
+    // group's first entry its head. A group longer than a read, a read that
+    // ends inside a group, a head running with a live lease (passed over) or
+    // with its lease ended (taken again) must each give the group's head, once.
+    it.live("sequences: each group's head in round-robin, whatever the groups' lengths; a running head passed over, an ended one taken again", () =>
+      withRepo(backend, Effect.gen(function*() {
+        yield* perGroup(1, true)
+        // Group "b" holds 150 items (longer than a read), the 24 others 10
+        // each (a read of 64 ends inside one), enqueued interleaved.
+        const groups = ["a", "b", ..."cdefghijklmnopqrstuvwxy"]
+        const items: Array<readonly [string, number]> = []
+        for (let k = 0; k < 150; k++) for (const g of groups) if (g === "b" || k < 10) items.push([g, k])
+        yield* enqueue(items)
+        const first = yield* claim(100)
+        expect(names(first)).toEqual(groups.map((g) => `${g}0`).sort())
+        // Every group's head runs: nothing more to take.
+        expect(yield* claim(100)).toEqual([])
+        // "c"'s head stays running, "d"'s lease ends, the rest complete.
+        const byGroup = new Map(first.map((c) => [c.group, c]))
+        yield* expireLease(byGroup.get("d")!.id)
+        yield* completeAll(first.filter((c) => c.group !== "c" && c.group !== "d"))
+        const second = yield* claim(100)
+        expect(names(second)).toEqual(groups.filter((g) => g !== "c").map((g) => g === "d" ? "d0" : `${g}1`).sort())
+        expect(second.find((c) => c.group === "d")?.id).toBe(byGroup.get("d")!.id)
+        // A claim of 3 goes on round-robin after the last group it looked at.
+        yield* completeAll(second)
+        const third = yield* claim(3)
+        const fourth = yield* claim(3)
+        expect(names([...third, ...fourth])).toEqual(["a2", "b2", "d1", "e2", "f2", "g2"])
+      })))
+
     it.live("a group is stored and read back; without perGroup it is a label only", () =>
       withRepo(backend, Effect.gen(function*() {
         const repo = yield* Repo

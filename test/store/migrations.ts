@@ -16,7 +16,7 @@ import { getItem } from "../support/store.js"
 const Repo = QueueRepo.QueueRepo
 
 /** Every migration's id (migrations/{pg,sqlite} have the same numbers). */
-const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]
+const ALL_MIGRATIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
 
 /** Rows in the migrations bookkeeping table. */
 const migrationRows = Effect.flatMap(SqlClient.SqlClient, (sql) =>

@@ -19,7 +19,12 @@
  * statement (`walkGroups`), not statements per group: a recursive CTE seeks
  * the groups one after another from the cursor, and each group's room and
  * picks are subqueries of that row. With no locks to take (the claim holds
- * the write lock), what it picks is leased as it is.
+ * the write lock), what it picks is leased as it is. A sequence (ordered, one
+ * at a time, onFailure "wait") with no per-group rate is walked by
+ * `walkSequences`, which finds each group and its head in one seek (as
+ * PostgreSQL's 0022 walk takes a sequence's head from the group index,
+ * migrations/pg/0022_grouped_claim_chunks.sql) instead of reading the head
+ * again through window functions.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
@@ -165,6 +170,47 @@ SELECT r.n, r.g, CASE
   END AS ids
 FROM rooms r ORDER BY r.n`
 
+/**
+ * One pass's walk over a sequence kind's groups (ordered, concurrency 1,
+ * onFailure "wait", no per-group rate), in one statement: up to ?4 groups
+ * after ?2 (up to ?3, as `walkGroups`), each found with its head (its first
+ * unfinished item: the group index is in group, then id order) by one seek,
+ * and the head's id when the group may start it now: not paused (?5 1: the
+ * kind has paused groups), not held by a dead item (?6 1: onDead "hold"), no
+ * item of it holding a live lease, and the head due (its twin not running) or
+ * its lease ended. What `walkGroups` decides for such a group, without its
+ * windowed read of the head. ?1 kind.
+ */
+export const walkSequences = `
+WITH RECURSIVE walk(n, g, id, kind, state, run_at, lease_until, dedupe_key) AS (
+  SELECT 0, ?2, NULL, NULL, NULL, NULL, NULL, NULL
+  UNION ALL
+  SELECT w.n + 1, i.group_key, i.id, i.kind, i.state, i.run_at, i.lease_until, i.dedupe_key
+  FROM walk w JOIN docket_items i ON i.id = (
+    SELECT x.id FROM docket_items x
+    WHERE x.kind = ?1 AND x.group_key IS NOT NULL AND x.state IN ('waiting', 'running') AND x.group_key > w.g
+      AND (?3 IS NULL OR x.group_key <= ?3)
+    ORDER BY x.group_key, x.id LIMIT 1)
+  WHERE w.n < ?4
+)
+SELECT w.n, w.g, CASE
+  WHEN ?5 AND EXISTS (SELECT 1 FROM docket_groups q WHERE q.kind = ?1 AND q.group_key = w.g) THEN NULL
+  WHEN ?6 AND EXISTS (SELECT 1 FROM docket_items d
+    WHERE d.kind = ?1 AND d.group_key = w.g AND d.group_key IS NOT NULL AND d.state = 'dead') THEN NULL
+  WHEN EXISTS (SELECT 1 FROM docket_items r
+    WHERE r.kind = ?1 AND r.group_key = w.g AND r.group_key IS NOT NULL AND r.state = 'running'
+      AND r.lease_until > ${Now.sqlite}) THEN NULL
+  WHEN w.state = 'running' THEN CASE WHEN w.lease_until <= ${Now.sqlite} THEN w.id END
+  WHEN w.run_at <= ${Now.sqlite} AND ${twinFree("w")} THEN w.id
+  END AS id
+FROM walk w WHERE w.n > 0 ORDER BY w.n`
+
+/** A group as `walkSequences` returns it: the head's id to lease, or null. */
+interface SequenceRow {
+  readonly g: string
+  readonly id: number | null
+}
+
 /** A group as `walkGroups` returns it. */
 interface WalkRow {
   readonly g: string
@@ -223,16 +269,21 @@ const pass = (exec: Exec, c: GroupClaim, s: Settings, start: string | null, room
     let wrapped = false
     let last: string | null = null
     const most = Math.max(MAX_GROUPS_PER_CLAIM, c.limit)
+    const sequence = c.ordered && c.concurrency === 1 && !s.skip_failed && s.group_rate_limit === null
     for (let steps = 0; picked.length < room && steps < most;) {
       const chunk = Math.min(most - steps, Math.max(room - picked.length, 16))
-      const rows = yield* exec<WalkRow>(walkGroups, [
-        c.kind, after, upto, chunk, perGroup, room - picked.length, c.concurrency, c.ordered ? 1 : 0,
-        s.paused_groups > 0 ? 1 : 0, s.hold, s.skip_failed, s.group_rate_limit, s.group_rate_period_ms
-      ])
+      const rows: ReadonlyArray<SequenceRow | WalkRow> = sequence
+        ? yield* exec<SequenceRow>(walkSequences, [c.kind, after, upto, chunk, s.paused_groups > 0 ? 1 : 0, s.hold])
+        : yield* exec<WalkRow>(walkGroups, [
+          c.kind, after, upto, chunk, perGroup, room - picked.length, c.concurrency, c.ordered ? 1 : 0,
+          s.paused_groups > 0 ? 1 : 0, s.hold, s.skip_failed, s.group_rate_limit, s.group_rate_period_ms
+        ])
       for (const row of rows) {
         steps++
         after = last = row.g
-        const ids = (JSON.parse(row.ids) as Array<number>).slice(0, room - picked.length)
+        const ids = "ids" in row
+          ? (JSON.parse(row.ids) as Array<number>).slice(0, room - picked.length)
+          : row.id === null ? [] : [row.id]
         yield* recordStarts(exec, c, s, row.g, ids.length)
         picked.push(...ids)
         if (picked.length >= room) break

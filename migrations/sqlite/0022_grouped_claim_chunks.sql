@@ -1,0 +1,4 @@
+-- Nothing to do on SQLite: 0022 replaces PostgreSQL's grouped claim function
+-- (migrations/pg/0022_grouped_claim_chunks.sql says why). SQLite's grouped
+-- claim is the text the process sends (src/internal/sql/claimGroups.ts). The
+-- file keeps the numbers of both dialects the same.
