@@ -26,6 +26,8 @@ export type InvalidField =
   | "maxSnoozes"
   /** A workflow deferred's token (`DurableDeferred.token`): not one. */
   | "token"
+  /** A workflow's `execute` that waits for its result inside a transaction (give `discard: true` there). */
+  | "discard"
   | "limit"
   | "lease"
   | "worker"

@@ -79,19 +79,40 @@ export const controlSuite = (name: string, layer: () => Promise<Layer.Layer<Serv
       expect((await run(control.show(sleeper))).result).toMatchObject({ _tag: "Complete", exit: { _tag: "Failure" } })
     })
 
-    it("an execute inside the application's transaction starts the execution with its commit, and not at all on a rollback", async () => {
+    it("an execute inside the application's transaction starts the execution with its commit, and not at all on a rollback; waiting there is refused", async () => {
       const tag = `tx-${Math.random().toString(36).slice(2, 8)}`
-      const items = rows("docket_items")
-      const before = await run(Effect.all({ written, items }))
+      // This test's own rows: its executions, and their runs' items (waiting, running or done).
+      const mine = (id: string) =>
+        Effect.all({
+          executions: Effect.map(
+            unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_workflow_executions WHERE execution_id = '${id}'`),
+            (r) => Number(r[0].n)
+          ),
+          items: Effect.map(Effect.all([
+            unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_items WHERE dedupe_key = '${id}'`),
+            unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM docket_done WHERE dedupe_key = '${id}'`)
+              .pipe(Effect.orElseSucceed(() => [{ n: 0 }]))
+          ]), ([a, b]) => Number(a[0].n) + Number(b[0].n))
+        })
+      const inTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(effect))
       // Rolled back: neither the execution nor its run's item is left.
-      const rolledBack = await run(Effect.exit(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql.withTransaction(Effect.zipRight(W.Steps.execute({ tag: `${tag}-rolled` }, { discard: true }), Effect.fail("rolled back")))
+      const rolled = await run(W.Steps.executionId({ tag: `${tag}-rolled` }))
+      const rolledBack = await run(Effect.exit(inTransaction(
+        Effect.zipRight(W.Steps.execute({ tag: `${tag}-rolled` }, { discard: true }), Effect.fail("rolled back"))
       )))
       expect(Exit.isFailure(rolledBack)).toBe(true)
-      expect(await run(Effect.all({ written, items }))).toEqual(before)
-      // Committed: it runs, and a later execute of the same id joins it.
-      await run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql.withTransaction(W.Steps.execute({ tag }, { discard: true }))))
+      expect(await run(mine(rolled))).toEqual({ executions: 0, items: 0 })
+      // Waiting for the result inside the transaction: refused, naming discard; nothing written.
+      const waited = await run(W.Steps.executionId({ tag: `${tag}-waited` }))
+      const refused = await run(defect(inTransaction(W.Steps.execute({ tag: `${tag}-waited` }))))
+      expect(refused).toMatchObject({ _tag: "InvalidInput", field: "discard" })
+      expect(await run(mine(waited))).toEqual({ executions: 0, items: 0 })
+      // Committed: the execution and its run's item are there at the commit; it runs, and a later
+      // execute of the same id joins it.
+      const id = await run(W.Steps.executionId({ tag }))
+      await run(inTransaction(W.Steps.execute({ tag }, { discard: true })))
+      expect(await run(mine(id))).toEqual({ executions: 1, items: 1 })
       expect(await run(W.Steps.execute({ tag }))).toBe("ABC")
       expect(W.entries(tag)).toEqual(["a", "b", "c"])
       expect(W.entries(`${tag}-rolled`)).toEqual([])

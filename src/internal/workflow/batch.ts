@@ -83,21 +83,25 @@ export const make = (transaction: Unit, scope: Scope.Scope): Batched => {
     )
   })
   return <A, E>(unit: Effect.Effect<A, E>, options?: { readonly single?: boolean }) =>
-    Effect.gen(function*() {
-      const done = yield* Deferred.make<unknown, unknown>()
-      // The caller's span stays the parent of the unit's (an enqueue's span links its item's runs).
-      const span = yield* Effect.serviceOption(Tracer.ParentSpan)
-      pending.push({
-        unit: Option.isSome(span) ? Effect.withParentSpan(unit, span.value) : unit,
-        done,
-        single: options?.single === true
+    // The push and the fork together, not interrupted between them: a flag set with no writer
+    // forked would leave every later unit waiting.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<unknown, unknown>()
+        // The caller's span stays the parent of the unit's (an enqueue's span links its item's runs).
+        const span = yield* Effect.serviceOption(Tracer.ParentSpan)
+        pending.push({
+          unit: Option.isSome(span) ? Effect.withParentSpan(unit, span.value) : unit,
+          done,
+          single: options?.single === true
+        })
+        if (!writing) {
+          writing = true
+          yield* forkWriter(writeAll, scope)
+        }
+        return (yield* restore(Deferred.await(done))) as A
       })
-      if (!writing) {
-        writing = true
-        yield* forkWriter(writeAll, scope)
-      }
-      return (yield* Deferred.await(done)) as A
-    }) as Effect.Effect<A, E | SqlError>
+    ) as Effect.Effect<A, E | SqlError>
 }
 
 /** One request answered together with the requests asked for at about the same time. */
@@ -112,7 +116,8 @@ interface Asked<K, V, E> {
  * Requests answered many at once by `many` (its answers in the requests'
  * order), its fiber in `scope`: the first request is sent at once, and those
  * asked for while it is in flight go together in the next (at most `most`),
- * as the writers batch. A failure of `many` fails each of its requests.
+ * as the writers batch. When `many` fails for several, each is asked again
+ * alone: a request fails only by its own failure.
  */
 export const coalesce = <K, V, E>(
   many: (keys: ReadonlyArray<K>) => Effect.Effect<ReadonlyArray<V>, E>,
@@ -127,26 +132,34 @@ export const coalesce = <K, V, E>(
       sending = false
       return Effect.void
     }
+    // A failure of a batch of more than one: each request again alone, so one request's
+    // failure is its own and no other's (as `make` does).
+    const alone = ({ done, key }: Asked<K, V, E>) =>
+      Effect.flatMap(Effect.exit(many([key])), (exit) => Deferred.done(done, Exit.map(exit, (values) => values[0])))
     return Effect.exit(many(batch.map((a) => a.key))).pipe(
       Effect.flatMap((exit) =>
-        Effect.forEach(batch, ({ done }, i) =>
-          Exit.isSuccess(exit) ? Deferred.succeed(done, exit.value[i]) : Deferred.failCause(done, exit.cause), {
-          discard: true
-        })
+        Exit.isSuccess(exit)
+          ? Effect.forEach(batch, ({ done }, i) => Deferred.succeed(done, exit.value[i]), { discard: true })
+          : batch.length === 1
+          ? Deferred.failCause(batch[0].done, exit.cause)
+          : Effect.forEach(batch, alone, { discard: true })
       ),
       Effect.zipRight(sendAll)
     )
   })
   return (key) =>
-    Effect.gen(function*() {
-      const done = yield* Deferred.make<V, E>()
-      pending.push({ key, done })
-      if (!sending) {
-        sending = true
-        yield* forkWriter(sendAll, scope)
-      }
-      return yield* Deferred.await(done)
-    })
+    // The push and the fork together, not interrupted between them (see `make`).
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<V, E>()
+        pending.push({ key, done })
+        if (!sending) {
+          sending = true
+          yield* forkWriter(sendAll, scope)
+        }
+        return yield* restore(Deferred.await(done))
+      })
+    )
 }
 
 /** Reads one key's value (undefined: none) together with the reads asked for at about the same time. */

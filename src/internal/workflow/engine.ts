@@ -89,12 +89,13 @@ export class ExecutionNotFound extends Data.TaggedError("ExecutionNotFound")<{
 
 /** A workflow's kind: `workflow:` and its name (runs of its executions are items of it). */
 export const kindOf = (name: string): string => {
-  const plain = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(name) && name.length <= 200
+  // Within a kind's 128 characters ("workflow:" and the name; a kept part, "-" and 8 digits).
+  const plain = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(name) && name.length <= 119
   if (plain) return `workflow:${name}`
   // A name a kind cannot hold: its letters that can, and a digest that keeps it unique.
   let hash = 0x811c9dc5
   for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193) >>> 0
-  const kept = name.replace(/[^A-Za-z0-9_.:-]/g, "_").slice(0, 150)
+  const kept = name.replace(/[^A-Za-z0-9_.:-]/g, "_").slice(0, 110)
   return `workflow:${kept}-${hash.toString(16).padStart(8, "0")}`
 }
 
@@ -177,8 +178,13 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
    * `enqueueFirstRun`). Whether each request created its execution (an id
    * asked for twice: the first).
    */
-  const startMany = (rows: ReadonlyArray<NewExecution>) =>
+  const startMany = (asked: ReadonlyArray<NewExecution>) =>
     Effect.gen(function*() {
+      // In the ids' order: two processes starting the same ids wait on each other's keys in one
+      // order, not in crossed orders (a deadlock on PostgreSQL).
+      const order = asked.map((_, i) => i).sort((a, b) =>
+        asked[a].executionId < asked[b].executionId ? -1 : asked[a].executionId > asked[b].executionId ? 1 : a - b)
+      const rows = order.map((i) => asked[i])
       const added = yield* sql.insertMany(rows)
       const creators = new Set<number>()
       const seen = new Set<string>()
@@ -195,7 +201,9 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
           if (results[i]._tag === "Deduplicated") yield* enqueueRun(firsts[i].workflow, firsts[i].executionId)
         }
       }
-      return rows.map((_, i) => creators.has(i))
+      const created: Array<boolean> = new Array(asked.length)
+      order.forEach((i, sorted) => (created[i] = creators.has(sorted)))
+      return created
     })
   /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
   const wake = (executionId: string) =>

@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { InvalidInput } from "../../Errors.js"
+import { defaultTracer } from "../tracing.js"
 import * as Batch from "./batch.js"
 import * as Codec from "./codec.js"
 import * as Exits from "./exits.js"
@@ -61,16 +62,20 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
     payload: string,
     parent: WorkflowEngine.WorkflowInstance["Type"] | undefined
   ) =>
-    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) => {
+    Effect.gen(function*() {
+      const tx = yield* Effect.serviceOption(SqlClient.TransactionConnection)
       const row: NewExecution = {
         executionId,
         workflow: workflow.name,
         payload,
         parent: parent === undefined ? undefined : { workflow: parent.workflow.name, executionId: parent.executionId }
       }
-      return storage(
+      // Under an application's tracer a start goes on its own, in the caller's fiber: its run's
+      // item stores the caller's trace context (a shared start would store the batch's).
+      const alone = Option.isSome(tx) || (yield* Effect.tracer) !== defaultTracer
+      return yield* storage(
         "start an execution",
-        Option.isSome(tx)
+        alone
           ? transaction(Effect.flatMap(sql.insert(row), (created) =>
             created ? Effect.as(enqueueFirstRun(workflow.name, executionId), true) : Effect.succeed(false)))
           : starts(row)
@@ -103,6 +108,17 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
           const created = yield* start(workflow, executionId, payload, parent)
           if (created) return new Workflow.Suspended({})
           return Option.getOrElse(yield* resultOf(workflow, executionId), () => new Workflow.Suspended({}))
+        }
+        // Inside the application's transaction the execution starts when it commits: waiting there
+        // for its result would wait for ever (and on SQLite hold the one connection meanwhile).
+        if (Option.isSome(yield* Effect.serviceOption(SqlClient.TransactionConnection))) {
+          return yield* Effect.die(
+            new InvalidInput({
+              field: "discard",
+              reason: `an execute of ${workflow.name} inside a transaction must not wait for its result: ` +
+                "the execution starts when the transaction commits (give discard: true, and wait after the commit)"
+            })
+          )
         }
         return yield* Effect.scoped(Effect.gen(function*() {
           const ticket = yield* waiters.ticket(executionId)

@@ -51,13 +51,16 @@ export const make = (
     )
   })
   return (result) =>
-    Effect.gen(function*() {
-      const done = yield* Deferred.make<boolean, SqlError>()
-      pending.push({ result, done })
-      if (!writing) {
-        writing = true
-        yield* forkWriter(writeAll, scope)
-      }
-      return yield* Deferred.await(done)
-    })
+    // The push and the fork together, not interrupted between them (batch.ts `make`).
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<boolean, SqlError>()
+        pending.push({ result, done })
+        if (!writing) {
+          writing = true
+          yield* forkWriter(writeAll, scope)
+        }
+        return yield* restore(Deferred.await(done))
+      })
+    )
 }

@@ -29,6 +29,7 @@ import type * as Scope from "effect/Scope"
 import { listen } from "../listen.js"
 import { remoteTarget } from "../remoteTarget.js"
 import * as SqliteWatch from "../sqliteWatch.js"
+import { forkWriter } from "./batch.js"
 
 /** How long a waiter waits for a push before it reads the row again. */
 export const FALLBACK_MS = 10_000
@@ -169,7 +170,8 @@ export const make = (
     const start = Effect.suspend(() => {
       if (started || Option.isNone(remote)) return Effect.void
       started = true
-      return Effect.asVoid(Effect.forkIn(remote.value(pushed, all), scope))
+      // Forked clean of the first caller's transaction and span (batch.ts `forkWriter`).
+      return Effect.asVoid(forkWriter(remote.value(pushed, all), scope))
     })
     return {
       completing: (executionId, store) =>
