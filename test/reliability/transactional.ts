@@ -34,11 +34,13 @@ const scenario = (dialect: "pg" | "sqlite") =>
     try {
       await client.runPromise(Effect.void) // migrates
       await store.exec(TABLES)
+      // The workers first, then the items: enqueued before, they were drained by the first worker
+      // up while the others loaded, before the first kill (a quiet machine's rehearsal: 0 kills).
+      await crew.start(3)
       const started = performance.now()
       await client.runPromise(
         Docket.client(Apply).enqueueMany(Array.from({ length: items }, (_, i) => ({ payload: { n: i + 1 } })))
       )
-      await crew.start(3)
       await crew.killEverySecondUntil(
         "every transactional item done",
         async () => (await countOf(store, "SELECT count(*) AS n FROM docket_items_all WHERE state = 'done'")) === items,
