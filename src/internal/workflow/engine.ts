@@ -160,6 +160,49 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
       { executionId },
       dueAt === undefined ? { key: executionId, onConflict: "replace" } : { key: executionId, runAt: dueAt }
     )
+  /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
+  const wake = (executionId: string) =>
+    storage(
+      "wake",
+      transaction(Effect.flatMap(sql.wake(executionId), (workflow) =>
+        workflow === undefined ? Effect.void : Effect.asVoid(enqueueRun(workflow, executionId))))
+    )
+  /**
+   * Completes a deferred of an execution that exists (the first wins) and
+   * wakes it unless `self`; in the caller's transaction (if any), or in
+   * `unit` (a batch of the engine's own: a clock's firing).
+   */
+  const complete = (
+    workflow: string,
+    executionId: string,
+    name: string,
+    exit: string,
+    self: boolean,
+    unit: Batched = transaction
+  ) =>
+    storage(
+      "complete a deferred",
+      unit(Effect.gen(function*() {
+        // The write first: on SQLite the transaction holds the write lock from
+        // its first statement (a read first could fail to upgrade: db.ts).
+        if (!(yield* sql.deferredPut(executionId, name, exit))) {
+          // Completed before (the first wins; its completion woke the execution), or no such execution.
+          return (yield* sql.get(executionId)) !== undefined
+        }
+        if (!self) {
+          const woken = yield* sql.wake(executionId)
+          if (woken !== undefined) yield* enqueueRun(woken, executionId)
+        }
+        return true
+      }))
+    ).pipe(Effect.flatMap((found) => found ? Effect.void : Effect.die(new ExecutionNotFound({ workflow, executionId }))))
+  return { enqueueRun, wake, complete }
+}
+
+/** The storage steps of an execution's start (service.ts `execute`). */
+export const startSteps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
+  const { repo, sql } = deps
+  const { enqueueRun } = steps(deps)
   /**
    * The first run of an execution just created: inserted as "keep" (one
    * statement, where "replace" looks for a waiting run first); if a run of
@@ -205,43 +248,7 @@ export const steps = (deps: Pick<Deps, "repo" | "sql" | "transaction">) => {
       order.forEach((i, sorted) => (created[i] = creators.has(sorted)))
       return created
     })
-  /** Wakes an unfinished execution: another run's item (coalesced with one waiting). */
-  const wake = (executionId: string) =>
-    storage(
-      "wake",
-      transaction(Effect.flatMap(sql.wake(executionId), (workflow) =>
-        workflow === undefined ? Effect.void : Effect.asVoid(enqueueRun(workflow, executionId))))
-    )
-  /**
-   * Completes a deferred of an execution that exists (the first wins) and
-   * wakes it unless `self`; in the caller's transaction (if any), or in
-   * `unit` (a batch of the engine's own: a clock's firing).
-   */
-  const complete = (
-    workflow: string,
-    executionId: string,
-    name: string,
-    exit: string,
-    self: boolean,
-    unit: Batched = transaction
-  ) =>
-    storage(
-      "complete a deferred",
-      unit(Effect.gen(function*() {
-        // The write first: on SQLite the transaction holds the write lock from
-        // its first statement (a read first could fail to upgrade: db.ts).
-        if (!(yield* sql.deferredPut(executionId, name, exit))) {
-          // Completed before (the first wins; its completion woke the execution), or no such execution.
-          return (yield* sql.get(executionId)) !== undefined
-        }
-        if (!self) {
-          const woken = yield* sql.wake(executionId)
-          if (woken !== undefined) yield* enqueueRun(woken, executionId)
-        }
-        return true
-      }))
-    ).pipe(Effect.flatMap((found) => found ? Effect.void : Effect.die(new ExecutionNotFound({ workflow, executionId }))))
-  return { enqueueRun, enqueueFirstRun, startMany, wake, complete }
+  return { enqueueFirstRun, startMany }
 }
 
 /** The operations on an execution's steps: activities, deferreds, clocks (run inside its runs). */

@@ -16,14 +16,14 @@ import { defaultTracer } from "../tracing.js"
 import * as Batch from "./batch.js"
 import * as Codec from "./codec.js"
 import * as Exits from "./exits.js"
-import { type Deps, InterruptSignal, stepOps, steps, storage } from "./engine.js"
+import { type Deps, InterruptSignal, startSteps, stepOps, steps, storage } from "./engine.js"
 import type { NewExecution } from "./sql.js"
 import { FALLBACK_MS, type Ticket } from "./waiters.js"
 
-/** The operations on executions: start or join one, read, interrupt, resume. */
-const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "poll" | "interrupt" | "resume"> => {
-  const { sql, transaction, waiters } = deps
-  const { complete, enqueueFirstRun, startMany, wake } = steps(deps)
+/** Starting an execution, and reading or waiting for its result. */
+const starting = (deps: Deps) => {
+  const { sql, transaction } = deps
+  const { enqueueFirstRun, startMany } = startSteps(deps)
   // Executions started outside a transaction of the caller's: many in one transaction, two statements.
   const starts = Batch.coalesce((rows: ReadonlyArray<NewExecution>) => transaction(startMany(rows)), deps.scope)
 
@@ -82,6 +82,14 @@ const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "pol
       )
     })
 
+  return { resultOf, awaitResult, start }
+}
+
+/** The operations on executions: start or join one, read, interrupt, resume. */
+const executionOps = (deps: Deps): Pick<WorkflowEngine.Encoded, "execute" | "poll" | "interrupt" | "resume"> => {
+  const { sql, waiters } = deps
+  const { complete, wake } = steps(deps)
+  const { awaitResult, resultOf, start } = starting(deps)
   return {
     execute: <const Discard extends boolean>(
       workflow: Workflow.Any,
