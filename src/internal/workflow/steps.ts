@@ -10,10 +10,9 @@
  * are recorded). Each caller still waits for its own result's commit.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { forkWriter } from "./batch.js"
+import { coalesce } from "./batch.js"
 import { type ActivityResult, activityKey } from "./sql.js"
 
 /** Most results in one statement. */
@@ -22,45 +21,15 @@ const BATCH = 500
 /** Stores one result: true if it was stored now, false if one was stored already. */
 export type PutStep = (result: ActivityResult) => Effect.Effect<boolean, SqlError>
 
-interface Request {
-  readonly result: ActivityResult
-  readonly done: Deferred.Deferred<boolean, SqlError>
-}
-
-/** The writer over `putMany` (sql.ts `activityPut`), its fiber in `scope`. */
+/** The writer over `putMany` (sql.ts `activityPut`), its fiber in `scope` (batch.ts `coalesce`). */
 export const make = (
   putMany: (results: ReadonlyArray<ActivityResult>) => Effect.Effect<ReadonlySet<string>, SqlError>,
   scope: Scope.Scope
-): PutStep => {
-  const pending: Array<Request> = []
-  let writing = false
-  const writeAll: Effect.Effect<void> = Effect.suspend(() => {
-    const batch = pending.splice(0, BATCH)
-    if (batch.length === 0) {
-      writing = false
-      return Effect.void
-    }
-    return Effect.exit(putMany(batch.map((r) => r.result))).pipe(
-      Effect.flatMap((exit) =>
-        Effect.forEach(batch, ({ done, result }) =>
-          exit._tag === "Success"
-            ? Deferred.succeed(done, exit.value.has(`${result.executionId} ${activityKey(result.name, result.attempt)}`))
-            : Deferred.failCause(done, exit.cause), { discard: true })
-      ),
-      Effect.zipRight(writeAll)
-    )
-  })
-  return (result) =>
-    // The push and the fork together, not interrupted between them (batch.ts `make`).
-    Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        const done = yield* Deferred.make<boolean, SqlError>()
-        pending.push({ result, done })
-        if (!writing) {
-          writing = true
-          yield* forkWriter(writeAll, scope)
-        }
-        return yield* restore(Deferred.await(done))
-      })
-    )
-}
+): PutStep =>
+  coalesce(
+    (results: ReadonlyArray<ActivityResult>) =>
+      Effect.map(putMany(results), (stored) =>
+        results.map((r) => stored.has(`${r.executionId} ${activityKey(r.name, r.attempt)}`))),
+    scope,
+    BATCH
+  )
